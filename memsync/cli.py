@@ -1,0 +1,152 @@
+"""The `memsync` command: parse flags, call one library function, print. Imports stay lazy so that
+`memsync query` starts fast."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .errors import AmbiguousIndex, MemsyncError
+
+
+def _fail(exc: MemsyncError) -> None:
+    if os.environ.get("MEMSYNC_RAISE_ERRORS"):
+        raise exc
+    click.echo(f"memsync: error: {exc}", err=True)
+    sys.exit(2 if isinstance(exc, AmbiguousIndex) else 1)
+
+
+def run(action: Callable[[], Any]) -> Any:
+    """The boundary: MemsyncError -> one line and exit 1; anything else is a bug and says so."""
+    try:
+        return action()
+    except MemsyncError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        click.echo("memsync: interrupted", err=True)
+        sys.exit(130)
+    except (OSError, RuntimeError) as exc:
+        if os.environ.get("MEMSYNC_RAISE_ERRORS"):
+            raise
+        click.echo(f"memsync: error: {exc.__class__.__name__}: {exc}", err=True)
+        sys.exit(1)
+
+
+def _config(**flags: Any):  # type: ignore[no-untyped-def]
+    from .config import load_config
+
+    if os.environ.get("MEMSYNC_DB") and flags.get("db") is None:
+        flags["db"] = Path(os.environ["MEMSYNC_DB"]).expanduser()
+    return load_config(**flags)
+
+
+def _progress_factory(bars: list[Any]):  # type: ignore[no-untyped-def]
+    """Progress bars on stderr when it is a terminal; nothing otherwise."""
+    if not sys.stderr.isatty():
+        return None
+
+    def open_bar(label: str, total: int) -> Callable[[int], None]:
+        bar = click.progressbar(length=total, label=label, file=sys.stderr)
+        bar.__enter__()
+        bars.append(bar)
+        return bar.update
+
+    return open_bar
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="memsync")
+def main() -> None:
+    """A fresh, offline, searchable index of your Markdown notes."""
+
+
+@main.command()
+@click.argument("vault", type=click.Path(path_type=Path))
+@click.option(
+    "--db",
+    type=click.Path(path_type=Path),
+    help="Index file (default: per vault, in the data folder; env MEMSYNC_DB).",
+)
+@click.option(
+    "--provider",
+    type=click.Choice(["auto", "local", "openai", "ollama", "none"]),
+    help="Embedding provider (env MEMSYNC_PROVIDER; default auto = local if installed, else none).",
+)
+@click.option("--model", help="Embedding model of the provider (env MEMSYNC_MODEL).")
+@click.option("--max-file-mb", type=float, help="Skip notes larger than this (default 10).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def index(
+    vault: Path,
+    db: Path | None,
+    provider: str | None,
+    model: str | None,
+    max_file_mb: float | None,
+    as_json: bool,
+) -> None:
+    """Sync VAULT into its index: text first, then vectors for what changed."""
+
+    def action() -> None:
+        from . import output
+        from .embedders import make_embedder, resolve_provider
+        from .locate import db_for_vault
+        from .lock import WriterLock
+        from .store import Store
+        from .sync import index_vault
+        from .vault import vault_root
+
+        config = _config(db=db, provider=provider, model=model, max_file_mb=max_file_mb)
+        root = vault_root(vault)
+        db_path = db_for_vault(root, config)
+        chosen = resolve_provider(config)
+        if chosen == "none" and config.provider == "auto":
+            click.echo(
+                "memsync: the local model is not installed here; indexing for keyword search only",
+                err=True,
+            )
+        embedder = make_embedder(config, chosen)
+        bars: list[Any] = []
+        with WriterLock(db_path, "index"), Store(db_path) as store:
+            try:
+                report = index_vault(
+                    store, root, config.max_file_bytes, embedder, _progress_factory(bars)
+                )
+            finally:
+                for bar in bars:
+                    bar.__exit__(None, None, None)
+        model_name = embedder.describe() if embedder else None
+        if as_json:
+            click.echo(output.as_json({"vault": str(root), "db": str(db_path), **report.as_dict()}))
+        else:
+            click.echo(output.index_summary(report, str(root), model_name))
+
+    run(action)
+
+
+@main.command()
+@click.option("--vault", type=click.Path(path_type=Path), help="The vault whose index to show.")
+@click.option("--db", type=click.Path(path_type=Path), help="The index file to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def status(vault: Path | None, db: Path | None, as_json: bool) -> None:
+    """What is indexed, with which model, and whether it matches the notes on disk."""
+
+    def action() -> None:
+        from . import output
+        from .status import gather
+
+        config = _config(db=db)
+        facts = gather(_locate(config, vault))
+        click.echo(output.as_json(facts) if as_json else output.status_text(facts))
+
+    run(action)
+
+
+def _locate(config: Any, vault: Path | None) -> Path:
+    from .locate import locate
+    from .vault import vault_root
+
+    return locate(config, vault_root(vault) if vault else None)

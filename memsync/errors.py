@@ -1,0 +1,69 @@
+"""The one exception tree of memsync.
+
+    MemsyncError                  base: the CLI prints its message on one line, exit 1
+     ├── ConfigError              a bad setting (file, env or flag)
+     ├── VaultError               the vault path is missing or not a folder
+     ├── IndexNotFound            no index for that vault / db
+     │    └── AmbiguousIndex      several vaults are indexed and none was named (exit 2)
+     ├── StoreError               the database cannot be opened or is of a newer schema
+     ├── LockError                another writer (index or watch) holds this index
+     └── EmbeddingError           the embedding provider failed
+          ├── EmbeddingAuthError      401/403: the key is missing or wrong
+          ├── EmbeddingConfigError    404, unknown provider, model not installed
+          ├── EmbeddingResponseError  malformed answer or vectors of the wrong size
+          └── EmbeddingUnavailable    timeouts, refused connections, 429/5xx after retries
+
+Lower-level exceptions are translated where they happen with ``raise X(...) from exc``.
+"""
+
+from __future__ import annotations
+
+
+class MemsyncError(Exception):
+    """Base of every error memsync reports to the user."""
+
+
+class ConfigError(MemsyncError):
+    pass
+
+
+class VaultError(MemsyncError):
+    pass
+
+
+class IndexNotFound(MemsyncError):
+    pass
+
+
+class AmbiguousIndex(IndexNotFound):
+    pass
+
+
+class StoreError(MemsyncError):
+    pass
+
+
+class LockError(MemsyncError):
+    def __init__(self, message: str, pid: int | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
+class EmbeddingError(MemsyncError):
+    pass
+
+
+class EmbeddingAuthError(EmbeddingError):
+    pass
+
+
+class EmbeddingConfigError(EmbeddingError):
+    pass
+
+
+class EmbeddingResponseError(EmbeddingError):
+    pass
+
+
+class EmbeddingUnavailable(EmbeddingError):
+    pass

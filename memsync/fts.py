@@ -1,0 +1,139 @@
+"""Text as FTS5 sees it, pure: CJK bigrams for the index, safe MATCH expressions for user text.
+
+FTS5's unicode61 tokenizer makes one token of a whole run of Chinese or Japanese characters, so
+`端口` would never match inside `测试服务器的SSH端口是2222`. Both the indexed text and the query
+spell such runs as overlapping character bigrams, which unicode61 then sees as separate tokens.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_WORD = re.compile(f"[^\\W_{_CJK}]+")
+
+# words that every conversational question carries and no note is about
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "should",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "about",
+        "any",
+        "all",
+        "also",
+        "just",
+        "know",
+        "tell",
+        "find",
+        "remember",
+        "said",
+        "say",
+        "did",
+    ]
+)
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def index_text(text: str) -> str:
+    """The text stored in chunks_fts: CJK runs spelled as bigrams, everything else as is."""
+    return _CJK_RUN.sub(lambda m: " " + " ".join(_bigrams(m.group())) + " ", text)
+
+
+def query_terms(text: str) -> list[str]:
+    """User text -> FTS5 phrases; stop words dropped unless nothing else is left.
+
+    A whitespace-separated word stays one phrase (`OPS-1432` must match as `ops 1432`, adjacent);
+    a CJK run becomes its bigrams, each a term, so a question written in Chinese can still match.
+    """
+    terms: list[str] = []
+    for token in text.split():
+        for part in re.split(f"([{_CJK}]+)", token):
+            if _CJK_RUN.fullmatch(part):
+                terms.extend(_bigrams(part))
+            else:
+                words = _WORD.findall(part)
+                if words:
+                    terms.append(" ".join(words).lower())
+    content = [t for t in terms if t not in STOP_WORDS]
+    return list(dict.fromkeys(content or terms))
+
+
+def _phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def match_expression(terms: list[str], operator: str = "AND") -> str:
+    """A MATCH string in which no user character is FTS5 syntax: every term is a quoted phrase."""
+    return f" {operator} ".join(_phrase(t) for t in terms)
+
+
+def bm25_score(rank: float) -> float:
+    """FTS5's bm25() (lower is better, < 0) mapped into [0, 1): s = (-r) / (1 - r)."""
+    strength = max(-rank, 0.0)
+    return strength / (1.0 + strength)

@@ -1,0 +1,89 @@
+"""Pure renderers: what people read on a terminal, and JSON for scripts and agents."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from .sync import Report
+
+
+def as_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    if seconds < 90:
+        return f"{seconds:.0f}s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h ago"
+    return f"{seconds / 86400:.0f} days ago"
+
+
+def index_summary(report: Report, vault: str, model: str | None) -> str:
+    lines = [
+        f"Indexed {vault} in {report.seconds:.1f}s: {report.added} new, {report.changed} changed, "
+        f"{report.moved} moved, {report.removed} removed, {report.touched} touched, "
+        f"{report.unchanged} unchanged.",
+        f"Chunks written: {report.chunks_written}; embedded now: {report.embedded}"
+        + (f" with {model}" if model else "")
+        + (f"; still without vectors: {report.pending}" if report.pending else "")
+        + ".",
+    ]
+    if report.skipped:
+        lines.append(f"Skipped {len(report.skipped)} file(s):")
+        lines += [f"  {path}: {reason}" for path, reason in report.skipped]
+    if report.warnings:
+        lines += [f"Warning: {path}: {warning}" for path, warning in report.warnings]
+    return "\n".join(lines)
+
+
+def status_text(facts: dict[str, Any]) -> str:
+    disk = facts["disk"]
+    lines = [f"vault:    {facts['vault'] or '(unknown)'}", f"index:    {facts['db']}"]
+    if facts["model"]:
+        lines.append(f"model:    {facts['provider']} {facts['model']} ({facts['dims']} dims)")
+    else:
+        lines.append("model:    none (keyword search only)")
+    lines.append(f"vectors:  {facts['vector_backend']}")
+    if disk["present"]:
+        lines.append(f"files:    {facts['files_indexed']} indexed, {disk['files']} notes on disk")
+    else:
+        lines.append(f"files:    {facts['files_indexed']} indexed; the vault folder is missing")
+    lines.append(
+        f"chunks:   {facts['chunks']} ({facts['chunks_embedded']} with vectors, "
+        f"{facts['chunks_pending']} waiting for embeddings)"
+    )
+    writer = facts["writer"]
+    if writer:
+        started = writer.get("started")
+        uptime = f", up {_ago(time.time() - float(started)).replace(' ago', '')}" if started else ""
+        detail = f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{uptime})"
+        if writer.get("last_event"):
+            detail += f", last event {_ago(time.time() - float(writer['last_event']))}"
+        lines.append(f"writer:   {detail}")
+    else:
+        lines.append("writer:   no watcher running")
+    lines.append(f"synced:   {_ago(facts['last_sync_age_s'])}")
+    if facts["complete"]:
+        state = "up to date"
+    elif not disk["present"]:
+        state = "vault folder not found"
+    else:
+        behind = [f"{disk[k]} {k}" for k in ("new", "changed", "removed") if disk.get(k)]
+        parts = []
+        if behind:
+            parts.append("notes on disk differ from the index (" + ", ".join(behind) + ")")
+        if facts["chunks_pending"]:
+            parts.append(f"{facts['chunks_pending']} chunks without vectors")
+        state = "behind: " + "; ".join(parts)
+    lines.append(f"state:    {state}")
+    if facts["skipped"]:
+        lines.append(f"skipped:  {len(facts['skipped'])} file(s)")
+        lines += [f"  {s['path']}: {s['reason']}" for s in facts["skipped"]]
+    return "\n".join(lines)

@@ -1,0 +1,58 @@
+"""What `memsync status` reports: facts read from the index, the lock and a stat-only walk."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from .lock import read_holder
+from .store import Store
+from .sync import plan
+from .vault import scan
+
+
+def gather(db: Path) -> dict[str, Any]:
+    """Never claims 'up to date' unless every note on disk matches its files row by stat."""
+    with Store(db, create=False) as store:
+        meta = store.meta()
+        counts = store.counts()
+        index_rows = store.file_rows()
+        skipped = store.skipped()
+        backend = store.vector_backend
+    vault = Path(meta["vault_path"]) if meta.get("vault_path") else None
+    disk: dict[str, Any] = {"present": False}
+    if vault is not None and vault.is_dir():
+        found = scan(vault)
+        work = plan(found.files, index_rows)
+        changed = [p for p in work.to_read if p in index_rows]
+        disk = {
+            "present": True,
+            "files": len(found.files),
+            "new": len(work.to_read) - len(changed),
+            "changed": len(changed),
+            "removed": len(work.removed),
+        }
+    holder = read_holder(db)
+    last_sync = float(meta["last_sync"]) if meta.get("last_sync") else None
+    in_step = bool(disk["present"]) and not (disk["new"] or disk["changed"] or disk["removed"])
+    return {
+        "vault": str(vault) if vault else None,
+        "db": str(db),
+        "schema_version": int(meta.get("schema_version", 0)),
+        "provider": meta.get("provider"),
+        "model": meta.get("model"),
+        "dims": int(meta["dims"]) if meta.get("dims") else None,
+        "vector_backend": backend,
+        "files_indexed": counts["files"],
+        "chunks": counts["chunks"],
+        "chunks_embedded": counts["embedded"],
+        "chunks_pending": counts["pending"],
+        "disk": disk,
+        "text_up_to_date": in_step,
+        "complete": in_step and counts["pending"] == 0,
+        "last_sync": last_sync,
+        "last_sync_age_s": round(time.time() - last_sync, 1) if last_sync else None,
+        "writer": holder,
+        "skipped": [{"path": p, "reason": r} for p, r in skipped],
+    }

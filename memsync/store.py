@@ -1,0 +1,469 @@
+"""The only module that speaks SQL: one SQLite file per vault (WAL), FTS5 and sqlite-vec.
+
+apsw ships its own SQLite, so sqlite-vec loads even where Python's sqlite3 cannot load extensions.
+Where the extension still cannot load, vectors are searched with numpy over chunks.embedding and
+`vector_backend` says so. A later PostgreSQL + pgvector store implements the same methods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import StoreError
+
+SOURCE = "memory"
+
+
+@dataclass(frozen=True)
+class FileRow:
+    path: str
+    hash: str
+    mtime_ns: int
+    size: int
+
+
+@dataclass(frozen=True)
+class NewChunk:
+    start_line: int
+    end_line: int
+    hash: str
+    text: str
+    context: str
+    fts_text: str
+
+
+@dataclass(frozen=True)
+class ModelKey:
+    """Which vectors an index holds: never two models in one index."""
+
+    provider: str
+    model: str
+    provider_key: str
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    id: int
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+    embedding: bytes | None
+
+
+MIGRATIONS: list[str] = [
+    # 1: the reference design's tables, names kept; `context` holds the heading path embedded with
+    # the chunk, `skipped` the files the last sync could not index and why.
+    """
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE files(
+        path TEXT PRIMARY KEY, source TEXT NOT NULL DEFAULT 'memory',
+        hash TEXT NOT NULL, mtime INTEGER NOT NULL, size INTEGER NOT NULL);
+    CREATE TABLE chunks(
+        id INTEGER PRIMARY KEY, path TEXT NOT NULL, source TEXT NOT NULL DEFAULT 'memory',
+        start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, hash TEXT NOT NULL, model TEXT,
+        text TEXT NOT NULL, context TEXT NOT NULL DEFAULT '', embedding BLOB,
+        updated_at INTEGER NOT NULL);
+    CREATE INDEX idx_chunks_path ON chunks(path);
+    CREATE INDEX idx_chunks_pending ON chunks(id) WHERE embedding IS NULL;
+    CREATE TABLE embedding_cache(
+        provider TEXT NOT NULL, model TEXT NOT NULL, provider_key TEXT NOT NULL,
+        hash TEXT NOT NULL, embedding BLOB NOT NULL, dims INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL, PRIMARY KEY(provider, model, provider_key, hash));
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, path UNINDEXED, start_line UNINDEXED, end_line UNINDEXED,
+        tokenize = 'porter unicode61 remove_diacritics 2');
+    CREATE TABLE skipped(path TEXT PRIMARY KEY, reason TEXT NOT NULL, at INTEGER NOT NULL);
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _first(cursor: Iterable[tuple]) -> tuple | None:  # type: ignore[type-arg]
+    """The first row, with the statement run to its end (apsw cannot COMMIT over a live one)."""
+    rows = list(cursor)
+    return rows[0] if rows else None
+
+
+def _now() -> int:
+    return int(time.time())
+
+
+class Store:
+    """A connection to one index. Writers serialise through SQLite; readers never wait (WAL)."""
+
+    def __init__(self, path: Path, *, create: bool = True) -> None:
+        import apsw
+
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise StoreError(f"no index at {self.path}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = apsw.Connection(str(self.path))
+            self.conn.set_busy_timeout(10_000)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+        except apsw.Error as exc:
+            raise StoreError(f"cannot open index {self.path}: {exc}") from exc
+        self.vec_version = self._load_vec()
+        self._migrate()
+
+    # -- connection -------------------------------------------------------------------------
+
+    def _load_vec(self) -> str | None:
+        if os.environ.get("MEMSYNC_DISABLE_VEC"):
+            return None
+        try:
+            import sqlite_vec
+
+            self.conn.enable_load_extension(True)
+            self.conn.load_extension(sqlite_vec.loadable_path())
+            self.conn.enable_load_extension(False)
+            return str(_first(self.conn.execute("SELECT vec_version()"))[0])
+        except Exception:  # any failure means: search vectors with numpy instead
+            return None
+
+    @property
+    def vector_backend(self) -> str:
+        if self.vec_version:
+            return f"sqlite-vec {self.vec_version}"
+        return "numpy (sqlite-vec extension could not be loaded)"
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT: one file's change lands whole or not at all."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        version = _first(self.conn.execute("PRAGMA user_version"))[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"index {self.path} has schema {version}, newer than this memsync "
+                f"({SCHEMA_VERSION}): upgrade memsync"
+            )
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            with self.transaction():
+                self.conn.execute(MIGRATIONS[number - 1])
+                self.conn.execute(f"PRAGMA user_version={number}")
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
+                    (str(number),),
+                )
+
+    def integrity_check(self) -> str:
+        return str(_first(self.conn.execute("PRAGMA integrity_check"))[0])
+
+    # -- meta -------------------------------------------------------------------------------
+
+    def meta(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+
+    def set_meta(self, **values: str | float) -> None:
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
+            [(k, str(v)) for k, v in values.items()],
+        )
+
+    def model_key(self) -> ModelKey | None:
+        meta = self.meta()
+        if "model" not in meta:
+            return None
+        return ModelKey(meta["provider"], meta["model"], meta.get("provider_key", ""))
+
+    def dims(self) -> int | None:
+        value = self.meta().get("dims")
+        return int(value) if value else None
+
+    def set_model(self, key: ModelKey, dims: int) -> bool:
+        """Make `key` the index's model; a different one drops every vector. True if it changed."""
+        if self.model_key() == key and self.dims() == dims:
+            return False
+        with self.transaction():
+            self.conn.execute("UPDATE chunks SET embedding = NULL, model = NULL")
+            self.conn.execute("DROP TABLE IF EXISTS chunks_vec")
+            self._create_vec(dims)
+            self.set_meta(
+                provider=key.provider, model=key.model, provider_key=key.provider_key, dims=dims
+            )
+        return True
+
+    def _create_vec(self, dims: int) -> None:
+        if self.vec_version:
+            self.conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING "
+                f"vec0(embedding float[{int(dims)}] distance_metric=cosine)"
+            )
+
+    def _has_vec_table(self) -> bool:
+        if not self.vec_version:
+            return False
+        row = _first(self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'"))
+        return row is not None
+
+    # -- files ------------------------------------------------------------------------------
+
+    def file_rows(self) -> dict[str, FileRow]:
+        return {
+            path: FileRow(path, h, mtime, size)
+            for path, h, mtime, size in self.conn.execute(
+                "SELECT path, hash, mtime, size FROM files"
+            )
+        }
+
+    def touch_file(self, row: FileRow) -> None:
+        self.conn.execute(
+            "UPDATE files SET mtime = ?, size = ? WHERE path = ?",
+            (row.mtime_ns, row.size, row.path),
+        )
+
+    def _delete_chunks(self, path: str) -> None:
+        ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
+        if not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", ids)
+        if self._has_vec_table():
+            self.conn.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", ids)
+        self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", ids)
+
+    def replace_file(self, row: FileRow, chunks: Sequence[NewChunk]) -> int:
+        """A file's new chunks, reusing cached vectors; returns how many still need embedding."""
+        key = self.model_key()
+        cached = self.cached_embeddings(key, [c.hash for c in chunks]) if key else {}
+        now = _now()
+        pending = 0
+        with self.transaction():
+            self._delete_chunks(row.path)
+            has_vec = self._has_vec_table()
+            for chunk in chunks:
+                blob = cached.get(chunk.hash)
+                pending += blob is None
+                inserted = _first(
+                    self.conn.execute(
+                        "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
+                        "context, embedding, updated_at) VALUES(?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                        (
+                            row.path,
+                            SOURCE,
+                            chunk.start_line,
+                            chunk.end_line,
+                            chunk.hash,
+                            key.model if key and blob else None,
+                            chunk.text,
+                            chunk.context,
+                            blob,
+                            now,
+                        ),
+                    )
+                )
+                chunk_id = inserted[0]
+                self.conn.execute(
+                    "INSERT INTO chunks_fts(rowid, text, path, start_line, end_line) "
+                    "VALUES(?,?,?,?,?)",
+                    (chunk_id, chunk.fts_text, row.path, chunk.start_line, chunk.end_line),
+                )
+                if blob is not None and has_vec:
+                    self.conn.execute(
+                        "INSERT INTO chunks_vec(rowid, embedding) VALUES(?, ?)", (chunk_id, blob)
+                    )
+            self.conn.execute(
+                "INSERT OR REPLACE INTO files(path, source, hash, mtime, size) VALUES(?,?,?,?,?)",
+                (row.path, SOURCE, row.hash, row.mtime_ns, row.size),
+            )
+            self.conn.execute("DELETE FROM skipped WHERE path = ?", (row.path,))
+        return pending
+
+    def move_file(self, old: str, row: FileRow) -> None:
+        """A rename: same bytes under a new path; chunks and vectors stay as they are."""
+        with self.transaction():
+            self.conn.execute("DELETE FROM files WHERE path = ?", (row.path,))
+            self._delete_chunks(row.path)
+            self.conn.execute(
+                "UPDATE files SET path = ?, mtime = ?, size = ? WHERE path = ?",
+                (row.path, row.mtime_ns, row.size, old),
+            )
+            self.conn.execute("UPDATE chunks SET path = ? WHERE path = ?", (row.path, old))
+            self.conn.execute("UPDATE chunks_fts SET path = ? WHERE path = ?", (row.path, old))
+            self.conn.execute("DELETE FROM skipped WHERE path IN (?, ?)", (old, row.path))
+
+    def remove_file(self, path: str, skipped_reason: str | None = None) -> None:
+        with self.transaction():
+            self._delete_chunks(path)
+            self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+            if skipped_reason is None:
+                self.conn.execute("DELETE FROM skipped WHERE path = ?", (path,))
+            else:
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO skipped(path, reason, at) VALUES(?,?,?)",
+                    (path, skipped_reason, _now()),
+                )
+
+    def record_skips(self, skips: Iterable[tuple[str, str]], *, replace_all: bool) -> None:
+        """Skips found by a walk; a full walk replaces the list, an event adds to it."""
+        with self.transaction():
+            if replace_all:
+                self.conn.execute("DELETE FROM skipped")
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO skipped(path, reason, at) VALUES(?,?,?)",
+                [(p, r, _now()) for p, r in skips],
+            )
+
+    def skipped(self) -> list[tuple[str, str]]:
+        return list(self.conn.execute("SELECT path, reason FROM skipped ORDER BY path"))
+
+    # -- embeddings -------------------------------------------------------------------------
+
+    def pending_chunks(self, limit: int) -> list[tuple[int, str, str, str]]:
+        """(id, hash, context, text) of chunks that have no vector yet, oldest first."""
+        return list(
+            self.conn.execute(
+                "SELECT id, hash, context, text FROM chunks WHERE embedding IS NULL "
+                "ORDER BY id LIMIT ?",
+                (limit,),
+            )
+        )
+
+    def cached_embeddings(self, key: ModelKey | None, hashes: Sequence[str]) -> dict[str, bytes]:
+        if key is None or not hashes:
+            return {}
+        found: dict[str, bytes] = {}
+        unique = list(dict.fromkeys(hashes))
+        for start in range(0, len(unique), 500):
+            part = unique[start : start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(
+                self.conn.execute(
+                    "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
+                    f"AND provider_key = ? AND hash IN ({marks})",
+                    (key.provider, key.model, key.provider_key, *part),
+                ).fetchall()
+            )
+        return found
+
+    def store_embeddings(
+        self, key: ModelKey, items: Sequence[tuple[int, str, bytes]], dims: int
+    ) -> int:
+        """Write (chunk id, hash, vector) in one transaction; returns chunks that still existed."""
+        now = _now()
+        stored = 0
+        with self.transaction():
+            if self.model_key() != key:
+                return 0  # the model changed under us: these vectors belong to no index
+            has_vec = self._has_vec_table()
+            for chunk_id, chunk_hash, blob in items:
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO embedding_cache(provider, model, provider_key, hash, "
+                    "embedding, dims, updated_at) VALUES(?,?,?,?,?,?,?)",
+                    (key.provider, key.model, key.provider_key, chunk_hash, blob, dims, now),
+                )
+                self.conn.execute(
+                    "UPDATE chunks SET embedding = ?, model = ? "
+                    "WHERE id = ? AND hash = ? AND embedding IS NULL",
+                    (blob, key.model, chunk_id, chunk_hash),
+                )
+                if self.conn.changes():
+                    stored += 1
+                    if has_vec:
+                        self.conn.execute(
+                            "INSERT OR REPLACE INTO chunks_vec(rowid, embedding) VALUES(?, ?)",
+                            (chunk_id, blob),
+                        )
+        return stored
+
+    def prune_cache(self, older_than_days: float = 30.0) -> int:
+        """Forget cached vectors no chunk uses any more, once they are old enough not to be a rename."""
+        cutoff = _now() - int(older_than_days * 86400)
+        self.conn.execute(
+            "DELETE FROM embedding_cache WHERE updated_at < ? "
+            "AND hash NOT IN (SELECT hash FROM chunks)",
+            (cutoff,),
+        )
+        return self.conn.changes()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        files, chunks, pending = _first(
+            self.conn.execute(
+                "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks), "
+                "(SELECT count(*) FROM chunks WHERE embedding IS NULL)"
+            )
+        )
+        cache = _first(self.conn.execute("SELECT count(*) FROM embedding_cache"))[0]
+        return {
+            "files": files,
+            "chunks": chunks,
+            "embedded": chunks - pending,
+            "pending": pending,
+            "cached_vectors": cache,
+        }
+
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        found: dict[int, ChunkRow] = {}
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            for row in self.conn.execute(
+                "SELECT id, path, start_line, end_line, text, embedding FROM chunks "
+                f"WHERE id IN ({marks})",
+                part,
+            ):
+                found[row[0]] = ChunkRow(*row)
+        return found
+
+    def keyword_search(self, match: str, limit: int) -> list[tuple[int, float]]:
+        """(chunk id, bm25 rank) best first; `match` must come from fts.match_expression."""
+        return list(
+            self.conn.execute(
+                "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? "
+                "ORDER BY rank LIMIT ?",
+                (match, limit),
+            )
+        )
+
+    def vector_search(self, query: np.ndarray, limit: int) -> list[tuple[int, float]]:
+        """(chunk id, cosine distance) nearest first, by sqlite-vec or else numpy."""
+        blob = np.asarray(query, dtype="<f4").tobytes()
+        if self._has_vec_table():
+            return list(
+                self.conn.execute(
+                    "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ? "
+                    "ORDER BY distance",
+                    (blob, limit),
+                )
+            )
+        rows = self.conn.execute(
+            "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL"
+        ).fetchall()
+        if not rows:
+            return []
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        q = np.asarray(query, dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
+        similarity = matrix @ q / np.where(norms == 0, 1.0, norms)
+        order = np.argsort(-similarity)[:limit]
+        return [(int(rows[i][0]), float(1.0 - similarity[i])) for i in order]

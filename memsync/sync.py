@@ -1,0 +1,266 @@
+"""Bring an index in step with its vault: a pure plan from stats, then apply it file by file.
+
+Text first: every changed file is chunked and written (keyword-searchable) in its own transaction;
+vectors for the chunks that lack one are computed afterwards in batches. A crash at any point leaves
+an index whose files rows describe exactly the chunks present, and the next run finishes the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import fts
+from .chunking import chunk_text
+from .embedders import Embedder, to_blob
+from .store import FileRow, NewChunk, Store
+from .vault import FileStat, IgnoreRules, Note, SkipFile, read_note, scan, stat_note
+
+log = logging.getLogger("memsync.sync")
+
+Progress = Callable[[int], None]
+# opens a progress display for (label, total) and returns its update function
+ProgressFactory = Callable[[str, int], Progress]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a stat-only comparison of disk and index says to do."""
+
+    to_read: list[str]  # new, or (mtime, size) differs from the files row
+    removed: list[str]  # indexed but no longer on disk
+    unchanged: int
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.to_read and not self.removed
+
+
+def plan(disk: Mapping[str, FileStat], index: Mapping[str, FileRow]) -> Plan:
+    """Pure: compare stats; equal (mtime, size) means unchanged and the file is never read."""
+    to_read = []
+    unchanged = 0
+    for path, st in disk.items():
+        row = index.get(path)
+        if row is not None and row.mtime_ns == st.mtime_ns and row.size == st.size:
+            unchanged += 1
+        else:
+            to_read.append(path)
+    removed = [path for path in index if path not in disk]
+    return Plan(sorted(to_read), sorted(removed), unchanged)
+
+
+def match_moves(new_notes: Mapping[str, str], removed: Mapping[str, str]) -> dict[str, str]:
+    """Pure: new path -> old path where a removed file's bytes reappear (a rename or a move)."""
+    by_hash: dict[str, list[str]] = {}
+    for old, digest in sorted(removed.items()):
+        by_hash.setdefault(digest, []).append(old)
+    moves = {}
+    for new, digest in sorted(new_notes.items()):
+        olds = by_hash.get(digest)
+        if olds:
+            moves[new] = olds.pop(0)
+    return moves
+
+
+@dataclass
+class Report:
+    added: int = 0
+    changed: int = 0
+    touched: int = 0
+    moved: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    chunks_written: int = 0
+    embedded: int = 0
+    pending: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "added": self.added,
+            "changed": self.changed,
+            "touched": self.touched,
+            "moved": self.moved,
+            "removed": self.removed,
+            "unchanged": self.unchanged,
+            "chunks_written": self.chunks_written,
+            "embedded": self.embedded,
+            "pending_embeddings": self.pending,
+            "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "warnings": [{"path": p, "warning": w} for p, w in self.warnings],
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _new_chunks(note: Note) -> list[NewChunk]:
+    return [
+        NewChunk(c.start_line, c.end_line, c.hash, c.text, c.context, fts.index_text(c.text))
+        for c in chunk_text(note.text)
+    ]
+
+
+class Syncer:
+    """Applies plans to one store; used by `index` once and by the watcher for every batch."""
+
+    def __init__(self, store: Store, root: Path, max_file_bytes: int) -> None:
+        self.store = store
+        self.root = root
+        self.max_file_bytes = max_file_bytes
+        self.rules = IgnoreRules(root)
+
+    def sync_all(self, report: Report, progress: ProgressFactory | None = None) -> None:
+        """A full reconcile: walk and stat everything, read only what changed."""
+        found = scan(self.root, self.rules)
+        index = self.store.file_rows()
+        work = plan(found.files, index)
+        update = progress("Reading notes", len(work.to_read)) if progress and work.to_read else None
+        report.unchanged += work.unchanged
+        self.store.record_skips([(s.path, s.reason) for s in found.skipped], replace_all=True)
+        report.skipped.extend((s.path, s.reason) for s in found.skipped)
+        self._apply(work.to_read, work.removed, index, report, update)
+        self.store.set_meta(vault_path=str(self.root), last_sync=time.time())
+
+    def sync_paths(self, paths: Iterable[str], report: Report) -> None:
+        """Re-check the given paths only (from watcher events): stat, then as sync_all."""
+        index = self.store.file_rows()
+        disk: dict[str, FileStat] = {}
+        candidates = sorted(set(paths))
+        for path in candidates:
+            if self.rules.skips_path(path):
+                continue
+            st = stat_note(self.root, path)
+            if st is not None:
+                disk[path] = st
+        to_read = [p for p in plan(disk, {p: index[p] for p in disk if p in index}).to_read]
+        removed = [p for p in candidates if p in index and p not in disk]
+        report.unchanged += len(disk) - len(to_read)
+        self._apply(to_read, removed, index, report, None)
+        self.store.set_meta(last_sync=time.time())
+
+    def _apply(
+        self,
+        to_read: list[str],
+        removed: list[str],
+        index: Mapping[str, FileRow],
+        report: Report,
+        progress: Progress | None,
+    ) -> None:
+        notes: dict[str, Note] = {}
+        for path in to_read:
+            try:
+                note = read_note(self.root, path, self.max_file_bytes)
+            except SkipFile as skip:
+                report.skipped.append((path, str(skip)))
+                log.warning("skipped %s: %s", path, skip)
+                if path in index:
+                    self.store.remove_file(path, skipped_reason=str(skip))
+                    report.removed += 1
+                else:
+                    self.store.record_skips([(path, str(skip))], replace_all=False)
+                if progress:
+                    progress(1)
+                continue
+            row = index.get(path)
+            if row is not None and row.hash == note.hash:
+                self.store.touch_file(FileRow(path, note.hash, note.mtime_ns, note.size))
+                report.touched += 1
+                if progress:
+                    progress(1)
+                continue
+            notes[path] = note
+
+        fresh = {p: n.hash for p, n in notes.items() if p not in index}
+        moves = match_moves(fresh, {p: index[p].hash for p in removed})
+        for new, old in moves.items():
+            note = notes.pop(new)
+            self.store.move_file(old, FileRow(new, note.hash, note.mtime_ns, note.size))
+            report.moved += 1
+            if progress:
+                progress(1)
+        for path in removed:
+            if path not in moves.values():
+                self.store.remove_file(path)
+                report.removed += 1
+
+        for path, note in notes.items():
+            if note.warning:
+                report.warnings.append((path, note.warning))
+                log.warning("%s: %s", path, note.warning)
+            chunks = _new_chunks(note)
+            self.store.replace_file(FileRow(path, note.hash, note.mtime_ns, note.size), chunks)
+            report.chunks_written += len(chunks)
+            if path in index:
+                report.changed += 1
+            else:
+                report.added += 1
+            if progress:
+                progress(1)
+        report.pending = self.store.counts()["pending"]
+
+
+def embed_pending(
+    store: Store,
+    embedder: Embedder,
+    report: Report,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> None:
+    """Give every chunk without a vector one, cache first, then the model, a batch at a time."""
+    key = embedder.key
+    known_dims = store.dims() if store.model_key() == key else None
+    while not should_stop():
+        batch = store.pending_chunks(embedder.batch_size * 4)
+        if not batch:
+            break
+        cached = store.cached_embeddings(key, [h for _, h, _, _ in batch]) if known_dims else {}
+        missing: dict[str, str] = {}
+        for _, chunk_hash, context, text in batch:
+            if chunk_hash not in cached:
+                missing[chunk_hash] = f"{context}\n\n{text}" if context else text
+        blobs = dict(cached)
+        if missing:
+            vectors = embedder.embed_documents(list(missing.values()))
+            if known_dims is None:
+                known_dims = int(vectors.shape[1])
+                store.set_model(key, known_dims)
+            blobs.update(zip(missing, (to_blob(v) for v in vectors)))
+        elif known_dims is None:
+            break
+        stored = store.store_embeddings(
+            key, [(cid, h, blobs[h]) for cid, h, _, _ in batch], known_dims
+        )
+        report.embedded += stored
+        if progress:
+            progress(len(batch))
+        if stored == 0 and store.model_key() != key:
+            break  # someone else switched the model; stop rather than loop
+    report.pending = store.counts()["pending"]
+
+
+def index_vault(
+    store: Store,
+    root: Path,
+    max_file_bytes: int,
+    embedder: Embedder | None,
+    progress: ProgressFactory | None = None,
+) -> Report:
+    """`memsync index`: reconcile the text, then embed what lacks a vector (unless keyword-only)."""
+    started = time.monotonic()
+    report = Report()
+    syncer = Syncer(store, root, max_file_bytes)
+    syncer.sync_all(report, progress)
+    if embedder is not None:
+        pending = store.counts()["pending"]
+        if pending:
+            embed_pending(
+                store, embedder, report, progress("Embedding chunks", pending) if progress else None
+            )
+    store.prune_cache()
+    report.seconds = time.monotonic() - started
+    return report

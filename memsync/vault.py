@@ -1,0 +1,195 @@
+"""The vault on disk: which files are notes, their stat, and their text read safely (never written)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat as stat_mod
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .errors import VaultError
+
+NOTE_SUFFIXES = (".md", ".markdown")
+SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
+IGNORE_FILE = ".memsyncignore"
+_BINARY_SNIFF = 8192
+
+
+@dataclass(frozen=True)
+class FileStat:
+    path: str  # relative to the vault, POSIX separators
+    mtime_ns: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Skip:
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Note:
+    path: str
+    text: str
+    hash: str  # sha256 of the bytes on disk
+    mtime_ns: int
+    size: int
+    warning: str | None = None
+
+
+class SkipFile(Exception):
+    """A note that cannot be indexed; the reason is shown to the user."""
+
+
+@dataclass
+class Scan:
+    files: dict[str, FileStat] = field(default_factory=dict)
+    skipped: list[Skip] = field(default_factory=list)
+
+
+class IgnoreRules:
+    """Hidden folders and files, node_modules, and gitignore patterns from .memsyncignore."""
+
+    def __init__(self, root: Path) -> None:
+        self._spec = None
+        ignore_file = root / IGNORE_FILE
+        if ignore_file.is_file():
+            import pathspec
+
+            try:
+                lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
+                self._spec = pathspec.GitIgnoreSpec.from_lines(lines)
+            except (OSError, ValueError):
+                self._spec = None
+
+    def skips_dir(self, rel: str) -> bool:
+        name = rel.rsplit("/", 1)[-1]
+        if name.startswith(".") or name in SKIPPED_DIRS:
+            return True
+        return self._spec is not None and self._spec.match_file(rel + "/")
+
+    def skips_file(self, rel: str) -> bool:
+        name = rel.rsplit("/", 1)[-1]
+        if name.startswith(".") or not name.lower().endswith(NOTE_SUFFIXES):
+            return True
+        return self._spec is not None and self._spec.match_file(rel)
+
+    def skips_path(self, rel: str) -> bool:
+        """For a path from an event: any skipped folder on the way, or a skipped file."""
+        parts = PurePosixPath(rel).parts
+        for i in range(1, len(parts)):
+            if self.skips_dir("/".join(parts[:i])):
+                return True
+        return self.skips_file(rel)
+
+
+def vault_root(path: str | os.PathLike[str]) -> Path:
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise VaultError(f"vault not found: {root}")
+    if not root.is_dir():
+        raise VaultError(f"vault is not a folder: {root}")
+    return root.resolve()
+
+
+def _inside(real: str, root_real: str) -> bool:
+    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
+
+
+def scan(root: Path, rules: IgnoreRules | None = None) -> Scan:
+    """Stat every note below root without reading any; symlinks followed only inside the vault."""
+    rules = rules or IgnoreRules(root)
+    result = Scan()
+    root_real = os.path.realpath(root)
+    seen_dirs = {root_real}
+    stack: list[tuple[str, str]] = [(str(root), "")]
+    while stack:
+        folder, rel_folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as exc:
+            result.skipped.append(Skip(rel_folder or ".", f"cannot list folder: {exc.strerror}"))
+            continue
+        for entry in entries:
+            rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
+            try:
+                is_link = entry.is_symlink()
+                is_dir = entry.is_dir(follow_symlinks=True)
+            except OSError:
+                continue
+            if is_dir:
+                if rules.skips_dir(rel):
+                    continue
+                real = os.path.realpath(entry.path)
+                if is_link and not _inside(real, root_real):
+                    result.skipped.append(Skip(rel, "symlink to a folder outside the vault"))
+                    continue
+                if real in seen_dirs:
+                    continue  # a loop, or a second way to the same folder
+                seen_dirs.add(real)
+                stack.append((entry.path, rel))
+                continue
+            if rules.skips_file(rel):
+                continue
+            if is_link and not _inside(os.path.realpath(entry.path), root_real):
+                result.skipped.append(Skip(rel, "symlink to a file outside the vault"))
+                continue
+            try:
+                st = entry.stat(follow_symlinks=True)
+            except FileNotFoundError:
+                if is_link:
+                    result.skipped.append(Skip(rel, "broken symlink"))
+                continue  # vanished between listing and stat
+            except OSError as exc:
+                result.skipped.append(Skip(rel, f"cannot stat: {exc.strerror}"))
+                continue
+            if stat_mod.S_ISREG(st.st_mode):
+                result.files[rel] = FileStat(rel, st.st_mtime_ns, st.st_size)
+    return result
+
+
+def stat_note(root: Path, rel: str) -> FileStat | None:
+    """One note's stat, or None if it is gone or not a regular file."""
+    try:
+        st = os.stat(root / rel)
+    except OSError:
+        return None
+    if not stat_mod.S_ISREG(st.st_mode):
+        return None
+    return FileStat(rel, st.st_mtime_ns, st.st_size)
+
+
+def read_note(root: Path, rel: str, max_bytes: int) -> Note:
+    """Read a note's bytes once (bounded), hash them and decode; raise SkipFile with the reason."""
+    path = root / rel
+    try:
+        with open(path, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            if st.st_size > max_bytes:
+                raise SkipFile(
+                    f"too large ({st.st_size / 1048576:.1f} MB > max_file_mb "
+                    f"{max_bytes / 1048576:g} MB)"
+                )
+            data = handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise SkipFile("vanished before it could be read") from None
+    except PermissionError:
+        raise SkipFile("permission denied") from None
+    except IsADirectoryError:
+        raise SkipFile("is a folder") from None
+    except OSError as exc:
+        raise SkipFile(f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise SkipFile(f"grew past max_file_mb {max_bytes / 1048576:g} MB while being read")
+    if b"\x00" in data[:_BINARY_SNIFF]:
+        raise SkipFile("binary file (NUL bytes), not text")
+    digest = hashlib.sha256(data).hexdigest()
+    warning = None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        warning = "invalid UTF-8, decoded with replacement characters"
+    return Note(rel, text, digest, st.st_mtime_ns, st.st_size, warning)
