@@ -337,13 +337,12 @@ class Store:
 
     # -- embeddings -------------------------------------------------------------------------
 
-    def pending_chunks(self, limit: int) -> list[tuple[int, str, str, str]]:
-        """(id, hash, context, text) of chunks that have no vector yet, oldest first."""
+    def pending_chunks(self, limit: int, any_chunk: bool = False) -> list[tuple[int, str, str, str]]:
+        """(id, hash, context, text) of chunks that have no vector yet (or any), oldest first."""
+        where = "" if any_chunk else "WHERE embedding IS NULL"
         return list(
             self.conn.execute(
-                "SELECT id, hash, context, text FROM chunks WHERE embedding IS NULL "
-                "ORDER BY id LIMIT ?",
-                (limit,),
+                f"SELECT id, hash, context, text FROM chunks {where} ORDER BY id LIMIT ?", (limit,)
             )
         )
 

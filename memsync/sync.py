@@ -204,42 +204,44 @@ class Syncer:
         report.pending = self.store.counts()["pending"]
 
 
+def _embed_input(context: str, text: str) -> str:
+    return f"{context}\n\n{text}" if context else text
+
+
 def embed_pending(
     store: Store,
     embedder: Embedder,
     report: Report,
-    progress: Progress | None = None,
+    progress: ProgressFactory | None = None,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> None:
     """Give every chunk without a vector one, cache first, then the model, a batch at a time."""
     key = embedder.key
-    known_dims = store.dims() if store.model_key() == key else None
+    if store.model_key() != key or store.dims() is None:
+        sample = store.pending_chunks(1, any_chunk=True)
+        if not sample:
+            return
+        _, _, context, text = sample[0]
+        probe = embedder.embed_documents([_embed_input(context, text)])
+        store.set_model(key, int(probe.shape[1]))  # a new model: every old vector goes
+    dims = store.dims() or 0
+    total = store.counts()["pending"]
+    update = progress("Embedding chunks", total) if progress and total else None
     while not should_stop():
         batch = store.pending_chunks(embedder.batch_size * 4)
         if not batch:
             break
-        cached = store.cached_embeddings(key, [h for _, h, _, _ in batch]) if known_dims else {}
-        missing: dict[str, str] = {}
-        for _, chunk_hash, context, text in batch:
-            if chunk_hash not in cached:
-                missing[chunk_hash] = f"{context}\n\n{text}" if context else text
-        blobs = dict(cached)
+        blobs = store.cached_embeddings(key, [h for _, h, _, _ in batch])
+        missing = {h: _embed_input(c, t) for _, h, c, t in batch if h not in blobs}
         if missing:
             vectors = embedder.embed_documents(list(missing.values()))
-            if known_dims is None:
-                known_dims = int(vectors.shape[1])
-                store.set_model(key, known_dims)
             blobs.update(zip(missing, (to_blob(v) for v in vectors)))
-        elif known_dims is None:
-            break
-        stored = store.store_embeddings(
-            key, [(cid, h, blobs[h]) for cid, h, _, _ in batch], known_dims
-        )
+        stored = store.store_embeddings(key, [(i, h, blobs[h]) for i, h, _, _ in batch], dims)
         report.embedded += stored
-        if progress:
-            progress(len(batch))
+        if update:
+            update(len(batch))
         if stored == 0 and store.model_key() != key:
-            break  # someone else switched the model; stop rather than loop
+            break  # someone switched the model under us; stop rather than loop
     report.pending = store.counts()["pending"]
 
 
@@ -256,11 +258,7 @@ def index_vault(
     syncer = Syncer(store, root, max_file_bytes)
     syncer.sync_all(report, progress)
     if embedder is not None:
-        pending = store.counts()["pending"]
-        if pending:
-            embed_pending(
-                store, embedder, report, progress("Embedding chunks", pending) if progress else None
-            )
+        embed_pending(store, embedder, report, progress)
     store.prune_cache()
     report.seconds = time.monotonic() - started
     return report

@@ -103,10 +103,15 @@ def scan(root: Path, rules: IgnoreRules | None = None) -> Scan:
     rules = rules or IgnoreRules(root)
     result = Scan()
     root_real = os.path.realpath(root)
-    seen_dirs = {root_real}
+    seen_dirs: set[str] = set()  # real paths walked: ends loops and second ways to a folder
     stack: list[tuple[str, str]] = [(str(root), "")]
-    while stack:
-        folder, rel_folder = stack.pop()
+    linked: list[tuple[str, str]] = []  # folders reached through a symlink: walked last, so the
+    # real path of a folder wins over an alias of it
+    while stack or linked:
+        folder, rel_folder = stack.pop() if stack else linked.pop(0)
+        if os.path.realpath(folder) in seen_dirs:
+            continue
+        seen_dirs.add(os.path.realpath(folder))
         try:
             entries = list(os.scandir(folder))
         except OSError as exc:
@@ -126,10 +131,10 @@ def scan(root: Path, rules: IgnoreRules | None = None) -> Scan:
                 if is_link and not _inside(real, root_real):
                     result.skipped.append(Skip(rel, "symlink to a folder outside the vault"))
                     continue
-                if real in seen_dirs:
-                    continue  # a loop, or a second way to the same folder
-                seen_dirs.add(real)
-                stack.append((entry.path, rel))
+                if is_link:
+                    linked.append((entry.path, rel))
+                else:
+                    stack.append((entry.path, rel))
                 continue
             if rules.skips_file(rel):
                 continue

@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memsync.embedders import Embedder, normalise
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_VAULT = ROOT / "sample_vault"
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No test reads the real home, config or data folder, or a provider setting of the machine."""
+    home = tmp_path_factory.mktemp("home")
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("MEMSYNC_", "OPENAI_", "OLLAMA_")) or name == "NO_COLOR":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("MEMSYNC_HOME", str(home / "memsync"))
+    return home
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads() -> Iterator[None]:
+    before = set(threading.enumerate())
+    yield
+    import time
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        if not leaked:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"threads leaked: {leaked}")
+
+
+class HashEmbedder(Embedder):
+    """A tiny deterministic bag-of-words model: fast tests that still count what gets embedded."""
+
+    provider = "test"
+    model = "hash-64"
+
+    def __init__(self, dims: int = 64) -> None:
+        self.dims = dims
+        self.calls: list[str] = []
+        self.batch_size = 8
+
+    def _vector(self, text: str) -> np.ndarray:
+        vector = np.zeros(self.dims, dtype=np.float32)
+        for word in text.lower().split():
+            digest = hashlib.sha256(word.encode()).digest()
+            vector[digest[0] % self.dims] += 1.0 if digest[1] % 2 else -1.0
+        vector[0] += 0.01
+        return vector
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.extend(texts)
+        return normalise(np.array([self._vector(t) for t in texts]))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return normalise(self._vector(text))
+
+
+@pytest.fixture
+def hash_embedder() -> HashEmbedder:
+    return HashEmbedder()
+
+
+class EmbeddingServer:
+    """A real HTTP server on 127.0.0.1 speaking OpenAI's and Ollama's embedding APIs.
+
+    `script` is a list of (status, headers) to answer before serving real vectors; `delay` slows
+    every answer; `requests` records what arrived.
+    """
+
+    def __init__(self, dims: int = 16) -> None:
+        self.dims = dims
+        self.script: list[tuple[int, dict[str, str]]] = []
+        self.delay = 0.0
+        self.requests: list[dict[str, object]] = []
+        self.headers: list[dict[str, str]] = []
+        self.down = False
+        self._model = HashEmbedder(dims)
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                import time
+
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                server.requests.append(body)
+                server.headers.append(dict(self.headers))
+                if server.delay:
+                    time.sleep(server.delay)
+                if server.down:
+                    self._send(503, {"error": "down"}, {})
+                    return
+                if server.script:
+                    status, headers = server.script.pop(0)
+                    self._send(status, {"error": "scripted"}, headers)
+                    return
+                texts = body["input"]
+                vectors = [server._model._vector(t).tolist() for t in texts]
+                if self.path.endswith("/api/embed"):
+                    self._send(200, {"model": body["model"], "embeddings": vectors}, {})
+                else:
+                    data = [{"index": i, "embedding": v} for i, v in enumerate(vectors)]
+                    self._send(200, {"data": data[::-1], "model": body["model"]}, {})
+
+            def _send(self, status: int, payload: object, headers: dict[str, str]) -> None:
+                raw = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                try:
+                    self.wfile.write(raw)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+@pytest.fixture
+def embedding_server() -> Iterator[EmbeddingServer]:
+    server = EmbeddingServer()
+    yield server
+    server.close()
+
+
+def write(root: Path, rel: str, text: str) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

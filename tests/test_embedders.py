@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import logging
+import time
+from email.utils import formatdate
+
+import httpx
+import numpy as np
+import pytest
+
+from conftest import EmbeddingServer
+from memsync.config import load_config
+from memsync.embedders import (
+    OllamaEmbedder,
+    OpenAIEmbedder,
+    make_embedder,
+    resolve_provider,
+    retry_after,
+)
+from memsync.errors import (
+    EmbeddingAuthError,
+    EmbeddingConfigError,
+    EmbeddingResponseError,
+    EmbeddingUnavailable,
+)
+
+
+def _openai(server: EmbeddingServer, sleeps: list[float] | None = None, **kw: object) -> OpenAIEmbedder:
+    options = {"batch_size": 3, "timeout": 5.0, "api_key": "sk-secret-123"}
+    options.update(kw)
+    record = sleeps.append if sleeps is not None else (lambda s: None)
+    return OpenAIEmbedder(f"{server.url}/v1", "text-embedding-3-small", sleep=record, **options)  # type: ignore[arg-type]
+
+
+def test_openai_batches_and_keeps_input_order(embedding_server: EmbeddingServer) -> None:
+    embedder = _openai(embedding_server)
+    texts = [f"text number {i}" for i in range(7)]
+    vectors = embedder.embed_documents(texts)
+    assert vectors.shape == (7, 16)
+    assert [len(r["input"]) for r in embedding_server.requests] == [3, 3, 1]
+    one = embedder.embed_documents(["text number 5"])
+    assert np.allclose(one[0], vectors[5])
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    assert embedding_server.headers[0]["Authorization"] == "Bearer sk-secret-123"
+
+
+def test_429_waits_as_retry_after_says_then_succeeds(embedding_server: EmbeddingServer) -> None:
+    embedding_server.script = [(429, {"Retry-After": "7"}), (503, {})]
+    sleeps: list[float] = []
+    vectors = _openai(embedding_server, sleeps).embed_documents(["a", "b"])
+    assert vectors.shape == (2, 16)
+    assert sleeps == [7.0, 1.0]
+    assert len(embedding_server.requests) == 3
+
+
+def test_500_every_time_gives_up_with_unavailable(embedding_server: EmbeddingServer) -> None:
+    embedding_server.script = [(500, {})] * 10
+    sleeps: list[float] = []
+    with pytest.raises(EmbeddingUnavailable, match="500"):
+        _openai(embedding_server, sleeps).embed_documents(["a"])
+    assert sleeps == [0.5, 1.0, 2.0, 4.0]
+
+
+def test_timeout_is_retried_then_reported(embedding_server: EmbeddingServer) -> None:
+    embedding_server.delay = 0.5
+    embedder = _openai(embedding_server, [], timeout=0.1)
+    embedder.max_attempts = 2
+    with pytest.raises(EmbeddingUnavailable, match="cannot reach"):
+        embedder.embed_documents(["a"])
+
+
+def test_refused_connection_is_unavailable() -> None:
+    embedder = OpenAIEmbedder(
+        "http://127.0.0.1:9/v1", "m", batch_size=2, timeout=1.0, sleep=lambda s: None
+    )
+    with pytest.raises(EmbeddingUnavailable):
+        embedder.embed_documents(["a"])
+
+
+def test_401_and_404_fail_at_once_with_clear_errors(
+    embedding_server: EmbeddingServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    embedding_server.script = [(401, {})]
+    with caplog.at_level(logging.DEBUG), pytest.raises(EmbeddingAuthError, match="API key"):
+        _openai(embedding_server).embed_documents(["a"])
+    embedding_server.script = [(404, {})]
+    with pytest.raises(EmbeddingConfigError, match="not found"):
+        _openai(embedding_server).embed_documents(["a"])
+    assert "sk-secret-123" not in caplog.text
+    assert len(embedding_server.requests) == 2
+
+
+def test_vectors_of_the_wrong_size_are_refused() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        size = 8 if b'"first"' in request.content else 9
+        return httpx.Response(200, json={"data": [{"index": 0, "embedding": [0.1] * size}]})
+
+    embedder = OpenAIEmbedder(
+        "http://x/v1", "m", batch_size=1, timeout=1.0, transport=httpx.MockTransport(handler)
+    )
+    embedder.embed_documents(["first"])
+    with pytest.raises(EmbeddingResponseError, match="9 dimensions, expected 8"):
+        embedder.embed_documents(["second"])
+
+
+def test_malformed_answer_is_a_response_error() -> None:
+    embedder = OpenAIEmbedder(
+        "http://x/v1", "m", batch_size=1, timeout=1.0,
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, json={"nope": 1})),
+    )
+    with pytest.raises(EmbeddingResponseError):
+        embedder.embed_documents(["a"])
+
+
+def test_ollama_api_embed_with_nomic_prefixes(embedding_server: EmbeddingServer) -> None:
+    embedder = OllamaEmbedder(embedding_server.url, "nomic-embed-text", batch_size=8, timeout=5.0)
+    assert embedder.embed_documents(["a note"]).shape == (1, 16)
+    embedder.embed_query("a question")
+    assert embedding_server.requests[0]["input"] == ["search_document: a note"]
+    assert embedding_server.requests[1]["input"] == ["search_query: a question"]
+
+
+def test_retry_after_accepts_seconds_and_http_dates() -> None:
+    assert retry_after("3", 1.0, 60) == 3.0
+    assert retry_after(None, 1.5, 60) == 1.5
+    assert retry_after("999", 1.0, 60) == 60
+    assert 8 <= retry_after(formatdate(time.time() + 10, usegmt=True), 1.0, 60) <= 10
+    assert retry_after("soon", 2.0, 60) == 2.0
+
+
+def test_auto_never_picks_a_remote_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-anything")
+    monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:1")
+    assert resolve_provider(load_config()) in ("local", "none")
+    monkeypatch.setattr("memsync.embedders.local_available", lambda: False)
+    assert resolve_provider(load_config()) == "none"
+    assert make_embedder(load_config()) is None
+
+
+def test_provider_key_is_a_fingerprint_not_the_key(embedding_server: EmbeddingServer) -> None:
+    embedder = _openai(embedding_server)
+    assert "sk-secret" not in embedder.key.provider_key
+    assert embedder.key.provider_key == _openai(embedding_server, api_key="other").key.provider_key

@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import HashEmbedder, write
+from memsync.store import FileRow, Store
+from memsync.sync import Report, Syncer, embed_pending, index_vault, match_moves, plan
+from memsync.vault import FileStat
+
+MB = 1 << 20
+
+
+def test_plan_reads_only_new_or_changed_stats_and_lists_removed() -> None:
+    disk = {
+        "same.md": FileStat("same.md", 10, 5),
+        "touched.md": FileStat("touched.md", 20, 5),
+        "new.md": FileStat("new.md", 30, 5),
+    }
+    index = {
+        "same.md": FileRow("same.md", "h1", 10, 5),
+        "touched.md": FileRow("touched.md", "h2", 11, 5),
+        "gone.md": FileRow("gone.md", "h3", 12, 5),
+    }
+    result = plan(disk, index)
+    assert result.to_read == ["new.md", "touched.md"]
+    assert result.removed == ["gone.md"]
+    assert result.unchanged == 1
+
+
+def test_match_moves_pairs_identical_bytes_once() -> None:
+    moves = match_moves({"b/new.md": "h", "c/other.md": "h", "x.md": "z"}, {"a/old.md": "h"})
+    assert moves == {"b/new.md": "a/old.md"}
+
+
+def _index(store: Store, root: Path, embedder: HashEmbedder) -> Report:
+    return index_vault(store, root, MB, embedder)
+
+
+def _notes(root: Path, n: int = 5) -> None:
+    for i in range(n):
+        body = "\n\n".join(f"Paragraph {j} of note {i} about topic {i * j}." for j in range(30))
+        write(root, f"notes/n{i}.md", f"# Note {i}\n\n{body}\n")
+
+
+def test_unchanged_files_are_not_read_and_touch_is_not_rechunked(
+    tmp_path: Path, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "vault"
+    _notes(root)
+    with Store(tmp_path / "i.sqlite") as store:
+        first = _index(store, root, hash_embedder)
+        assert first.added == 5 and first.embedded == first.chunks_written > 0
+
+        import memsync.sync as sync_module
+
+        reads: list[str] = []
+        real_read = sync_module.read_note
+        monkeypatch.setattr(
+            sync_module, "read_note", lambda r, p, m: reads.append(p) or real_read(r, p, m)
+        )
+        again = _index(store, root, hash_embedder)
+        assert reads == [] and again.unchanged == 5 and again.chunks_written == 0
+
+        os.utime(root / "notes/n1.md", ns=(1, 1))
+        touched = _index(store, root, hash_embedder)
+        assert reads == ["notes/n1.md"]
+        assert touched.touched == 1 and touched.chunks_written == 0 and touched.embedded == 0
+
+
+def test_an_edit_reembeds_only_the_chunks_whose_text_changed(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    root = tmp_path / "vault"
+    _notes(root)
+    with Store(tmp_path / "i.sqlite") as store:
+        _index(store, root, hash_embedder)
+        hash_embedder.calls.clear()
+        path = root / "notes/n2.md"
+        path.write_text(path.read_text().replace("Paragraph 20 of note 2", "Paragraph twenty, edited,"))
+        report = _index(store, root, hash_embedder)
+        assert report.changed == 1 and report.added == 0
+        assert 1 <= len(hash_embedder.calls) <= 2
+        assert all("twenty" in text for text in hash_embedder.calls)
+
+
+def test_delete_removes_rows_from_every_table(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    root = tmp_path / "vault"
+    _notes(root, 2)
+    with Store(tmp_path / "i.sqlite") as store:
+        _index(store, root, hash_embedder)
+        (root / "notes/n0.md").unlink()
+        report = _index(store, root, hash_embedder)
+        assert report.removed == 1
+        conn = store.conn
+        for table, column in (("chunks", "path"), ("chunks_fts", "path"), ("files", "path")):
+            rows = conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = 'notes/n0.md'")
+            assert list(rows)[0][0] == 0
+        vec = list(conn.execute("SELECT count(*) FROM chunks_vec"))[0][0]
+        assert vec == store.counts()["chunks"]
+
+
+def test_rename_and_folder_move_reuse_embeddings(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    root = tmp_path / "vault"
+    _notes(root, 3)
+    with Store(tmp_path / "i.sqlite") as store:
+        _index(store, root, hash_embedder)
+        hash_embedder.calls.clear()
+        (root / "notes/n0.md").rename(root / "notes/renamed.md")
+        (root / "notes").rename(root / "archive")
+        report = _index(store, root, hash_embedder)
+        assert report.moved == 3 and report.added == 0 and report.removed == 0
+        assert hash_embedder.calls == []
+        assert sorted(store.file_rows()) == ["archive/n1.md", "archive/n2.md", "archive/renamed.md"]
+        assert store.counts()["pending"] == 0
+
+
+def test_case_only_rename(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    root = tmp_path / "vault"
+    write(root, "Note.md", "# Note\n\nsome text\n")
+    with Store(tmp_path / "i.sqlite") as store:
+        _index(store, root, hash_embedder)
+        os.rename(root / "Note.md", root / "note.md")
+        report = _index(store, root, hash_embedder)
+        assert report.moved == 1
+        assert list(store.file_rows()) == ["note.md"]
+
+
+def test_bad_files_are_skipped_with_reasons_and_the_rest_is_indexed(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    root = tmp_path / "vault"
+    write(root, "good.md", "# Good\n\nfine\n")
+    write(root, "empty.md", "")
+    (root / "binary.md").write_bytes(b"\x00\x01\x02binary")
+    (root / "latin1.md").write_bytes("na\xefve caf\xe9".encode("latin-1"))
+    with open(root / "huge.md", "wb") as handle:
+        handle.truncate(3 * MB)
+    with Store(tmp_path / "i.sqlite") as store:
+        report = index_vault(store, root, 2 * MB, hash_embedder)
+        reasons = dict(report.skipped)
+        assert set(reasons) == {"binary.md", "huge.md"}
+        assert "binary" in reasons["binary.md"] and "too large" in reasons["huge.md"]
+        assert [p for p, _ in report.warnings] == ["latin1.md"]
+        assert sorted(store.file_rows()) == ["empty.md", "good.md", "latin1.md"]
+        assert dict(store.skipped()) == reasons
+
+
+def test_a_note_that_becomes_unreadable_leaves_the_index(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    root = tmp_path / "vault"
+    write(root, "a.md", "# A\n\ntext\n")
+    with Store(tmp_path / "i.sqlite") as store:
+        _index(store, root, hash_embedder)
+        (root / "a.md").write_bytes(b"\x00binary now")
+        report = _index(store, root, hash_embedder)
+        assert report.removed == 1 and store.file_rows() == {}
+        assert store.skipped()[0][0] == "a.md"
+
+
+def test_keyword_only_run_leaves_chunks_pending_until_a_model_runs(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    root = tmp_path / "vault"
+    _notes(root, 2)
+    with Store(tmp_path / "i.sqlite") as store:
+        report = index_vault(store, root, MB, None)
+        assert report.pending == store.counts()["chunks"] > 0
+        later = Report()
+        embed_pending(store, hash_embedder, later)
+        assert later.pending == 0 and store.model_key() == hash_embedder.key
+
+
+def test_changing_the_model_reembeds_and_never_mixes_vectors(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    root = tmp_path / "vault"
+    _notes(root, 2)
+    with Store(tmp_path / "i.sqlite") as store:
+        _index(store, root, hash_embedder)
+        other = HashEmbedder(dims=32)
+        other.model = "hash-32"
+        report = _index(store, root, other)
+        assert report.embedded == store.counts()["chunks"]
+        assert store.model_key() == other.key and store.dims() == 32
+        sizes = {len(r[0]) for r in store.conn.execute("SELECT embedding FROM chunks")}
+        assert sizes == {32 * 4}
+
+
+def test_sync_paths_applies_only_the_named_paths(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+    root = tmp_path / "vault"
+    _notes(root, 2)
+    with Store(tmp_path / "i.sqlite") as store:
+        _index(store, root, hash_embedder)
+        write(root, "notes/new.md", "# New\n\nfresh\n")
+        write(root, "notes/unnamed.md", "# Not named\n")
+        report = Report()
+        Syncer(store, root, MB).sync_paths(["notes/new.md", ".obsidian/x.md"], report)
+        assert report.added == 1
+        assert "notes/unnamed.md" not in store.file_rows()
