@@ -405,6 +405,10 @@ class Store:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def pending_count(self) -> int:
+        """Chunks without a vector (cheap: a partial index holds exactly those)."""
+        return int(_first(self.conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL"))[0])
+
     def counts(self) -> dict[str, int]:
         files, chunks, pending = _first(
             self.conn.execute(

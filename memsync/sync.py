@@ -121,7 +121,9 @@ class Syncer:
         work = plan(found.files, index)
         update = progress("Reading notes", len(work.to_read)) if progress and work.to_read else None
         report.unchanged += work.unchanged
-        self.store.record_skips([(s.path, s.reason) for s in found.skipped], replace_all=True)
+        skips = [(s.path, s.reason) for s in found.skipped]
+        if sorted(skips) != self.store.skipped():
+            self.store.record_skips(skips, replace_all=True)
         report.skipped.extend((s.path, s.reason) for s in found.skipped)
         self._apply(work.to_read, work.removed, index, report, update)
         self.store.set_meta(vault_path=str(self.root), last_sync=time.time())
@@ -201,7 +203,7 @@ class Syncer:
                 report.added += 1
             if progress:
                 progress(1)
-        report.pending = self.store.counts()["pending"]
+        report.pending = self.store.pending_count()
 
 
 def _embed_input(context: str, text: str) -> str:
@@ -225,7 +227,7 @@ def embed_pending(
         probe = embedder.embed_documents([_embed_input(context, text)])
         store.set_model(key, int(probe.shape[1]))  # a new model: every old vector goes
     dims = store.dims() or 0
-    total = store.counts()["pending"]
+    total = store.pending_count()
     update = progress("Embedding chunks", total) if progress and total else None
     while not should_stop():
         batch = store.pending_chunks(embedder.batch_size * 4)
@@ -242,7 +244,7 @@ def embed_pending(
             update(len(batch))
         if stored == 0 and store.model_key() != key:
             break  # someone switched the model under us; stop rather than loop
-    report.pending = store.counts()["pending"]
+    report.pending = store.pending_count()
 
 
 def index_vault(
@@ -259,6 +261,7 @@ def index_vault(
     syncer.sync_all(report, progress)
     if embedder is not None:
         embed_pending(store, embedder, report, progress)
-    store.prune_cache()
+    if report.changed or report.removed:
+        store.prune_cache()
     report.seconds = time.monotonic() - started
     return report

@@ -1,0 +1,126 @@
+"""Indexing figures on generated vaults; prints a Markdown table (no timed asserts anywhere).
+
+    python benchmarks/bench_index.py --notes 1000 --notes 10000 [--embed-notes 1000]
+
+For each vault size: text-only index time; no-op re-index next to a bare walk+stat of the same tree;
+a one-paragraph edit of a 2,000-line note (time, chunks re-chunked, chunks re-embedded). On the
+vault of --embed-notes notes the local model embeds everything: pipeline chunks/s next to the bare
+model's chunks/s on the very same chunk texts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+WORDS = (
+    "replication server port sync vault note chunk index query model cache token meeting design "
+    "garden coffee review deploy incident backup release budget travel kernel latency battery"
+).split()
+
+
+def make_vault(root: Path, notes: int, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    for i in range(notes):
+        folder = root / f"area{i % 20}" / f"topic{i % 7}"
+        folder.mkdir(parents=True, exist_ok=True)
+        paragraphs = [
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(10, 40)))
+            for _ in range(rng.randint(1, 4))
+        ]
+        (folder / f"note{i}.md").write_text(f"# Note {i}\n\n" + "\n\n".join(paragraphs) + "\n")
+    long_note = ["# Long log", ""]
+    for j in range(1000):
+        long_note += [f"Entry {j}: " + " ".join(rng.choice(WORDS) for _ in range(12)), ""]
+    (root / "long-log.md").write_text("\n".join(long_note) + "\n")
+    return root
+
+
+def bare_walk_stat(root: Path) -> int:
+    count = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            if name.endswith(".md"):
+                os.stat(os.path.join(folder, name))
+                count += 1
+    return count
+
+
+def timed(fn):  # type: ignore[no-untyped-def]
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def edit_long_note(root: Path) -> None:
+    path = root / "long-log.md"
+    lines = path.read_text().split("\n")
+    lines[1000] = lines[1000] + " plus an edited sentence about the garden shed"
+    path.write_text("\n".join(lines))
+
+
+def run(notes: int, embed: bool, workdir: Path) -> dict[str, object]:
+    from memsync.embedders import LocalEmbedder
+    from memsync.store import Store
+    from memsync.sync import Report, embed_pending, index_vault
+
+    root = make_vault(workdir / f"vault{notes}", notes)
+    db = workdir / f"index{notes}.sqlite"
+    row: dict[str, object] = {"notes": notes + 1}
+    with Store(db) as store:
+        seconds, report = timed(lambda: index_vault(store, root, 10 << 20, None))
+        row["text-only index (s)"] = round(seconds, 2)
+        row["chunks"] = report.chunks_written
+        embedder = LocalEmbedder() if embed else None
+        if embedder is not None:
+            texts = [
+                f"{c}\n\n{t}" if c else t
+                for c, t in store.conn.execute("SELECT context, text FROM chunks ORDER BY id")
+            ]
+            pipeline_s, _ = timed(lambda: embed_pending(store, embedder, Report()))
+            bare_s, _ = timed(
+                lambda: [
+                    embedder.embed_documents(texts[i : i + 64]) for i in range(0, len(texts), 64)
+                ]
+            )
+            row["pipeline chunks/s"] = round(len(texts) / pipeline_s, 1)
+            row["bare model chunks/s"] = round(len(texts) / bare_s, 1)
+            row["overhead"] = f"{(pipeline_s / bare_s - 1) * 100:+.1f}%"
+        walk_s = min(timed(lambda: bare_walk_stat(root))[0] for _ in range(3))
+        noop_s = min(timed(lambda: index_vault(store, root, 10 << 20, embedder))[0] for _ in range(3))
+        row["no-op re-index (s)"] = round(noop_s, 3)
+        row["bare walk+stat (s)"] = round(walk_s, 3)
+        row["no-op / walk"] = f"{noop_s / walk_s:.2f}x"
+        edit_long_note(root)
+        seconds, report = timed(lambda: index_vault(store, root, 10 << 20, embedder))
+        row["edit re-index (s)"] = round(seconds, 3)
+        row["chunks re-embedded"] = report.embedded if embedder else f"({report.pending} pending)"
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--notes", type=int, action="append", default=None)
+    parser.add_argument("--embed-notes", type=int, default=1000)
+    args = parser.parse_args()
+    sizes = args.notes or [1000, 10000]
+    workdir = Path(tempfile.mkdtemp(prefix="memsync-bench-"))
+    try:
+        rows = [run(n, n == args.embed_notes, workdir) for n in sizes]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for r in rows:
+        print("| " + " | ".join(str(r.get(c, "-")) for c in columns) + " |")
+
+
+if __name__ == "__main__":
+    main()
