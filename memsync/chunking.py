@@ -161,10 +161,11 @@ def _cores(units: list[_Unit], core_max: int) -> list[list[_Unit]]:
 
 
 def _overlap(previous: list[_Unit], budget: int) -> list[_Unit]:
-    """The whole trailing lines of the previous chunk that fit in the overlap budget."""
+    """The whole trailing lines of the previous chunk that fit in the overlap budget; never all of
+    it, so that no chunk merely contains the one before."""
     taken: list[_Unit] = []
     size = 0
-    for unit in reversed(previous):
+    for unit in reversed(previous[1:]):
         if unit.piece >= 0 or size + unit.tokens > budget:
             break
         taken.append(unit)

@@ -145,6 +145,57 @@ def status(vault: Path | None, db: Path | None, as_json: bool) -> None:
     run(action)
 
 
+@main.command()
+@click.argument("text")
+@click.option("--vault", type=click.Path(path_type=Path), help="The vault to search.")
+@click.option("--db", type=click.Path(path_type=Path), help="The index file to search.")
+@click.option("-n", "--limit", type=click.IntRange(min=1), help="How many results (default 6).")
+@click.option("--min-score", type=float, help="Drop results below this calibrated score (default 0.35).")
+@click.option("--mode", type=click.Choice(["hybrid", "vector", "keyword", "rrf"]), help="Which legs to run (default hybrid).")
+@click.option("--decay/--no-decay", default=None, help="Rank older daily notes lower (half-life --half-life days).")
+@click.option("--half-life", type=float, help="Days for a daily note's score to halve (default 30).")
+@click.option("--mmr/--no-mmr", default=None, help="Diversify results (maximal marginal relevance).")
+@click.option("--mmr-lambda", type=click.FloatRange(0, 1), help="MMR balance, 1 = relevance only (default 0.7).")
+@click.option("--vector-weight", type=click.FloatRange(min=0), help="Weight of the vector leg (default 0.7).")
+@click.option("--text-weight", type=click.FloatRange(min=0), help="Weight of the keyword leg (default 0.3).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags: Any) -> None:
+    """Find the notes and exact lines that match TEXT, by keyword and by meaning."""
+
+    def action() -> None:
+        from . import output
+        from .embedders import embedder_for_index
+        from .search import Options, highlight_terms, search
+        from .store import Store
+        from .sync import refresh_text
+
+        config = _config(db=db, **flags)
+        db_path = _locate(config, vault)
+        options = Options(
+            mode=config.mode, limit=config.limit, min_score=config.min_score, decay=config.decay,
+            half_life=config.half_life, mmr=config.mmr, mmr_lambda=config.mmr_lambda,
+            vector_weight=config.vector_weight, text_weight=config.text_weight,
+        )
+        with Store(db_path, create=False) as store:
+            root = store.meta().get("vault_path")
+            if root and Path(root).is_dir():
+                refresh_text(store, db_path, Path(root), config.max_file_bytes)
+            embedder, why = (None, "")
+            if options.mode != "keyword":
+                embedder, why = embedder_for_index(config, store.model_key())
+            outcome = search(store, text, options, embedder, why)
+        if as_json:
+            click.echo(output.as_json(outcome.as_dict()))
+        else:
+            color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+            if outcome.results or outcome.notices:
+                click.echo(output.query_text(outcome, highlight_terms(text), color))
+        if not outcome.results:
+            click.echo(f"memsync: no results for {text!r}", err=True)
+
+    run(action)
+
+
 def _locate(config: Any, vault: Path | None) -> Path:
     from .locate import locate
     from .vault import vault_root

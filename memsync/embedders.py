@@ -12,6 +12,7 @@ import hashlib
 import logging
 import time
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from .config import Config
 from .errors import (
     EmbeddingAuthError,
+    EmbeddingError,
     EmbeddingConfigError,
     EmbeddingResponseError,
     EmbeddingUnavailable,
@@ -304,3 +306,16 @@ def make_embedder(config: Config, provider: str | None = None) -> Embedder | Non
             config.ollama_host, model, batch_size=config.batch_size, timeout=config.http_timeout
         )
     raise EmbeddingConfigError(f"unknown provider {provider!r}")
+
+
+def embedder_for_index(config: Config, key: ModelKey | None) -> tuple[Embedder | None, str]:
+    """The embedder that made an index's vectors, to embed a query in the same space."""
+    if key is None:
+        return None, "the index has no vectors"
+    if key.provider not in DEFAULT_MODELS:
+        return None, f"unknown provider {key.provider!r} in the index"
+    try:
+        embedder = make_embedder(replace(config, model=key.model), key.provider)
+    except EmbeddingError as exc:
+        return None, str(exc)
+    return embedder, ""

@@ -87,3 +87,30 @@ def status_text(facts: dict[str, Any]) -> str:
         lines.append(f"skipped:  {len(facts['skipped'])} file(s)")
         lines += [f"  {s['path']}: {s['reason']}" for s in facts["skipped"]]
     return "\n".join(lines)
+
+
+def _highlight(text: str, terms: list[str], color: bool) -> str:
+    if not color or not terms:
+        return text
+    import re
+
+    pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE)
+    return pattern.sub(lambda m: f"\033[1;33m{m.group()}\033[0m", text)
+
+
+def query_text(outcome: Any, terms: list[str], color: bool) -> str:
+    """Rank, score, path:start-end (editors jump there), and the best-matching lines."""
+    lines = []
+    if outcome.mode != outcome.requested_mode:
+        lines.append(f"(ran {outcome.mode} search; {outcome.requested_mode} was asked for)")
+    for notice in outcome.notices:
+        lines.append(f"note: {notice}")
+    for rank, hit in enumerate(outcome.results, start=1):
+        where = f"{hit.path}:{hit.start_line}-{hit.end_line}"
+        if color:
+            where = f"\033[36m{where}\033[0m"
+        flag = "  exact match" if hit.exact else ""
+        lines.append(f"{rank}. {hit.score:.2f}  {where}{flag}")
+        for offset, line in enumerate(hit.snippet.split("\n")):
+            lines.append(f"   {hit.snippet_start + offset:>5} | {_highlight(line, terms, color)}")
+    return "\n".join(lines)

@@ -438,6 +438,28 @@ class Store:
                 found[row[0]] = ChunkRow(*row)
         return found
 
+    def sample_vectors(self, size: int) -> np.ndarray:
+        """Up to `size` stored vectors spread evenly over the index: the background for calibration."""
+        bounds = _first(self.conn.execute("SELECT min(id), max(id) FROM chunks"))
+        if not bounds or bounds[0] is None:
+            return np.zeros((0, self.dims() or 0), dtype=np.float32)
+        low, high = bounds
+        ids = sorted({int(i) for i in np.linspace(low, high, num=min(size, high - low + 1))})
+        blobs: list[bytes] = []
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            blobs += [
+                r[0]
+                for r in self.conn.execute(
+                    f"SELECT embedding FROM chunks WHERE id IN ({marks}) AND embedding IS NOT NULL",
+                    part,
+                )
+            ]
+        if not blobs:
+            return np.zeros((0, self.dims() or 0), dtype=np.float32)
+        return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1)
+
     def keyword_search(self, match: str, limit: int) -> list[tuple[int, float]]:
         """(chunk id, bm25 rank) best first; `match` must come from fts.match_expression."""
         return list(

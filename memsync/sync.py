@@ -265,3 +265,21 @@ def index_vault(
         store.prune_cache()
     report.seconds = time.monotonic() - started
     return report
+
+
+def refresh_text(store: Store, db: Path, root: Path, max_file_bytes: int) -> Report | None:
+    """Before a query: if no watcher keeps this index fresh, sync the text (stat-only when nothing
+    changed; never embeds). None when another writer holds the index."""
+    from .errors import LockError
+    from .lock import WriterLock
+
+    try:
+        lock = WriterLock(db, "query-refresh").acquire()
+    except LockError:
+        return None
+    try:
+        report = Report()
+        Syncer(store, root, max_file_bytes).sync_all(report)
+        return report
+    finally:
+        lock.release()

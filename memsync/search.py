@@ -1,0 +1,380 @@
+"""Hybrid retrieval: keyword (FTS5 BM25) and vector (cosine) legs, calibrated, fused, decayed, MMR.
+
+The pure parts (calibration, fusion, decay, MMR, snippets) take plain values; `search()` does the
+I/O through the store and the embedder. Score rules, and why they differ from the reference design:
+
+- Each leg is calibrated into [0, 1] so that one `min_score` means the same for every model. Text:
+  s = (-r) / (1 - r) from BM25 rank r. Vector: the cosine's z-score against this query's cosines
+  with a sample of the index (e5's cosines crowd 0.7-0.9, other models' sit lower: the z-score
+  does not care), squashed by a logistic centred at z = 2.5.
+- Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
+  chunk counts 0). A chunk holding every identifier of the query (`OPS-1432`, `2222`, `pg-main-2`)
+  verbatim is an exact match: it scores at least 0.9 + 0.1 x t, so it passes the threshold and
+  comes first instead of vanishing at 0.3.
+- The threshold is applied before temporal decay: decay re-orders results, it never hides an old
+  but perfect match.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from datetime import date
+from typing import Sequence
+
+import numpy as np
+
+from . import fts
+from .embedders import Embedder
+from .store import Store
+
+DAILY_NAME = re.compile(r"(?:^|/)(?:daily|memory)/(?:.*/)?(\d{4})-(\d{2})-(\d{2})\.(?:md|markdown)$")
+_IDENTIFIER = re.compile(r"\S*\d\S*|\S+[-_./:#]\S+")
+RRF_K = 60
+
+
+@dataclass(frozen=True)
+class Options:
+    mode: str = "hybrid"  # hybrid | vector | keyword | rrf
+    limit: int = 6
+    min_score: float = 0.35
+    decay: bool = False
+    half_life: float = 30.0
+    mmr: bool = False
+    mmr_lambda: float = 0.7
+    vector_weight: float = 0.7
+    text_weight: float = 0.3
+    today: date | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: int
+    path: str
+    start_line: int
+    end_line: int
+    text: str
+    vector_score: float | None
+    text_score: float | None
+    exact: bool = False
+    embedding: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    vector_score: float | None
+    text_score: float | None
+    snippet: str
+    snippet_start: int
+    relevance: float  # the score before temporal decay, which the threshold saw
+    exact: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "score": round(self.score, 4),
+            "vector_score": None if self.vector_score is None else round(self.vector_score, 4),
+            "text_score": None if self.text_score is None else round(self.text_score, 4),
+            "snippet": self.snippet,
+            "snippet_start_line": self.snippet_start,
+            "relevance": round(self.relevance, 4),
+            "exact_match": self.exact,
+        }
+
+
+@dataclass
+class Outcome:
+    query: str
+    mode: str  # what really ran
+    requested_mode: str
+    results: list[Hit] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "query": self.query,
+            "mode": self.mode,
+            "requested_mode": self.requested_mode,
+            "notices": self.notices,
+            "results": [hit.as_dict() for hit in self.results],
+        }
+
+
+# -- calibration ---------------------------------------------------------------------------------
+
+
+def calibrate_cosine(cosines: np.ndarray, background: np.ndarray) -> np.ndarray:
+    """Cosine -> [0, 1] by its z-score against the query's cosines with a sample of the index."""
+    cosines = np.asarray(cosines, dtype=np.float64)
+    if background.size < 8:
+        return np.clip(cosines, 0.0, 1.0)  # too small an index to know its spread
+    mean, spread = float(background.mean()), float(background.std())
+    z = (cosines - mean) / max(spread, 1e-6)
+    return 1.0 / (1.0 + np.exp(-(z - 2.5) / 0.75))
+
+
+def identifiers(query: str) -> list[str]:
+    """Tokens a user types to find an exact thing: with a digit, or joined by - _ . / : #."""
+    found = []
+    for token in _IDENTIFIER.findall(query):
+        token = token.strip("\"'()[]{}<>,;!?")
+        if len(token) >= 2 and fts._WORD.search(token):
+            found.append(token.lower())
+    return found
+
+
+def is_exact(text: str, idents: Sequence[str]) -> bool:
+    if not idents:
+        return False
+    lowered = text.lower()
+    for ident in idents:
+        pattern = r"(?<![\w-])" + re.escape(ident) + r"(?![\w-])"
+        if not re.search(pattern, lowered):
+            return False
+    return True
+
+
+# -- fusion, decay, MMR --------------------------------------------------------------------------
+
+
+def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candidate, float]]:
+    """Weighted fusion (or reciprocal-rank fusion), best first."""
+    if options.mode == "rrf":
+        by_vector = sorted(
+            (c for c in candidates if c.vector_score is not None), key=lambda c: -c.vector_score
+        )
+        by_text = sorted(
+            (c for c in candidates if c.text_score is not None), key=lambda c: -c.text_score
+        )
+        ranks: dict[int, float] = {}
+        for ordered in (by_vector, by_text):
+            for rank, c in enumerate(ordered, start=1):
+                ranks[c.id] = ranks.get(c.id, 0.0) + 1.0 / (RRF_K + rank)
+        best = 2.0 / (RRF_K + 1)  # first in both legs
+        scored = [(c, ranks.get(c.id, 0.0) / best) for c in candidates]
+    else:
+        wv = options.vector_weight if options.mode != "keyword" else 0.0
+        wt = options.text_weight if options.mode != "vector" else 0.0
+        total = wv + wt or 1.0
+        scored = []
+        for c in candidates:
+            score = (wv * (c.vector_score or 0.0) + wt * (c.text_score or 0.0)) / total
+            if c.exact:
+                score = max(score, 0.9 + 0.1 * (c.text_score or 0.0))
+            scored.append((c, score))
+    return sorted(scored, key=lambda pair: (-pair[1], pair[0].path, pair[0].start_line))
+
+
+def note_date(path: str) -> date | None:
+    """The date of a daily note (daily/ or memory/ YYYY-MM-DD.md); None for everything else."""
+    match = DAILY_NAME.search(path)
+    if not match:
+        return None
+    try:
+        return date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+    except ValueError:
+        return None
+
+
+def decay_factor(path: str, today: date, half_life: float) -> float:
+    """exp(-ln2 / half_life x age); MEMORY.md and undated notes never decay; the future is age 0."""
+    when = note_date(path)
+    if when is None:
+        return 1.0
+    age = max((today - when).days, 0)
+    return math.exp(-math.log(2) / half_life * age)
+
+
+def _tokens(text: str) -> set[str]:
+    return set(fts.index_text(text.lower()).split())
+
+
+def jaccard(a: str, b: str) -> float:
+    ta, tb = _tokens(a), _tokens(b)
+    if not ta and not tb:
+        return 0.0
+    return len(ta & tb) / len(ta | tb)
+
+
+def mmr(
+    ranked: Sequence[tuple[Candidate, float]], lam: float, limit: int
+) -> list[tuple[Candidate, float]]:
+    """Greedy maximal marginal relevance; similarity is embedding cosine when both chunks have
+    vectors, else token Jaccard (the reference's choice)."""
+
+    def similarity(a: Candidate, b: Candidate) -> float:
+        if a.embedding is not None and b.embedding is not None:
+            return float(np.dot(a.embedding, b.embedding))
+        return jaccard(a.text, b.text)
+
+    remaining = list(ranked)
+    chosen: list[tuple[Candidate, float]] = []
+    while remaining and len(chosen) < limit:
+        best_index, best_value = 0, -math.inf
+        for index, (candidate, score) in enumerate(remaining):
+            overlap = max((similarity(candidate, c) for c, _ in chosen), default=0.0)
+            value = lam * score - (1 - lam) * overlap
+            if value > best_value:
+                best_index, best_value = index, value
+        chosen.append(remaining.pop(best_index))
+    return chosen
+
+
+def drop_overlapping(ranked: list[tuple[Candidate, float, float]]) -> list[tuple[Candidate, float, float]]:
+    """Keep the better of two chunks whose line ranges overlap in one note (chunk overlap would
+    otherwise show the same lines twice)."""
+    kept: list[tuple[Candidate, float, float]] = []
+    for item in ranked:
+        c = item[0]
+        if not any(
+            k.path == c.path and k.start_line <= c.end_line and c.start_line <= k.end_line
+            for k, _, _ in kept
+        ):
+            kept.append(item)
+    return kept
+
+
+def rank(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candidate, float, float]]:
+    """(candidate, final score, relevance before decay): fuse, threshold, decay, sort, MMR, limit."""
+    fused = [(c, s) for c, s in fuse(candidates, options) if s >= options.min_score]
+    today = options.today or date.today()
+    if options.decay:
+        decayed = [(c, s * decay_factor(c.path, today, options.half_life), s) for c, s in fused]
+    else:
+        decayed = [(c, s, s) for c, s in fused]
+    decayed.sort(key=lambda t: (-t[1], t[0].path, t[0].start_line))
+    decayed = drop_overlapping(decayed)
+    if options.mmr:
+        relevance = {c.id: r for c, _, r in decayed}
+        picked = mmr([(c, s) for c, s, _ in decayed], options.mmr_lambda, options.limit)
+        return [(c, s, relevance[c.id]) for c, s in picked]
+    return decayed[: options.limit]
+
+
+# -- snippets ------------------------------------------------------------------------------------
+
+
+def snippet(text: str, query: str, start_line: int, width: int = 3) -> tuple[str, int]:
+    """The `width` consecutive lines of the chunk that best match the query, and where they start."""
+    lines = text.split("\n")
+    terms = [t for t in fts.query_terms(query)]
+    words = {w for t in terms for w in t.split()}
+
+    def line_score(line: str) -> float:
+        lowered = line.lower()
+        hits = sum(1 for w in words if w in lowered)
+        return hits + (0.1 if line.strip() else 0.0)
+
+    scores = [line_score(line) for line in lines]
+    best, best_value = 0, -1.0
+    for i in range(max(len(lines) - width + 1, 1)):
+        value = sum(scores[i : i + width])
+        if value > best_value:
+            best, best_value = i, value
+    chosen = lines[best : best + width]
+    while chosen and not chosen[0].strip():
+        chosen.pop(0)
+        best += 1
+    while chosen and not chosen[-1].strip():
+        chosen.pop()
+    clipped = [line if len(line) <= 240 else line[:237] + "..." for line in chosen]
+    return "\n".join(clipped), start_line + best
+
+
+def highlight_terms(query: str) -> list[str]:
+    return sorted({w for t in fts.query_terms(query) for w in t.split()}, key=len, reverse=True)
+
+
+# -- the I/O -------------------------------------------------------------------------------------
+
+
+def search(
+    store: Store, query: str, options: Options, embedder: Embedder | None, unavailable: str = ""
+) -> Outcome:
+    """Run the legs the mode asks for, say which really ran and why a leg did not, then rank."""
+    pool = options.limit * 4
+    wants_vector = options.mode in ("hybrid", "vector", "rrf")
+    wants_text = options.mode in ("hybrid", "keyword", "rrf")
+    outcome = Outcome(query, options.mode, options.mode)
+    vector_scores: dict[int, float] = {}
+    query_vector = None
+    if wants_vector:
+        reason = _vector_unavailable(store, embedder, unavailable)
+        if reason:
+            outcome.notices.append(f"vector search unavailable: {reason}")
+        else:
+            assert embedder is not None
+            query_vector = embedder.embed_query(query)
+            hits = store.vector_search(query_vector, pool)
+            if hits:
+                cosines = np.array([1.0 - d for _, d in hits])
+                background = store.sample_vectors(512) @ query_vector
+                calibrated = calibrate_cosine(cosines, background)
+                vector_scores = {i: float(s) for (i, _), s in zip(hits, calibrated)}
+    text_scores: dict[int, float] = {}
+    ran_text = False
+    if wants_text:
+        terms = fts.query_terms(query)
+        if terms:
+            ran_text = True
+            rows = store.keyword_search(fts.match_expression(terms, "AND"), pool)
+            if len(rows) < options.limit and len(terms) > 1:
+                rows = store.keyword_search(fts.match_expression(terms, "OR"), pool)
+            text_scores = {i: fts.bm25_score(r) for i, r in rows}
+        elif options.mode == "keyword":
+            outcome.notices.append("the query has no words to search for")
+    ran_vector = query_vector is not None
+    if ran_vector and ran_text:
+        outcome.mode = "rrf" if options.mode == "rrf" else "hybrid"
+    elif ran_vector:
+        outcome.mode = "vector"
+    elif ran_text or wants_text:
+        outcome.mode = "keyword"
+    else:
+        outcome.mode = "none"
+    idents = identifiers(query)
+    rows_by_id = store.chunks(list(dict.fromkeys([*vector_scores, *text_scores])))
+    candidates = [
+        Candidate(
+            id=row.id,
+            path=row.path,
+            start_line=row.start_line,
+            end_line=row.end_line,
+            text=row.text,
+            vector_score=vector_scores.get(row.id),
+            text_score=text_scores.get(row.id),
+            exact=is_exact(row.text, idents),
+            embedding=np.frombuffer(row.embedding, dtype="<f4") if row.embedding else None,
+        )
+        for row in rows_by_id.values()
+    ]
+    for candidate, score, relevance in rank(candidates, replace(options, mode=outcome.mode)):
+        text, first = snippet(candidate.text, query, candidate.start_line)
+        outcome.results.append(
+            Hit(
+                candidate.path, candidate.start_line, candidate.end_line, score,
+                candidate.vector_score, candidate.text_score, text, first, relevance,
+                candidate.exact,
+            )
+        )
+    return outcome
+
+
+def _vector_unavailable(store: Store, embedder: Embedder | None, unavailable: str) -> str:
+    key = store.model_key()
+    if key is None:
+        return "the index has no vectors (indexed keyword-only)"
+    if embedder is None:
+        return unavailable or f"cannot load {key.provider} {key.model}"
+    if embedder.key != key:
+        return f"the index holds {key.provider} {key.model}, not {embedder.describe()}"
+    if store.counts()["embedded"] == 0:
+        return "no chunk has its vector yet: run memsync index"
+    return ""

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memsync import fts
+from memsync.store import FileRow, NewChunk, Store
+
+HOSTILE = [
+    '"', '""', "'", "(", ")", "(a OR b", "NEAR(a b)", "a NEAR b", "*", "a*", "-a", "a -b", "AND",
+    "OR NOT", "NOT a", "col:val", "text:port", "^a", "a + b", "🙂", "🙂🙂 port", "!!!", "...", "{}",
+    "[]", "a:", ":", "\\", "%", "_", "\x00", "NEAR/3", "'; DROP TABLE chunks; --",
+]
+
+
+def test_bm25_mapping() -> None:
+    assert fts.bm25_score(0.0) == 0.0
+    assert fts.bm25_score(-1.0) == pytest.approx(0.5)
+    assert fts.bm25_score(-9.0) == pytest.approx(0.9)
+    assert fts.bm25_score(3.0) == 0.0
+
+
+def test_query_terms_drop_stop_words_unless_nothing_is_left() -> None:
+    assert fts.query_terms("What is the SSH port of the test server?") == ["ssh", "port", "test", "server"]
+    assert fts.query_terms("to be or not to be") == ["to", "be", "or", "not"]
+    assert fts.query_terms("OPS-1432") == ["ops 1432"]
+
+
+def test_cjk_runs_become_bigrams_in_index_and_query() -> None:
+    assert fts.index_text("测试服务器的SSH端口是2222").split() == [
+        "测试", "试服", "服务", "务器", "器的", "SSH", "端口", "口是", "2222",
+    ]
+    assert fts.query_terms("端口") == ["端口"]
+    assert fts.query_terms("ポート番号") == ["ポー", "ート", "ト番", "番号"]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "i.sqlite")
+    texts = {
+        "zh.md": "测试服务器的SSH端口是2222",
+        "ja.md": "サーバーのポート番号は8080です",
+        "en.md": "The staging Redis runs on port 6380. Ticket OPS-1432 tracks the lag.",
+        "stem.md": "We were running replications all night",
+    }
+    for path, text in texts.items():
+        s.replace_file(FileRow(path, path, 1, 1), [NewChunk(1, 1, path, text, "", fts.index_text(text))])
+    yield s
+    s.close()
+
+
+def _paths(store: Store, query: str, op: str = "AND") -> set[str]:
+    terms = fts.query_terms(query)
+    if not terms:
+        return set()
+    ids = [i for i, _ in store.keyword_search(fts.match_expression(terms, op), 10)]
+    return {c.path for c in store.chunks(ids).values()}
+
+
+def test_two_character_chinese_and_japanese_words_match_inside_runs(store: Store) -> None:
+    assert _paths(store, "端口") == {"zh.md"}
+    assert _paths(store, "服务器") == {"zh.md"}
+    assert _paths(store, "番号") == {"ja.md"}
+    assert _paths(store, "SSH端口") == {"zh.md"}
+
+
+def test_identifiers_and_stems_match(store: Store) -> None:
+    assert _paths(store, "OPS-1432") == {"en.md"}
+    assert _paths(store, "6380") == {"en.md"}
+    assert _paths(store, "replication run") == {"stem.md"}
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+def test_hostile_queries_never_reach_match_unescaped(store: Store, query: str) -> None:
+    for op in ("AND", "OR"):
+        _paths(store, query, op)  # must not raise

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import EmbeddingServer, write
+from memsync.cli import main
+from test_fts import HOSTILE
+
+
+def _vault(root: Path) -> Path:
+    write(root, "MEMORY.md", "# MEMORY\n\n- Coffee: flat white with oat milk.\n")
+    write(root, "tech/redis.md", "# Redis\n\nThe staging Redis listens on port 6380.\nTicket OPS-1432 tracks the lag.\n")
+    write(root, "笔记/测试服务器.md", "# 测试服务器\n\n- 测试服务器的SSH端口是2222。\n")
+    write(root, "daily/2026-10-02.md", "# 2026-10-02\n\nHeron server uses Postgres 15.\n")
+    write(root, "daily/2026-11-20.md", "# 2026-11-20\n\nHeron server now uses Postgres 16.\n")
+    return root
+
+
+def _run(*args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+@pytest.fixture
+def keyword_vault(tmp_path: Path) -> Path:
+    vault = _vault(tmp_path / "notes")
+    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    return vault
+
+
+def test_json_output_shape_with_keyword_only_index(keyword_vault: Path) -> None:
+    result = _run("query", "OPS-1432", "--vault", str(keyword_vault), "--json")
+    payload = json.loads(result.output)
+    assert payload["query"] == "OPS-1432" and payload["mode"] == "keyword"
+    assert payload["requested_mode"] == "hybrid"
+    assert any("vector search unavailable" in n for n in payload["notices"])
+    top = payload["results"][0]
+    assert top["path"] == "tech/redis.md" and (top["start_line"], top["end_line"]) == (1, 4)
+    assert top["vector_score"] is None and top["text_score"] > 0 and top["exact_match"]
+    assert "OPS-1432" in top["snippet"]
+
+
+def test_chinese_word_inside_a_run(keyword_vault: Path) -> None:
+    payload = json.loads(_run("query", "端口", "--vault", str(keyword_vault), "--json").stdout)
+    assert payload["results"][0]["path"] == "笔记/测试服务器.md"
+
+
+def test_conversational_question_falls_back_from_and_to_or(keyword_vault: Path) -> None:
+    payload = json.loads(
+        _run("query", "which port does the staging redis cache use these days", "--vault",
+             str(keyword_vault), "--json").stdout
+    )
+    assert payload["results"][0]["path"] == "tech/redis.md"
+
+
+def test_no_results_exit_0_with_a_message_on_stderr(keyword_vault: Path) -> None:
+    result = CliRunner().invoke(main, ["query", "zebra", "--vault", str(keyword_vault), "--json"])
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["results"] == []
+    assert "no results" in result.stderr
+
+
+@pytest.mark.parametrize("query", HOSTILE)
+def test_hostile_query_strings_return_normally(keyword_vault: Path, query: str) -> None:
+    result = CliRunner().invoke(main, ["query", "--vault", str(keyword_vault), "--json", "--", query])
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)
+
+
+def test_empty_vault(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    assert _run("index", str(tmp_path / "empty")).exit_code == 0
+    result = CliRunner().invoke(main, ["query", "anything", "--vault", str(tmp_path / "empty"), "--json"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["results"] == []
+
+
+def test_the_query_brings_the_text_up_to_date_first(keyword_vault: Path) -> None:
+    write(keyword_vault, "new.md", "# New\n\nThe kombucha scoby lives in the pantry.\n")
+    (keyword_vault / "tech/redis.md").unlink()
+    payload = json.loads(_run("query", "kombucha", "--vault", str(keyword_vault), "--json").stdout)
+    assert [r["path"] for r in payload["results"]] == ["new.md"]
+    gone = json.loads(_run("query", "OPS-1432", "--vault", str(keyword_vault), "--json").stdout)
+    assert gone["results"] == []
+
+
+def test_the_vault_around_the_cwd_is_used(keyword_vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(keyword_vault / "tech")
+    payload = json.loads(_run("query", "6380", "--json").stdout)
+    assert payload["results"][0]["path"] == "tech/redis.md"
+
+
+def test_human_output_has_path_line_range_and_no_colour_when_piped(keyword_vault: Path) -> None:
+    out = _run("query", "6380", "--vault", str(keyword_vault)).output
+    assert "tech/redis.md:1-4" in out and "\033[" not in out
+    assert "port 6380" in out
+
+
+def test_hybrid_with_vectors_and_decay_prefers_the_newer_daily_note(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    vault = _vault(tmp_path / "notes")
+    env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
+    assert _run("index", str(vault), "--provider", "openai", env=env).exit_code == 0
+    args = ["query", "Heron server Postgres", "--vault", str(vault), "--json", "--min-score", "0"]
+    plain = json.loads(_run(*args, env=env).stdout)
+    assert plain["mode"] == "hybrid" and plain["notices"] == []
+    assert all(r["vector_score"] is not None for r in plain["results"][:2])
+    decayed = json.loads(_run(*args, "--decay", env=env).stdout)
+    daily = [r["path"] for r in decayed["results"] if r["path"].startswith("daily/")]
+    assert daily[0] == "daily/2026-11-20.md"
+    vector_only = json.loads(_run(*args, "--mode", "vector", env=env).stdout)
+    assert vector_only["mode"] == "vector"
+    assert all(r["text_score"] is None for r in vector_only["results"])
+
+
+def test_vector_leg_down_is_said_not_hidden(tmp_path: Path, embedding_server: EmbeddingServer) -> None:
+    vault = _vault(tmp_path / "notes")
+    env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
+    _run("index", str(vault), "--provider", "openai", env=env)
+    embedding_server.script = [(401, {})]
+    result = CliRunner().invoke(main, ["query", "6380", "--vault", str(vault)], env=env)
+    assert result.exit_code == 1 and "API key" in result.output

@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import math
+from datetime import date
+
+import numpy as np
+import pytest
+
+from memsync.search import (
+    Candidate,
+    Options,
+    calibrate_cosine,
+    decay_factor,
+    fuse,
+    identifiers,
+    is_exact,
+    jaccard,
+    mmr,
+    note_date,
+    rank,
+    snippet,
+)
+
+
+def _c(i: int, v: float | None, t: float | None, path: str = "", exact: bool = False, text: str = "") -> Candidate:
+    return Candidate(i, path or f"n{i}.md", 1, 2, text or f"text {i}", v, t, exact)
+
+
+def test_weighted_fusion_normalises_weights_and_counts_a_missing_leg_as_zero() -> None:
+    scored = dict((c.id, s) for c, s in fuse([_c(1, 1.0, None), _c(2, None, 1.0), _c(3, 0.5, 0.5)], Options()))
+    assert scored == pytest.approx({1: 0.7, 2: 0.3, 3: 0.5})
+    weights = Options(vector_weight=2, text_weight=2)
+    assert dict((c.id, s) for c, s in fuse([_c(1, 1.0, None)], weights))[1] == pytest.approx(0.5)
+    keyword = dict((c.id, s) for c, s in fuse([_c(2, None, 0.8)], Options(mode="keyword")))
+    assert keyword[2] == pytest.approx(0.8)
+
+
+def test_an_exact_identifier_match_found_only_by_keywords_survives_the_threshold_and_leads() -> None:
+    candidates = [_c(1, 0.9, None), _c(2, None, 0.6, exact=True), _c(3, None, 0.9)]
+    ranked = rank(candidates, Options())
+    assert [c.id for c, _, _ in ranked] == [2, 1]  # 3 (keyword-only, not exact) stays under 0.35
+
+
+def test_identifiers_and_exact_matching() -> None:
+    assert identifiers("what is OPS-1432 about") == ["ops-1432"]
+    assert identifiers("ssh port 2222 on pg-main-2") == ["2222", "pg-main-2"]
+    assert identifiers("how do I reset the vpn") == []
+    assert is_exact("Ticket OPS-1432 tracks it", ["ops-1432"])
+    assert not is_exact("Ticket OPS-14321 tracks it", ["ops-1432"])
+    assert not is_exact("port 22222", ["2222"])
+
+
+def test_rrf_scores_rank_positions() -> None:
+    candidates = [_c(1, 0.9, 0.1), _c(2, 0.5, 0.9), _c(3, 0.1, None)]
+    scored = dict((c.id, s) for c, s in fuse(candidates, Options(mode="rrf")))
+    assert scored[1] == pytest.approx((1 / 61 + 1 / 62) / (2 / 61))
+    assert scored[3] < scored[2]
+
+
+def test_calibration_is_relative_to_the_query_background() -> None:
+    rng = np.random.default_rng(0)
+    e5_like = rng.normal(0.8, 0.02, 500)
+    other = rng.normal(0.1, 0.05, 500)
+    high_e5 = calibrate_cosine(np.array([0.8 + 4 * 0.02]), e5_like)[0]
+    high_other = calibrate_cosine(np.array([0.1 + 4 * 0.05]), other)[0]
+    assert high_e5 == pytest.approx(high_other, abs=0.05) and high_e5 > 0.8
+    assert calibrate_cosine(np.array([0.8]), e5_like)[0] < 0.05  # an average cosine means nothing
+
+
+def test_decay_dates_and_factors() -> None:
+    today = date(2026, 11, 29)
+    assert note_date("daily/2026-10-30.md") == date(2026, 10, 30)
+    assert note_date("memory/2026-10-30.md") == date(2026, 10, 30)
+    assert note_date("journal/2026-10-30.md") is None
+    assert note_date("daily/2026-13-40.md") is None
+    assert decay_factor("daily/2026-10-30.md", today, 30) == pytest.approx(0.5)
+    assert decay_factor("MEMORY.md", today, 30) == 1.0
+    assert decay_factor("projects/heron.md", today, 30) == 1.0
+    assert decay_factor("daily/2027-01-01.md", today, 30) == 1.0
+    assert decay_factor("daily/2026-11-29.md", today, 30) == pytest.approx(1.0)
+    assert decay_factor("daily/2025-11-29.md", today, 30) == pytest.approx(math.exp(-math.log(2) / 30 * 365))
+
+
+def test_decay_reorders_but_the_threshold_sees_the_undecayed_score() -> None:
+    old = _c(1, 0.9, 0.9, path="daily/2025-01-01.md")
+    new = _c(2, 0.6, 0.6, path="daily/2026-11-28.md")
+    options = Options(decay=True, today=date(2026, 11, 29))
+    ranked = rank([old, new], options)
+    assert [c.id for c, _, _ in ranked] == [2, 1]  # old ranks lower, but is still there
+    assert ranked[1][2] == pytest.approx(0.9) and ranked[1][1] < 0.1
+
+
+def test_overlapping_chunks_of_one_note_are_shown_once() -> None:
+    a = Candidate(1, "a.md", 1, 10, "x", 0.9, 0.9)
+    b = Candidate(2, "a.md", 8, 20, "x", 0.8, 0.8)
+    c = Candidate(3, "a.md", 21, 30, "x", 0.7, 0.7)
+    assert [x.id for x, _, _ in rank([a, b, c], Options())] == [1, 3]
+
+
+def test_mmr_prefers_a_different_note_over_a_near_duplicate() -> None:
+    a = _c(1, 0.9, 0.9, text="postgres replication lag runbook")
+    b = _c(2, 0.88, 0.88, text="postgres replication lag runbook copy")
+    c = _c(3, 0.8, 0.8, text="garden shed roof sheets")
+    picked = mmr([(a, 0.9), (b, 0.88), (c, 0.8)], 0.7, 2)
+    assert [x.id for x, _ in picked] == [1, 3]
+    assert jaccard("a b", "a b") == 1.0 and jaccard("a", "b") == 0.0
+
+
+def test_snippet_shows_the_best_matching_lines_not_the_first() -> None:
+    text = "\n".join([f"filler line {i}" for i in range(20)] + ["the ssh port is 2222"] + ["tail"] * 5)
+    lines, first = snippet(text, "ssh port", start_line=100)
+    assert "the ssh port is 2222" in lines
+    assert 100 + 18 <= first <= 100 + 20
+    assert len(lines.split("\n")) <= 3
