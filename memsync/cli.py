@@ -196,6 +196,46 @@ def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags
     run(action)
 
 
+@main.command()
+@click.argument("vault", type=click.Path(path_type=Path))
+@click.option("--db", type=click.Path(path_type=Path), help="Index file (default: per vault, in the data folder).")
+@click.option("--debounce", "debounce_ms", type=click.IntRange(min=0), help="Quiet time in ms before a batch of changes is applied (default 300).")
+@click.option("--provider", type=click.Choice(["auto", "local", "openai", "ollama", "none"]), help="Embedding provider, as for index.")
+@click.option("--model", help="Embedding model of the provider.")
+@click.option("-v", "--verbose", is_flag=True, help="Log every event (DEBUG).")
+@click.option("-q", "--quiet", is_flag=True, help="Log warnings and errors only.")
+@click.option("--log-file", type=click.Path(path_type=Path), help="Append the log here instead of stderr.")
+def watch(vault: Path, db: Path | None, debounce_ms: int | None, provider: str | None,
+          model: str | None, verbose: bool, quiet: bool, log_file: Path | None) -> None:
+    """Keep VAULT's index in step with every edit until SIGINT/SIGTERM."""
+
+    def action() -> None:
+        import logging
+        import signal
+
+        from .embedders import make_embedder
+        from .locate import db_for_vault
+        from .vault import vault_root
+        from .watcher import Watcher
+
+        config = _config(db=db, debounce_ms=debounce_ms, provider=provider, model=model)
+        level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+        handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        memsync_log = logging.getLogger("memsync")
+        memsync_log.addHandler(handler)
+        memsync_log.setLevel(level)
+        logging.getLogger("watchdog").addHandler(handler)
+        root = vault_root(vault)
+        watcher = Watcher(root, db_for_vault(root, config), config, make_embedder(config))
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: watcher.request_stop())
+        watcher.run()
+        memsync_log.info("stopped")
+
+    run(action)
+
+
 def _locate(config: Any, vault: Path | None) -> Path:
     from .locate import locate
     from .vault import vault_root

@@ -4,7 +4,8 @@ The pure parts (calibration, fusion, decay, MMR, snippets) take plain values; `s
 I/O through the store and the embedder. Score rules, and why they differ from the reference design:
 
 - Each leg is calibrated into [0, 1] so that one `min_score` means the same for every model. Text:
-  s = (-r) / (1 - r) from BM25 rank r. Vector: the cosine's z-score against this query's cosines
+  the mean of s = (-r) / (1 - r) from BM25 rank r and of the share of query terms the chunk holds
+  (BM25 alone is near 0 in a small vault). Vector: the cosine's z-score against this query's cosines
   with a sample of the index (e5's cosines crowd 0.7-0.9, other models' sit lower: the z-score
   does not care), squashed by a logistic centred at z = 2.5.
 - Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
@@ -118,6 +119,27 @@ def calibrate_cosine(cosines: np.ndarray, background: np.ndarray) -> np.ndarray:
     mean, spread = float(background.mean()), float(background.std())
     z = (cosines - mean) / max(spread, 1e-6)
     return 1.0 / (1.0 + np.exp(-(z - 2.5) / 0.75))
+
+
+def coverage(text: str, terms: Sequence[str]) -> float:
+    """The share of the query's terms found in the chunk (a stem or bigram counts as found)."""
+    if not terms:
+        return 0.0
+    haystack = text.lower()
+    found = sum(1 for term in terms if all(word in haystack for word in _stems(term)))
+    return found / len(terms)
+
+
+def _stems(term: str) -> list[str]:
+    # crude stemming, enough to see that "replications" and "running" hold "replication", "run"
+    return [w[:-1] if len(w) > 4 and w.endswith("s") else w for w in term.split()]
+
+
+def text_score(bm25: float, covered: float) -> float:
+    """BM25's (-r)/(1-r) says how rare the matched words are in this index, and is near 0 for
+    every match in a small vault (IDF of a word in half the notes is 0); the share of the query's
+    terms that the chunk holds says how completely it answers. Half of each."""
+    return 0.5 * bm25 + 0.5 * covered
 
 
 def identifiers(query: str) -> list[str]:
@@ -318,16 +340,16 @@ def search(
                 background = store.sample_vectors(512) @ query_vector
                 calibrated = calibrate_cosine(cosines, background)
                 vector_scores = {i: float(s) for (i, _), s in zip(hits, calibrated)}
-    text_scores: dict[int, float] = {}
+    bm25: dict[int, float] = {}
+    terms = fts.query_terms(query) if wants_text else []
     ran_text = False
     if wants_text:
-        terms = fts.query_terms(query)
         if terms:
             ran_text = True
             rows = store.keyword_search(fts.match_expression(terms, "AND"), pool)
             if len(rows) < options.limit and len(terms) > 1:
                 rows = store.keyword_search(fts.match_expression(terms, "OR"), pool)
-            text_scores = {i: fts.bm25_score(r) for i, r in rows}
+            bm25 = {i: fts.bm25_score(r) for i, r in rows}
         elif options.mode == "keyword":
             outcome.notices.append("the query has no words to search for")
     ran_vector = query_vector is not None
@@ -340,7 +362,10 @@ def search(
     else:
         outcome.mode = "none"
     idents = identifiers(query)
-    rows_by_id = store.chunks(list(dict.fromkeys([*vector_scores, *text_scores])))
+    rows_by_id = store.chunks(list(dict.fromkeys([*vector_scores, *bm25])))
+    text_scores = {
+        i: text_score(s, coverage(rows_by_id[i].text, terms)) for i, s in bm25.items() if i in rows_by_id
+    }
     candidates = [
         Candidate(
             id=row.id,

@@ -128,6 +128,12 @@ class Syncer:
         self._apply(work.to_read, work.removed, index, report, update)
         self.store.set_meta(vault_path=str(self.root), last_sync=time.time())
 
+    def notes_under(self, folder: str) -> list[str]:
+        """The notes on disk below a folder that an event named (a folder created or moved in)."""
+        if self.rules.skips_path(folder + "/x.md"):
+            return []
+        return list(scan(self.root, self.rules, under=folder).files)
+
     def sync_paths(self, paths: Iterable[str], report: Report) -> None:
         """Re-check the given paths only (from watcher events): stat, then as sync_all."""
         index = self.store.file_rows()

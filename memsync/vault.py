@@ -98,13 +98,17 @@ def _inside(real: str, root_real: str) -> bool:
     return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
 
 
-def scan(root: Path, rules: IgnoreRules | None = None) -> Scan:
-    """Stat every note below root without reading any; symlinks followed only inside the vault."""
+def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
+    """Stat every note below root (or its folder `under`) without reading any; symlinks are
+    followed only inside the vault."""
     rules = rules or IgnoreRules(root)
     result = Scan()
     root_real = os.path.realpath(root)
     seen_dirs: set[str] = set()  # real paths walked: ends loops and second ways to a folder
-    stack: list[tuple[str, str]] = [(str(root), "")]
+    start = root / under if under else root
+    if not start.is_dir():
+        return result
+    stack: list[tuple[str, str]] = [(str(start), under)]
     linked: list[tuple[str, str]] = []  # folders reached through a symlink: walked last, so the
     # real path of a folder wins over an alias of it
     while stack or linked:

@@ -1,0 +1,170 @@
+"""Retrieval quality: Recall@5, MRR@10, nDCG@10 per configuration; prints Markdown tables.
+
+    python benchmarks/eval_retrieval.py --sample                     # labelled queries on sample_vault/
+    python benchmarks/eval_retrieval.py --scifact ../shared/eval/scifact [--workdir DIR]
+
+SciFact: one note per abstract ("# title" then the text), indexed with the local model once into
+--workdir (re-runs reuse it); weights are tuned on the train split and reported on the test split.
+Only each query's `text` is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import time
+from dataclasses import replace
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from memsync.embedders import LocalEmbedder  # noqa: E402
+from memsync.evaluate import score_run  # noqa: E402
+from memsync.search import Options, search  # noqa: E402
+from memsync.store import Store  # noqa: E402
+from memsync.sync import index_vault  # noqa: E402
+
+TODAY = date(2026, 11, 29)  # the sample vault's "now", so decay is reproducible
+CONFIGS = {
+    "keyword": Options(mode="keyword"),
+    "vector": Options(mode="vector"),
+    "hybrid 0.7/0.3": Options(mode="hybrid"),
+    "hybrid + MMR": Options(mode="hybrid", mmr=True),
+    "RRF (k=60)": Options(mode="rrf"),
+}
+
+
+class CachedQueries:
+    """Embeds each query once per run, whatever the number of configurations."""
+
+    def __init__(self, embedder: LocalEmbedder) -> None:
+        self._embedder = embedder
+        self._cache: dict[str, object] = {}
+        self.provider, self.model = embedder.provider, embedder.model
+        self.key = embedder.key
+
+    def embed_query(self, text: str):  # type: ignore[no-untyped-def]
+        if text not in self._cache:
+            self._cache[text] = self._embedder.embed_query(text)
+        return self._cache[text]
+
+    def describe(self) -> str:
+        return self._embedder.describe()
+
+
+def rankings(store: Store, embedder: object, queries: dict[str, str], options: Options) -> dict[str, list[str]]:
+    run = replace(options, limit=20, min_score=0.0, today=TODAY)
+    return {
+        qid: [hit.path for hit in search(store, text, run, embedder).results]  # type: ignore[arg-type]
+        for qid, text in queries.items()
+    }
+
+
+def table(rows: dict[str, dict[str, float]]) -> str:
+    out = ["| configuration | Recall@5 | MRR@10 | nDCG@10 |", "|---|---|---|---|"]
+    for name, m in rows.items():
+        out.append(f"| {name} | {m['recall@5']:.3f} | {m['mrr@10']:.3f} | {m['ndcg@10']:.3f} |")
+    return "\n".join(out)
+
+
+def build(store: Store, vault: Path, embedder: LocalEmbedder) -> None:
+    started = time.monotonic()
+    report = index_vault(store, vault, 50 << 20, embedder)
+    print(
+        f"index: {report.added} new notes, {report.chunks_written} chunks, {report.embedded} embedded "
+        f"in {time.monotonic() - started:.0f}s", file=sys.stderr,
+    )
+
+
+def eval_sample(workdir: Path, embedder: LocalEmbedder) -> None:
+    labelled = json.loads((ROOT / "benchmarks/sample_queries.json").read_text())
+    queries = {str(i): q["query"] for i, q in enumerate(labelled)}
+    qrels = {str(i): set(q["relevant"]) for i, q in enumerate(labelled)}
+    kinds = {str(i): q["kind"] for i, q in enumerate(labelled)}
+    with Store(workdir / "sample.sqlite") as store:
+        build(store, ROOT / "sample_vault", embedder)
+        cached = CachedQueries(embedder)
+        configs = {**CONFIGS, "hybrid + decay": Options(mode="hybrid", decay=True)}
+        rows = {}
+        per_kind: dict[str, dict[str, float]] = {}
+        for name, options in configs.items():
+            ranked = rankings(store, cached, queries, options)
+            rows[name] = score_run(ranked, qrels)
+            per_kind[name] = {
+                kind: score_run(ranked, {q: r for q, r in qrels.items() if kinds[q] == kind})["mrr@10"]
+                for kind in dict.fromkeys(kinds.values())
+            }
+    print(f"### sample_vault ({len(queries)} labelled queries)\n")
+    print(table(rows))
+    kinds_list = list(dict.fromkeys(kinds.values()))
+    print("\nMRR@10 by kind of query:\n")
+    print("| configuration | " + " | ".join(kinds_list) + " |")
+    print("|---|" + "---|" * len(kinds_list))
+    for name, by_kind in per_kind.items():
+        print(f"| {name} | " + " | ".join(f"{by_kind[k]:.2f}" for k in kinds_list) + " |")
+
+
+def _load_scifact(path: Path, split: str) -> tuple[dict[str, str], dict[str, set[str]]]:
+    qrels: dict[str, set[str]] = {}
+    for line in (path / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]:
+        qid, doc, score = line.split("\t")
+        if int(score) > 0:
+            qrels.setdefault(qid, set()).add(f"{doc}.md")
+    queries = {}
+    for line in (path / "queries.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["_id"] in qrels:
+            queries[record["_id"]] = record["text"]  # the text only, never the metadata
+    return queries, qrels
+
+
+def eval_scifact(path: Path, workdir: Path, embedder: LocalEmbedder) -> None:
+    vault = workdir / "scifact_vault"
+    if not vault.is_dir():
+        vault.mkdir(parents=True)
+        with gzip.open(path / "corpus.jsonl.gz", "rt", encoding="utf-8") as corpus:
+            for line in corpus:
+                doc = json.loads(line)
+                (vault / f"{doc['_id']}.md").write_text(f"# {doc['title']}\n\n{doc['text']}\n")
+    with Store(workdir / "scifact.sqlite") as store:
+        build(store, vault, embedder)
+        cached = CachedQueries(embedder)
+        train_q, train_rel = _load_scifact(path, "train")
+        test_q, test_rel = _load_scifact(path, "test")
+        tuning = {}
+        for weight in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
+            options = Options(mode="hybrid", vector_weight=weight, text_weight=1 - weight)
+            tuning[f"hybrid {weight:.1f}/{1 - weight:.1f}"] = score_run(
+                rankings(store, cached, train_q, options), train_rel
+            )
+        best = max(tuning, key=lambda name: tuning[name]["ndcg@10"])
+        print(f"### SciFact train ({len(train_q)} queries): tuning the weights\n")
+        print(table(tuning))
+        weight = float(best.split()[1].split("/")[0])
+        configs = {**CONFIGS, f"hybrid {best.split()[1]} (tuned on train)": Options(
+            mode="hybrid", vector_weight=weight, text_weight=1 - weight)}
+        rows = {name: score_run(rankings(store, cached, test_q, o), test_rel) for name, o in configs.items()}
+    print(f"\n### SciFact test ({len(test_q)} queries)\n")
+    print(table(rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sample", action="store_true")
+    parser.add_argument("--scifact", type=Path)
+    parser.add_argument("--workdir", type=Path, default=Path.home() / ".cache" / "memsync-eval")
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    embedder = LocalEmbedder()
+    if args.sample:
+        eval_sample(args.workdir, embedder)
+    if args.scifact:
+        eval_scifact(args.scifact, args.workdir, embedder)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""`memsync watch`: watchdog events -> debounced batches of paths -> the same sync as `index`.
+
+The watcher is a speed-up, not the source of truth: it starts with a full reconcile, reconciles
+again on a timer and whenever events may have been lost (inotify overflow, an observer error), and
+otherwise re-checks only the paths that events named. Text is written first, by this thread; a
+second thread computes vectors in the background and backs off while the provider is down.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import Config
+from .embedders import Embedder
+from .errors import EmbeddingError, MemsyncError
+from .lock import WriterLock
+from .store import Store
+from .sync import Report, Syncer, embed_pending
+from .vault import IgnoreRules
+
+log = logging.getLogger("memsync.watch")
+
+RESCAN = "\0rescan"  # a queue item meaning: events were lost, reconcile everything
+MAX_BATCH_WAIT = 2.0  # seconds: a steady stream of events still gets applied this often
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str  # relative to the vault
+    is_folder: bool
+
+
+def _relative(root: str, path: str | bytes) -> str | None:
+    text = os.fsdecode(path)
+    if text == root:
+        return None
+    if not text.startswith(root + os.sep):
+        return None
+    return text[len(root) + 1 :].replace(os.sep, "/")
+
+
+class _EventSink:
+    """watchdog handler: every src/dest path that may hold a note goes on the queue."""
+
+    def __init__(self, root: Path, rules: IgnoreRules, changes: queue.Queue[Change | str]) -> None:
+        self.root = str(root)
+        self.rules = rules
+        self.changes = changes
+        self.last_event = 0.0
+
+    def dispatch(self, event: object) -> None:  # the watchdog handler protocol
+        paths = [getattr(event, "src_path", ""), getattr(event, "dest_path", "")]
+        is_folder = bool(getattr(event, "is_directory", False))
+        if getattr(event, "event_type", "") in ("opened", "closed_no_write") :
+            return
+        for raw in paths:
+            if not raw:
+                continue
+            rel = _relative(self.root, raw)
+            if rel is None:
+                continue
+            if is_folder:
+                if any(self.rules.skips_dir("/".join(rel.split("/")[: i + 1])) for i in range(rel.count("/") + 1)):
+                    continue
+            elif self.rules.skips_path(rel):
+                continue
+            self.last_event = time.time()
+            self.changes.put(Change(rel, is_folder))
+
+
+class _OverflowAlarm(logging.Handler):
+    """watchdog only logs an inotify queue overflow; turn that line into a full reconcile."""
+
+    def __init__(self, changes: queue.Queue[Change | str]) -> None:
+        super().__init__(logging.WARNING)
+        self.changes = changes
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" in record.getMessage().lower():
+            self.changes.put(RESCAN)
+
+
+class Embedding(threading.Thread):
+    """Computes vectors for chunks that lack one; waits on a signal, never polls."""
+
+    def __init__(self, db: Path, embedder: Embedder, stop: threading.Event) -> None:
+        super().__init__(name="memsync-embed", daemon=True)
+        self.db = db
+        self.embedder = embedder
+        self.stop = stop
+        self.wake = threading.Event()
+        self.failures = 0
+        self.last_error = ""
+
+    def run(self) -> None:
+        with Store(self.db) as store:
+            while not self.stop.is_set():
+                self.wake.clear()
+                try:
+                    report = Report()
+                    embed_pending(store, self.embedder, report, should_stop=self.stop.is_set)
+                    if report.embedded:
+                        log.info("embedded %d chunks (%d waiting)", report.embedded, report.pending)
+                    self.failures, self.last_error = 0, ""
+                    wait = None
+                except EmbeddingError as exc:
+                    self.failures += 1
+                    self.last_error = str(exc)
+                    wait = min(5.0 * 2 ** (self.failures - 1), 300.0)
+                    log.warning("embedding failed (%s); keyword search stays fresh; retry in %.0fs", exc, wait)
+                self.wake.wait(wait)
+
+
+class Watcher:
+    def __init__(self, root: Path, db: Path, config: Config, embedder: Embedder | None) -> None:
+        self.root = root
+        self.db = db
+        self.config = config
+        self.embedder = embedder
+        self.stop = threading.Event()
+        self.changes: queue.Queue[Change | str] = queue.Queue()
+        self.rules = IgnoreRules(root)
+        self.lock = WriterLock(db, "watch")
+        self._observer: object | None = None
+        self._embedding: Embedding | None = None
+        self.ready = threading.Event()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Blocks until stop is set; the writer lock is held throughout."""
+        self.lock.acquire()
+        log.info("watching %s (index %s, pid %d)", self.root, self.db, os.getpid())
+        alarm = _OverflowAlarm(self.changes)
+        watchdog_log = logging.getLogger("watchdog")
+        watchdog_log.addHandler(alarm)
+        try:
+            with Store(self.db) as store:
+                syncer = Syncer(store, self.root, self.config.max_file_bytes)
+                sink = _EventSink(self.root, self.rules, self.changes)
+                self._start_observer(sink)
+                self._reconcile(syncer, "start")
+                if self.embedder is not None:
+                    self._embedding = Embedding(self.db, self.embedder, self.stop)
+                    self._embedding.start()
+                self.ready.set()
+                self._loop(syncer, sink)
+        finally:
+            watchdog_log.removeHandler(alarm)
+            self._stop_observer()
+            if self._embedding is not None:
+                self._embedding.wake.set()
+                self._embedding.join(timeout=30)
+            self.lock.release()
+
+    def _start_observer(self, sink: _EventSink) -> None:
+        from watchdog.observers import Observer
+
+        observer = Observer()
+        try:
+            observer.schedule(sink, str(self.root), recursive=True)  # type: ignore[arg-type]
+            observer.start()
+        except OSError as exc:  # e.g. the inotify watch limit
+            log.error("cannot watch %s (%s): reconciling every minute instead", self.root, exc)
+            self._observer = None
+            return
+        self._observer = observer
+
+    def _stop_observer(self) -> None:
+        observer = self._observer
+        if observer is not None:
+            observer.stop()  # type: ignore[attr-defined]
+            observer.join(timeout=10)  # type: ignore[attr-defined]
+            self._observer = None
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def _reconcile(self, syncer: Syncer, why: str) -> None:
+        started = time.monotonic()
+        report = Report()
+        syncer.sync_all(report)
+        self._after_batch(report, started, f"reconcile ({why})")
+
+    def _interval(self) -> float:
+        minutes = self.config.reconcile_minutes if self._observer is not None else 1.0
+        return max(minutes * 60.0, 1.0)
+
+    def _loop(self, syncer: Syncer, sink: _EventSink) -> None:
+        debounce = self.config.debounce_ms / 1000.0
+        next_reconcile = time.monotonic() + self._interval()
+        while not self.stop.is_set():
+            timeout = max(next_reconcile - time.monotonic(), 0.0)
+            try:
+                first = self.changes.get(timeout=min(timeout, 3600.0))
+            except queue.Empty:
+                self._guarded(lambda: self._reconcile(syncer, "periodic"))
+                next_reconcile = time.monotonic() + self._interval()
+                continue
+            if first == "\0stop":
+                break
+            batch = [first]
+            started = time.monotonic()
+            while time.monotonic() - started < MAX_BATCH_WAIT:  # debounce: wait for quiet
+                try:
+                    batch.append(self.changes.get(timeout=debounce))
+                except queue.Empty:
+                    break
+            if "\0stop" in batch:
+                self.stop.set()
+            self.lock.update(last_event=sink.last_event)
+            if RESCAN in batch or (self._observer is not None and not self._observer.is_alive()):  # type: ignore[attr-defined]
+                log.warning("events may have been lost: full reconcile")
+                if self._observer is not None and not self._observer.is_alive():  # type: ignore[attr-defined]
+                    self._stop_observer()
+                    self._start_observer(sink)
+                self._guarded(lambda: self._reconcile(syncer, "events lost"))
+                continue
+            changes = [c for c in batch if isinstance(c, Change)]
+            self._guarded(lambda: self._apply(syncer, changes))
+
+    def _guarded(self, work: object) -> None:
+        """Bad input or a passing database error never stops the daemon."""
+        try:
+            work()  # type: ignore[operator]
+        except MemsyncError as exc:
+            log.error("%s", exc)
+        except Exception:  # noqa: BLE001 - the daemon must survive anything; log the trace
+            log.exception("unexpected error; will reconcile on the next cycle")
+
+    def _apply(self, syncer: Syncer, changes: list[Change]) -> None:
+        started = time.monotonic()
+        paths: set[str] = set()
+        indexed = None
+        for change in changes:
+            if change.is_folder:
+                if indexed is None:
+                    indexed = list(syncer.store.file_rows())
+                prefix = change.path + "/"
+                paths.update(p for p in indexed if p.startswith(prefix))
+                paths.update(syncer.notes_under(change.path))
+            else:
+                paths.add(change.path)
+        if not paths:
+            return
+        report = Report()
+        syncer.sync_paths(sorted(paths), report)
+        self._after_batch(report, started, "batch")
+
+    def _after_batch(self, report: Report, started: float, what: str) -> None:
+        elapsed = (time.monotonic() - started) * 1000
+        touched = report.added + report.changed + report.moved + report.removed + report.touched
+        for path, reason in report.skipped:
+            log.warning("skipped %s: %s", path, reason)
+        if touched or what != "batch":
+            log.info(
+                "%s: %d files (%d new, %d changed, %d moved, %d removed), %d chunks, %.0f ms",
+                what, touched, report.added, report.changed, report.moved, report.removed,
+                report.chunks_written, elapsed,
+            )
+        self.lock.update(last_sync=time.time())
+        if self._embedding is not None and report.chunks_written:
+            self._embedding.wake.set()
+
+    def request_stop(self) -> None:
+        """From a signal handler: finish the batch in progress, then leave."""
+        self.stop.set()
+        self.changes.put("\0stop")
