@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -43,6 +44,7 @@ class WriterLock:
         self.path = lock_path(db)
         self.role = role
         self._handle = None
+        self._guard = threading.Lock()  # the watcher's threads both publish facts
 
     def acquire(self) -> WriterLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,6 +74,10 @@ class WriterLock:
 
     def update(self, **fields: object) -> None:
         """Publish watcher facts (last event, last sync) for `status`, under the lock."""
+        with self._guard:
+            self._publish(fields)
+
+    def _publish(self, fields: dict[str, object]) -> None:
         if self._handle is None:
             return
         self._handle.seek(0)

@@ -66,7 +66,11 @@ def status_text(facts: dict[str, Any]) -> str:
         detail = f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{uptime})"
         if writer.get("last_event"):
             detail += f", last event {_ago(time.time() - float(writer['last_event']))}"
+        if writer.get("last_sync"):
+            detail += f", last sync {_ago(time.time() - float(writer['last_sync']))}"
         lines.append(f"writer:   {detail}")
+        if writer.get("embedding_error"):
+            lines.append(f"errors:   embedding: {writer['embedding_error']}")
     else:
         lines.append("writer:   no watcher running")
     lines.append(f"synced:   {_ago(facts['last_sync_age_s'])}")

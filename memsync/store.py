@@ -188,6 +188,14 @@ class Store:
             [(k, str(v)) for k, v in values.items()],
         )
 
+    def mark_synced(self, vault_path: str | None = None) -> None:
+        """Record that the index was just compared with the vault (one small transaction)."""
+        values: dict[str, str | float] = {"last_sync": time.time()}
+        if vault_path is not None:
+            values["vault_path"] = vault_path
+        with self.transaction():
+            self.set_meta(**values)
+
     def model_key(self) -> ModelKey | None:
         meta = self.meta()
         if "model" not in meta:

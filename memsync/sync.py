@@ -126,7 +126,7 @@ class Syncer:
             self.store.record_skips(skips, replace_all=True)
         report.skipped.extend((s.path, s.reason) for s in found.skipped)
         self._apply(work.to_read, work.removed, index, report, update)
-        self.store.set_meta(vault_path=str(self.root), last_sync=time.time())
+        self.store.mark_synced(str(self.root))
 
     def notes_under(self, folder: str) -> list[str]:
         """The notes on disk below a folder that an event named (a folder created or moved in)."""
@@ -149,7 +149,7 @@ class Syncer:
         removed = [p for p in candidates if p in index and p not in disk]
         report.unchanged += len(disk) - len(to_read)
         self._apply(to_read, removed, index, report, None)
-        self.store.set_meta(last_sync=time.time())
+        self.store.mark_synced()
 
     def _apply(
         self,

@@ -108,14 +108,15 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
     start = root / under if under else root
     if not start.is_dir():
         return result
-    stack: list[tuple[str, str]] = [(str(start), under)]
-    linked: list[tuple[str, str]] = []  # folders reached through a symlink: walked last, so the
+    # (path, relative path, real path); folders reached through a symlink are walked last, so the
     # real path of a folder wins over an alias of it
+    stack: list[tuple[str, str, str]] = [(str(start), under, os.path.realpath(start))]
+    linked: list[tuple[str, str, str]] = []
     while stack or linked:
-        folder, rel_folder = stack.pop() if stack else linked.pop(0)
-        if os.path.realpath(folder) in seen_dirs:
+        folder, rel_folder, folder_real = stack.pop() if stack else linked.pop(0)
+        if folder_real in seen_dirs:
             continue
-        seen_dirs.add(os.path.realpath(folder))
+        seen_dirs.add(folder_real)
         try:
             entries = list(os.scandir(folder))
         except OSError as exc:
@@ -131,14 +132,14 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
             if is_dir:
                 if rules.skips_dir(rel):
                     continue
+                if not is_link:  # no need to ask the kernel: the parent's real path + name
+                    stack.append((entry.path, rel, os.path.join(folder_real, entry.name)))
+                    continue
                 real = os.path.realpath(entry.path)
-                if is_link and not _inside(real, root_real):
+                if not _inside(real, root_real):
                     result.skipped.append(Skip(rel, "symlink to a folder outside the vault"))
                     continue
-                if is_link:
-                    linked.append((entry.path, rel))
-                else:
-                    stack.append((entry.path, rel))
+                linked.append((entry.path, rel, real))
                 continue
             if rules.skips_file(rel):
                 continue

@@ -13,6 +13,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,8 +90,17 @@ class _OverflowAlarm(logging.Handler):
 class Embedding(threading.Thread):
     """Computes vectors for chunks that lack one; waits on a signal, never polls."""
 
-    def __init__(self, db: Path, embedder: Embedder, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        db: Path,
+        embedder: Embedder,
+        stop: threading.Event,
+        retry_base: float,
+        publish: Callable[..., None],
+    ) -> None:
         super().__init__(name="memsync-embed", daemon=True)
+        self.retry_base = retry_base
+        self.publish = publish  # puts facts where `memsync status` reads them
         self.db = db
         self.embedder = embedder
         self.stop = stop
@@ -107,18 +117,29 @@ class Embedding(threading.Thread):
                     embed_pending(store, self.embedder, report, should_stop=self.stop.is_set)
                     if report.embedded:
                         log.info("embedded %d chunks (%d waiting)", report.embedded, report.pending)
+                    if self.failures:
+                        self.publish(embedding_error=None)
                     self.failures, self.last_error = 0, ""
                     wait = None
                 except EmbeddingError as exc:
                     self.failures += 1
                     self.last_error = str(exc)
-                    wait = min(5.0 * 2 ** (self.failures - 1), 300.0)
+                    wait = min(self.retry_base * 2 ** (self.failures - 1), 300.0)
+                    self.publish(embedding_error=f"{exc} (retrying, attempt {self.failures})")
                     log.warning("embedding failed (%s); keyword search stays fresh; retry in %.0fs", exc, wait)
                 self.wake.wait(wait)
 
 
 class Watcher:
-    def __init__(self, root: Path, db: Path, config: Config, embedder: Embedder | None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        db: Path,
+        config: Config,
+        embedder: Embedder | None,
+        retry_base: float = 5.0,
+    ) -> None:
+        self.retry_base = retry_base
         self.root = root
         self.db = db
         self.config = config
@@ -147,7 +168,9 @@ class Watcher:
                 self._start_observer(sink)
                 self._reconcile(syncer, "start")
                 if self.embedder is not None:
-                    self._embedding = Embedding(self.db, self.embedder, self.stop)
+                    self._embedding = Embedding(
+                        self.db, self.embedder, self.stop, self.retry_base, self.lock.update
+                    )
                     self._embedding.start()
                 self.ready.set()
                 self._loop(syncer, sink)

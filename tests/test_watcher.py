@@ -1,0 +1,219 @@
+"""A real watchdog observer on temporary folders; nothing about the filesystem is mocked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import EmbeddingServer, write
+from memsync.config import load_config
+from memsync.embedders import OpenAIEmbedder
+from memsync.errors import LockError
+from memsync.search import Options, search
+from memsync.store import Store
+from memsync.watcher import Watcher
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+class Running:
+    def __init__(self, root: Path, db: Path, embedder: object = None, **config: object) -> None:
+        self.db = db
+        self.watcher = Watcher(root, db, load_config(debounce_ms=100, **config), embedder, retry_base=0.2)  # type: ignore[arg-type]
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+        assert self.watcher.ready.wait(15), self.error
+
+    def _run(self) -> None:
+        try:
+            self.watcher.run()
+        except BaseException as exc:  # noqa: BLE001
+            self.error = exc
+            self.watcher.ready.set()
+
+    def files(self) -> dict[str, str]:
+        with Store(self.db) as store:
+            return {p: r.hash for p, r in store.file_rows().items()}
+
+    def keyword(self, text: str) -> list[str]:
+        with Store(self.db) as store:
+            outcome = search(store, text, Options(mode="keyword", min_score=0.0), None)
+        return [hit.path for hit in outcome.results]
+
+    def stop(self) -> None:
+        self.watcher.request_stop()
+        self.thread.join(15)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    write(tmp_path / "vault", "start.md", "# Start\n\nalpha bravo\n")
+    return tmp_path / "vault"
+
+
+@pytest.fixture
+def running(vault: Path, tmp_path: Path) -> Iterator[Running]:
+    r = Running(vault, tmp_path / "i.sqlite")
+    yield r
+    r.stop()
+
+
+def test_start_reconciles_then_create_and_modify_are_searchable(running: Running, vault: Path) -> None:
+    assert running.keyword("alpha") == ["start.md"]
+    write(vault, "new.md", "# New\n\ncharlie kombucha\n")
+    wait_until(lambda: running.keyword("kombucha") == ["new.md"])
+    with open(vault / "start.md", "a") as handle:
+        handle.write("delta zebra\n")
+    wait_until(lambda: running.keyword("zebra") == ["start.md"])
+
+
+def test_atomic_saves_reindex_the_note_and_never_the_temp_file(running: Running, vault: Path) -> None:
+    for temp in (".start.md.swp", "start.md.tmp", "start.md~", ".#start.md"):
+        (vault / temp).write_text("# temp\n\nsaved by an editor echo\n")
+        os.replace(vault / temp, vault / "start.md")
+    wait_until(lambda: running.keyword("echo") == ["start.md"])
+    assert list(running.files()) == ["start.md"]
+
+
+def test_rename_folder_rename_and_case_only_rename_keep_paths_right(running: Running, vault: Path) -> None:
+    write(vault, "notes/a.md", "# A\n\nfoxtrot\n")
+    write(vault, "notes/b.md", "# B\n\ngolf\n")
+    wait_until(lambda: {"notes/a.md", "notes/b.md"} <= set(running.files()))
+    os.rename(vault / "notes/a.md", vault / "notes/renamed.md")
+    wait_until(lambda: "notes/renamed.md" in running.files() and "notes/a.md" not in running.files())
+    os.rename(vault / "notes", vault / "archive")
+    wait_until(lambda: set(running.files()) == {"start.md", "archive/renamed.md", "archive/b.md"})
+    os.rename(vault / "start.md", vault / "Start.md")
+    wait_until(lambda: set(running.files()) == {"Start.md", "archive/renamed.md", "archive/b.md"})
+    assert running.keyword("foxtrot") == ["archive/renamed.md"]
+
+
+def test_deletes_of_notes_and_folders_leave_the_index(running: Running, vault: Path) -> None:
+    write(vault, "tmp/x.md", "# X\n\nhotel\n")
+    write(vault, "tmp/deep/y.md", "# Y\n\nindia\n")
+    wait_until(lambda: len(running.files()) == 3)
+    (vault / "start.md").unlink()
+    import shutil
+
+    shutil.rmtree(vault / "tmp")
+    wait_until(lambda: running.files() == {})
+    assert running.keyword("india") == []
+
+
+def test_a_new_folder_with_notes_inside(running: Running, vault: Path, tmp_path: Path) -> None:
+    staging = tmp_path / "staging"
+    write(staging, "one.md", "# One\n\njuliet\n")
+    write(staging, "sub/two.md", "# Two\n\nkilo\n")
+    os.rename(staging, vault / "moved-in")
+    wait_until(lambda: {"moved-in/one.md", "moved-in/sub/two.md"} <= set(running.files()))
+
+
+def test_a_burst_of_500_new_notes_is_all_indexed(running: Running, vault: Path) -> None:
+    for i in range(500):
+        write(vault, f"burst/n{i:03}.md", f"# Burst {i}\n\nnote number {i} lima\n")
+    wait_until(lambda: len(running.files()) == 501, timeout=60)
+
+
+def test_binary_and_latin1_files_do_not_stop_the_daemon(running: Running, vault: Path) -> None:
+    (vault / "picture.md").write_bytes(b"\x89PNG\x00\x00binary")
+    (vault / "latin.md").write_bytes("caf\xe9 mike".encode("latin-1"))
+    wait_until(lambda: "latin.md" in running.files())
+    write(vault, "after.md", "# After\n\nnovember\n")
+    wait_until(lambda: running.keyword("november") == ["after.md"])
+    assert "picture.md" not in running.files()
+    with Store(running.db) as store:
+        assert dict(store.skipped())["picture.md"].startswith("binary")
+
+
+def test_keyword_stays_fresh_while_embeddings_fail_and_vectors_complete_after(
+    vault: Path, tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    embedder = OpenAIEmbedder(f"{embedding_server.url}/v1", "m", batch_size=8, timeout=2.0)
+    embedder.max_attempts = 1
+    embedding_server.down = True
+    r = Running(vault, tmp_path / "i.sqlite", embedder)
+    try:
+        write(vault, "fresh.md", "# Fresh\n\noscar papa\n")
+        wait_until(lambda: r.keyword("oscar") == ["fresh.md"])
+        with Store(r.db) as store:
+            assert store.pending_count() >= 1
+        embedding_server.down = False
+        wait_until(lambda: Store(r.db).pending_count() == 0, timeout=30)
+        with Store(r.db) as store:
+            assert store.model_key().provider == "openai"
+            assert store.counts()["embedded"] == store.counts()["chunks"] == 2
+    finally:
+        r.stop()
+
+
+def test_a_second_writer_is_refused_naming_the_pid(running: Running, vault: Path, tmp_path: Path) -> None:
+    second = Watcher(vault, running.db, load_config(), None)
+    with pytest.raises(LockError, match=f"pid {os.getpid()}"):
+        second.run()
+
+
+def _spawn_watch(vault: Path, db: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "memsync", "watch", str(vault), "--db", str(db), "--provider", "none"],
+        stderr=subprocess.PIPE, text=True, env={**os.environ},
+    )
+
+
+def _wait_for_line(process: subprocess.Popen[str], needle: str) -> None:
+    assert process.stderr is not None
+    for line in process.stderr:
+        if needle in line:
+            return
+    raise AssertionError(f"{needle!r} never logged")
+
+
+def test_sigterm_exits_0_and_a_killed_watchers_lock_is_taken_over(vault: Path, tmp_path: Path) -> None:
+    db = tmp_path / "i.sqlite"
+    first = _spawn_watch(vault, db)
+    _wait_for_line(first, "reconcile (start)")
+    refused = subprocess.run(
+        [sys.executable, "-m", "memsync", "index", str(vault), "--db", str(db)],
+        capture_output=True, text=True,
+    )
+    assert refused.returncode == 1 and f"pid {first.pid}" in refused.stderr
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    second = _spawn_watch(vault, db)  # the stale lock of the killed watcher is taken over
+    _wait_for_line(second, "reconcile (start)")
+    started = time.monotonic()
+    second.send_signal(signal.SIGTERM)
+    assert second.wait(10) == 0
+    assert time.monotonic() - started < 5
+    assert second.stderr is not None
+    second.stderr.close()
+    first.stderr.close()  # type: ignore[union-attr]
+
+
+def test_status_shows_the_running_watcher_and_its_last_event(running: Running, vault: Path) -> None:
+    from memsync.output import status_text
+    from memsync.status import gather
+
+    write(vault, "later.md", "# Later\n\nquebec\n")
+    wait_until(lambda: "later.md" in running.files())
+    facts = gather(running.db)
+    assert facts["writer"]["pid"] == os.getpid() and facts["writer"]["role"] == "watch"
+    assert facts["writer"]["last_event"] and facts["writer"]["last_sync"]
+    text = status_text(facts)
+    assert f"memsync watch running (pid {os.getpid()}" in text and "last event" in text
