@@ -93,8 +93,9 @@ def _is_cut(line: str, previous_blank: bool, heading: bool) -> bool:
     return h % 2 == 0 if previous_blank else h % 16 == 0
 
 
-def _split_long_line(line: str, limit: int) -> list[tuple[str, int]]:
-    """Cut one over-long line into pieces of <= limit tokens, on character boundaries, losing nothing."""
+def _split_long_line(line: str, first: int, limit: int) -> list[tuple[str, int]]:
+    """Cut one over-long line into pieces, the first of <= `first` tokens and the others of <=
+    `limit`, on character boundaries, losing nothing."""
     enc = encoding()
     tokens = enc.encode_ordinary(line)
     raw = line.encode("utf-8", "surrogatepass")
@@ -102,7 +103,8 @@ def _split_long_line(line: str, limit: int) -> list[tuple[str, int]]:
     start_byte, start_tok, offset = 0, 0, 0
     for i, tok in enumerate(tokens):
         offset += len(enc.decode_single_token_bytes(tok))
-        if i + 1 - start_tok >= limit or i + 1 == len(tokens):
+        budget = first if not pieces else limit
+        if i + 1 - start_tok >= budget or i + 1 == len(tokens):
             end = offset
             while end < len(raw) and (raw[end] & 0xC0) == 0x80:  # not inside a character
                 end += 1
@@ -113,7 +115,7 @@ def _split_long_line(line: str, limit: int) -> list[tuple[str, int]]:
     return pieces
 
 
-def _units(lines: Sequence[str], piece_limit: int) -> list[_Unit]:
+def _units(lines: Sequence[str]) -> list[_Unit]:
     enc = encoding()
     counts = [len(t) for t in enc.encode_ordinary_batch([line + "\n" for line in lines])]
     units: list[_Unit] = []
@@ -131,11 +133,7 @@ def _units(lines: Sequence[str], piece_limit: int) -> list[_Unit]:
             elif mark[0] == fence:
                 fence = None
         cut = _is_cut(line, previous_blank, heading is not None)
-        if tokens <= piece_limit:
-            units.append(_Unit(number, line, tokens, -1, cut, context))
-        else:
-            for i, (piece, piece_tokens) in enumerate(_split_long_line(line, piece_limit)):
-                units.append(_Unit(number, piece, piece_tokens, i, cut and i == 0, context))
+        units.append(_Unit(number, line, tokens, -1, cut, context))
         if heading is not None:
             level = len(heading.group(1))
             headings = [h for h in headings if h[0] < level] + [(level, heading.group(2).strip())]
@@ -143,11 +141,28 @@ def _units(lines: Sequence[str], piece_limit: int) -> list[_Unit]:
     return units
 
 
+def _pieces(unit: _Unit, room: int, core_max: int) -> list[_Unit]:
+    """A line too long for a chunk: its first piece fills the room left in the current chunk
+    (so a title stays with the start of its paragraph), the others fill whole chunks."""
+    return [
+        _Unit(unit.line, text, tokens, i, unit.cut_before and i == 0, unit.context)
+        for i, (text, tokens) in enumerate(_split_long_line(unit.text, room, core_max))
+    ]
+
+
 def _cores(units: list[_Unit], core_max: int) -> list[list[_Unit]]:
     cores: list[list[_Unit]] = []
     core: list[_Unit] = []
     size = 0
-    for unit in units:
+    queue = list(reversed(units))
+    while queue:
+        unit = queue.pop()
+        if unit.tokens > core_max and unit.piece < 0:
+            room = core_max - size
+            if room < MIN_CORE_TOKENS // 2 or (size >= MIN_CORE_TOKENS and unit.cut_before):
+                room = core_max
+            queue.extend(reversed(_pieces(unit, room, core_max)))
+            continue
         if core and (
             size + unit.tokens > core_max or (size >= MIN_CORE_TOKENS and unit.cut_before)
         ):
@@ -191,7 +206,7 @@ def chunk_text(
     if overlap_tokens >= max_tokens // 2:
         raise ValueError("overlap must be less than half the chunk size")
     core_max = max_tokens - overlap_tokens
-    units = _units(split_lines(text), core_max)
+    units = _units(split_lines(text))
     chunks: list[Chunk] = []
     previous: list[_Unit] = []
     for core in _cores(units, core_max):

@@ -1,0 +1,115 @@
+"""Query latency; prints a Markdown table (no timed asserts anywhere).
+
+    python benchmarks/bench_query.py [--chunks 10000 --chunks 100000] [--runs 50]
+
+In-process: hybrid search with the local model embedding each query, on generated indexes. Their
+chunk vectors are random unit vectors written straight into the store: the model would need hours
+to embed 100k chunks on 2 cores, and neither sqlite-vec's scan nor FTS5 cares what the numbers are.
+Whole-process: `memsync query` as a shell user runs it, on an index of sample_vault/ (real vectors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from memsync import fts  # noqa: E402
+from memsync.embedders import LocalEmbedder, to_blob  # noqa: E402
+from memsync.search import Options, search  # noqa: E402
+from memsync.store import FileRow, NewChunk, Store  # noqa: E402
+
+WORDS = (
+    "replication server port sync vault note chunk index query model cache token meeting design "
+    "garden coffee review deploy incident backup release budget travel kernel latency battery "
+    "postgres redis docker kubernetes heron memory daily project people ticket alert runbook"
+).split()
+QUERIES = [
+    "postgres replication lag runbook", "what port does the staging redis use",
+    "OPS-1432", "garden budget", "how do I reset the vpn key", "端口", "battery backup release",
+    "meeting notes about the design review", "kubernetes pod keeps restarting", "coffee",
+]
+
+
+def build(db: Path, chunks: int, embedder: LocalEmbedder) -> None:
+    rng = random.Random(1)
+    vectors = np.random.default_rng(1).normal(size=(chunks, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with Store(db) as store:
+        store.set_model(embedder.key, 384)
+        per_note = 5
+        for note in range(chunks // per_note):
+            new = []
+            for j in range(per_note):
+                text = " ".join(rng.choice(WORDS) for _ in range(60)) + f" OPS-{note}"
+                new.append(NewChunk(j * 10 + 1, j * 10 + 10, f"{note}-{j}", text, "", fts.index_text(text)))
+            store.replace_file(FileRow(f"n{note // 100}/note{note}.md", str(note), 1, 1), new)
+        ids = [r[0] for r in store.conn.execute("SELECT id, hash FROM chunks ORDER BY id")]
+        hashes = [r[0] for r in store.conn.execute("SELECT hash FROM chunks ORDER BY id")]
+        for start in range(0, len(ids), 2000):
+            part = range(start, min(start + 2000, len(ids)))
+            store.store_embeddings(
+                embedder.key, [(ids[i], hashes[i], to_blob(vectors[i])) for i in part], 384
+            )
+
+
+def in_process(db: Path, embedder: LocalEmbedder, runs: int) -> tuple[float, float, float]:
+    timings, embed_only = [], []
+    with Store(db, create=False) as store:
+        search(store, "warm up", Options(), embedder)
+        for i in range(runs):
+            query = QUERIES[i % len(QUERIES)]
+            started = time.perf_counter()
+            embedder.embed_query(query)
+            embed_only.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            search(store, query, Options(), embedder)
+            timings.append(time.perf_counter() - started)
+    q = statistics.quantiles(timings, n=20)
+    return statistics.median(timings) * 1000, q[18] * 1000, statistics.median(embed_only) * 1000
+
+
+def whole_process(runs: int, workdir: Path) -> tuple[float, float]:
+    env = {**os.environ, "MEMSYNC_HOME": str(workdir / "home")}
+    subprocess.run([sys.executable, "-m", "memsync", "index", str(ROOT / "sample_vault")], env=env,
+                   check=True, capture_output=True)
+    timings = []
+    for i in range(runs):
+        started = time.perf_counter()
+        subprocess.run(["memsync", "query", QUERIES[i % len(QUERIES)], "--vault",
+                        str(ROOT / "sample_vault")], env=env, check=True, capture_output=True)
+        timings.append(time.perf_counter() - started)
+    return statistics.median(timings), statistics.quantiles(timings, n=20)[18]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--chunks", type=int, action="append")
+    parser.add_argument("--runs", type=int, default=50)
+    args = parser.parse_args()
+    embedder = LocalEmbedder()
+    workdir = Path(tempfile.mkdtemp(prefix="memsync-qbench-"))
+    print("| index | p50 (ms) | p95 (ms) | of which query embedding, p50 (ms) |")
+    print("|---|---|---|---|")
+    for size in args.chunks or [10_000, 100_000]:
+        db = workdir / f"q{size}.sqlite"
+        build(db, size, embedder)
+        p50, p95, embed = in_process(db, embedder, args.runs)
+        print(f"| {size:,} chunks, in-process hybrid | {p50:.1f} | {p95:.1f} | {embed:.1f} |")
+    p50, p95 = whole_process(min(args.runs, 20), workdir)
+    print(f"| sample_vault, whole `memsync query` process | {p50 * 1000:.0f} | {p95 * 1000:.0f} | - |")
+
+
+if __name__ == "__main__":
+    main()

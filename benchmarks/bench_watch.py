@@ -1,0 +1,179 @@
+"""Watcher figures; prints a Markdown table (no timed asserts anywhere).
+
+    python benchmarks/bench_watch.py [--edits 50] [--vector-edits 10] [--idle-seconds 30]
+
+- edit -> keyword-queryable: append a unique word to a note, poll a second connection (as
+  `memsync query` would) every 5 ms until FTS finds it; debounce 300 ms (the default).
+- edit -> vector-queryable: the same until that chunk has its vector, local model.
+- a burst of 1,000 new notes: from the first write until all are in the index.
+- idle CPU of `memsync watch` on a 10k-note vault, and its RSS with the local model loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_index import make_vault  # noqa: E402
+
+from memsync import fts  # noqa: E402
+from memsync.config import load_config  # noqa: E402
+from memsync.embedders import LocalEmbedder  # noqa: E402
+from memsync.store import Store  # noqa: E402
+from memsync.watcher import Watcher  # noqa: E402
+
+
+def _start(root: Path, db: Path, embedder: object) -> tuple[Watcher, threading.Thread]:
+    watcher = Watcher(root, db, load_config(debounce_ms=300), embedder)  # type: ignore[arg-type]
+    thread = threading.Thread(target=watcher.run)
+    thread.start()
+    watcher.ready.wait(600)
+    return watcher, thread
+
+
+def _found(store: Store, word: str, need_vector: bool) -> bool:
+    rows = store.keyword_search(fts.match_expression([word]), 5)
+    if not rows:
+        return False
+    if not need_vector:
+        return True
+    chunk = store.chunks([rows[0][0]])
+    return bool(chunk) and next(iter(chunk.values())).embedding is not None
+
+
+def edit_latency(root: Path, db: Path, edits: int, embedder: object) -> list[float]:
+    watcher, thread = _start(root, db, embedder)
+    timings = []
+    try:
+        with Store(db) as reader:
+            while embedder is not None and reader.pending_count():
+                time.sleep(0.5)  # let the start-up backlog drain first
+            for i in range(edits):
+                word = f"zqx{i}edit{int(time.time() * 1000) % 100000}"
+                note = root / "edits.md"
+                with open(note, "a") as handle:
+                    handle.write(f"\n{word} appended\n")
+                started = time.perf_counter()
+                while not _found(reader, word, embedder is not None):
+                    time.sleep(0.005)
+                    if time.perf_counter() - started > 120:
+                        raise RuntimeError("edit never became searchable")
+                timings.append(time.perf_counter() - started)
+                time.sleep(0.1)
+    finally:
+        watcher.request_stop()
+        thread.join()
+    return timings
+
+
+def burst(root: Path, db: Path, notes: int) -> float:
+    watcher, thread = _start(root, db, None)
+    try:
+        with Store(db) as reader:
+            before = len(reader.file_rows())
+            started = time.perf_counter()
+            for i in range(notes):
+                (root / "burst").mkdir(exist_ok=True)
+                (root / "burst" / f"b{i}.md").write_text(f"# Burst {i}\n\nburst note {i}\n")
+            while len(reader.file_rows()) < before + notes:
+                time.sleep(0.02)
+            return time.perf_counter() - started
+    finally:
+        watcher.request_stop()
+        thread.join()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _spawn(root: Path, db: Path, provider: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memsync", "watch", str(root), "--db", str(db), "--provider", provider],
+        stderr=subprocess.PIPE, text=True, env=env,
+    )
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "reconcile (start)" in line:
+            break
+    return process
+
+
+def idle_and_rss(workdir: Path, idle_seconds: float) -> tuple[float, float, float]:
+    env = {**os.environ}
+    big = make_vault(workdir / "idle10k", 10_000)
+    db = workdir / "idle.sqlite"
+    subprocess.run([sys.executable, "-m", "memsync", "index", str(big), "--db", str(db),
+                    "--provider", "none"], check=True, capture_output=True, env=env)
+    process = _spawn(big, db, "none", env)
+    time.sleep(2)
+    before = _cpu_seconds(process.pid)
+    time.sleep(idle_seconds)
+    idle = (_cpu_seconds(process.pid) - before) / idle_seconds * 100
+    rss_plain = _rss_mb(process.pid)
+    process.terminate()
+    process.wait()
+    small = make_vault(workdir / "rss", 20)
+    db2 = workdir / "rss.sqlite"
+    process = _spawn(small, db2, "local", env)
+    time.sleep(5)
+    rss_model = _rss_mb(process.pid)
+    process.terminate()
+    process.wait()
+    return idle, rss_plain, rss_model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--edits", type=int, default=50)
+    parser.add_argument("--vector-edits", type=int, default=10)
+    parser.add_argument("--idle-seconds", type=float, default=30)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="memsync-wbench-"))
+    try:
+        vault = shutil.copytree(ROOT / "sample_vault", workdir / "vault")
+        (vault / "edits.md").write_text("# Edits\n")
+        keyword = edit_latency(vault, workdir / "kw.sqlite", args.edits, None)
+        vector = edit_latency(vault, workdir / "vec.sqlite", args.vector_edits, LocalEmbedder())
+        burst_s = burst(vault, workdir / "kw.sqlite", 1000)
+        idle, rss_plain, rss_model = idle_and_rss(workdir, args.idle_seconds)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    def pct(values: list[float], q: int) -> float:
+        return statistics.quantiles(values, n=20)[q] * 1000 if len(values) > 1 else values[0] * 1000
+
+    print("| measure | value |")
+    print("|---|---|")
+    print(f"| edit -> keyword-queryable, p50 / p95 over {len(keyword)} edits (debounce 300 ms) | "
+          f"{statistics.median(keyword) * 1000:.0f} ms / {pct(keyword, 18):.0f} ms |")
+    print(f"| edit -> vector-queryable (local model), p50 / p95 over {len(vector)} edits | "
+          f"{statistics.median(vector) * 1000:.0f} ms / {pct(vector, 18):.0f} ms |")
+    print(f"| burst of 1,000 new notes, all indexed (text) | {burst_s:.1f} s |")
+    print(f"| idle CPU of `memsync watch` on a 10,001-note vault, over {args.idle_seconds:.0f} s | {idle:.2f}% |")
+    print(f"| RSS of `memsync watch`, keyword-only / with the local model loaded | "
+          f"{rss_plain:.0f} MB / {rss_model:.0f} MB |")
+
+
+if __name__ == "__main__":
+    main()
