@@ -11,10 +11,10 @@ import re
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
-_WORD = re.compile(f"[^\\W_{_CJK}]+")
+WORD = re.compile(f"[^\\W_{_CJK}]+")
 
 # words that every conversational question carries and no note is about
-STOP_WORDS = frozenset(
+STOPWORDS = frozenset(
     [
         "a",
         "an",
@@ -117,10 +117,10 @@ def query_terms(text: str) -> list[str]:
             if _CJK_RUN.fullmatch(part):
                 terms.extend(_bigrams(part))
             else:
-                words = _WORD.findall(part)
+                words = WORD.findall(part)
                 if words:
                     terms.append(" ".join(words).lower())
-    content = [t for t in terms if t not in STOP_WORDS]
+    content = [t for t in terms if t not in STOPWORDS]
     return list(dict.fromkeys(content or terms))
 
 

@@ -147,7 +147,7 @@ def identifiers(query: str) -> list[str]:
     found = []
     for token in _IDENTIFIER.findall(query):
         token = token.strip("\"'()[]{}<>,;!?")
-        if len(token) >= 2 and fts._WORD.search(token):
+        if len(token) >= 2 and fts.WORD.search(token):
             found.append(token.lower())
     return found
 

@@ -130,7 +130,7 @@ class Syncer:
 
     def notes_under(self, folder: str) -> list[str]:
         """The notes on disk below a folder that an event named (a folder created or moved in)."""
-        if self.rules.skips_path(folder + "/x.md"):
+        if self.rules.skips_folder(folder):
             return []
         return list(scan(self.root, self.rules, under=folder).files)
 

@@ -76,13 +76,15 @@ class IgnoreRules:
             return True
         return self._spec is not None and self._spec.match_file(rel)
 
-    def skips_path(self, rel: str) -> bool:
-        """For a path from an event: any skipped folder on the way, or a skipped file."""
+    def skips_folder(self, rel: str) -> bool:
+        """For a folder from an event: it, or any folder above it, is skipped."""
         parts = PurePosixPath(rel).parts
-        for i in range(1, len(parts)):
-            if self.skips_dir("/".join(parts[:i])):
-                return True
-        return self.skips_file(rel)
+        return any(self.skips_dir("/".join(parts[:i])) for i in range(1, len(parts) + 1))
+
+    def skips_path(self, rel: str) -> bool:
+        """For a file from an event: any skipped folder on the way, or a skipped file."""
+        parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        return (bool(parent) and self.skips_folder(parent)) or self.skips_file(rel)
 
 
 def vault_root(path: str | os.PathLike[str]) -> Path:

@@ -58,7 +58,7 @@ class _EventSink:
     def dispatch(self, event: object) -> None:  # the watchdog handler protocol
         paths = [getattr(event, "src_path", ""), getattr(event, "dest_path", "")]
         is_folder = bool(getattr(event, "is_directory", False))
-        if getattr(event, "event_type", "") in ("opened", "closed_no_write") :
+        if getattr(event, "event_type", "") in ("opened", "closed_no_write"):
             return
         for raw in paths:
             if not raw:
@@ -66,10 +66,7 @@ class _EventSink:
             rel = _relative(self.root, raw)
             if rel is None:
                 continue
-            if is_folder:
-                if any(self.rules.skips_dir("/".join(rel.split("/")[: i + 1])) for i in range(rel.count("/") + 1)):
-                    continue
-            elif self.rules.skips_path(rel):
+            if self.rules.skips_folder(rel) if is_folder else self.rules.skips_path(rel):
                 continue
             self.last_event = time.time()
             self.changes.put(Change(rel, is_folder))

@@ -1,0 +1,39 @@
+"""The module boundaries the style guide promises, checked."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "memsync"
+SOURCES = {p.stem: p.read_text() for p in PACKAGE.glob("*.py")}
+
+
+def _importers(module: str) -> set[str]:
+    pattern = re.compile(rf"^\s*(import {module}\b|from {module}\b)", re.MULTILINE)
+    return {name for name, text in SOURCES.items() if pattern.search(text)}
+
+
+def test_only_the_cli_imports_click() -> None:
+    assert _importers("click") == {"cli"}
+
+
+def test_only_the_embedders_import_httpx() -> None:
+    assert _importers("httpx") == {"embedders"}
+
+
+def test_only_the_watcher_imports_watchdog() -> None:
+    assert _importers("watchdog") <= {"watcher"}
+    assert "watchdog" in SOURCES["watcher"]
+
+
+def test_only_the_store_speaks_sql() -> None:
+    sql = re.compile(r"\b(SELECT .* FROM|INSERT INTO|DELETE FROM|CREATE TABLE|UPDATE \w+ SET)\b")
+    speaking = {name for name, text in SOURCES.items() if sql.search(text)}
+    assert speaking == {"store"}
+
+
+def test_pure_modules_import_only_the_standard_library() -> None:
+    for name in ("chunking", "fts", "evaluate"):
+        imports = re.findall(r"^\s*(?:from|import) (\w+)", SOURCES[name], re.MULTILINE)
+        assert not set(imports) & {"apsw", "httpx", "watchdog", "click", "numpy", "sqlite_vec"}, name
