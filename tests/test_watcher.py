@@ -217,3 +217,29 @@ def test_status_shows_the_running_watcher_and_its_last_event(running: Running, v
     assert facts["writer"]["last_event"] and facts["writer"]["last_sync"]
     text = status_text(facts)
     assert f"memsync watch running (pid {os.getpid()}" in text and "last event" in text
+
+
+def _forget_behind_the_watchers_back(db: Path, path: str) -> None:
+    """Simulate an event the watcher never saw: the index loses a note that is still on disk."""
+    with Store(db) as store:
+        store.remove_file(path)
+
+
+def test_an_inotify_overflow_triggers_a_full_reconcile(running: Running, vault: Path) -> None:
+    import logging
+
+    _forget_behind_the_watchers_back(running.db, "start.md")
+    assert "start.md" not in running.files()
+    logging.getLogger("watchdog.observers.inotify_c").warning(
+        "Inotify queue overflowed; filesystem events were lost"
+    )
+    wait_until(lambda: "start.md" in running.files())
+
+
+def test_a_periodic_reconcile_catches_what_events_missed(vault: Path, tmp_path: Path) -> None:
+    r = Running(vault, tmp_path / "i.sqlite", reconcile_minutes=0.02)
+    try:
+        _forget_behind_the_watchers_back(r.db, "start.md")
+        wait_until(lambda: "start.md" in r.files(), timeout=10)
+    finally:
+        r.stop()
