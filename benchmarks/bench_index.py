@@ -18,10 +18,34 @@ import tempfile
 import time
 from pathlib import Path
 
-WORDS = (
-    "replication server port sync vault note chunk index query model cache token meeting design "
-    "garden coffee review deploy incident backup release budget travel kernel latency battery"
-).split()
+WORDS = [
+    "replication",
+    "server",
+    "port",
+    "sync",
+    "vault",
+    "note",
+    "chunk",
+    "index",
+    "query",
+    "model",
+    "cache",
+    "token",
+    "meeting",
+    "design",
+    "garden",
+    "coffee",
+    "review",
+    "deploy",
+    "incident",
+    "backup",
+    "release",
+    "budget",
+    "travel",
+    "kernel",
+    "latency",
+    "battery",
+]
 
 
 def make_vault(root: Path, notes: int, seed: int = 0) -> Path:
@@ -93,7 +117,9 @@ def run(notes: int, embed: bool, workdir: Path) -> dict[str, object]:
             row["bare model chunks/s"] = round(len(texts) / bare_s, 1)
             row["overhead"] = f"{(pipeline_s / bare_s - 1) * 100:+.1f}%"
         walk_s = min(timed(lambda: bare_walk_stat(root))[0] for _ in range(3))
-        noop_s = min(timed(lambda: index_vault(store, root, 10 << 20, embedder))[0] for _ in range(3))
+        noop_s = min(
+            timed(lambda: index_vault(store, root, 10 << 20, embedder))[0] for _ in range(3)
+        )
         row["no-op re-index (s)"] = round(noop_s, 3)
         row["bare walk+stat (s)"] = round(walk_s, 3)
         row["no-op / walk"] = f"{noop_s / walk_s:.2f}x"

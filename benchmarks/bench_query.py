@@ -30,15 +30,57 @@ from memsync.embedders import LocalEmbedder, to_blob  # noqa: E402
 from memsync.search import Options, search  # noqa: E402
 from memsync.store import FileRow, NewChunk, Store  # noqa: E402
 
-WORDS = (
-    "replication server port sync vault note chunk index query model cache token meeting design "
-    "garden coffee review deploy incident backup release budget travel kernel latency battery "
-    "postgres redis docker kubernetes heron memory daily project people ticket alert runbook"
-).split()
+WORDS = [
+    "replication",
+    "server",
+    "port",
+    "sync",
+    "vault",
+    "note",
+    "chunk",
+    "index",
+    "query",
+    "model",
+    "cache",
+    "token",
+    "meeting",
+    "design",
+    "garden",
+    "coffee",
+    "review",
+    "deploy",
+    "incident",
+    "backup",
+    "release",
+    "budget",
+    "travel",
+    "kernel",
+    "latency",
+    "battery",
+    "postgres",
+    "redis",
+    "docker",
+    "kubernetes",
+    "heron",
+    "memory",
+    "daily",
+    "project",
+    "people",
+    "ticket",
+    "alert",
+    "runbook",
+]
 QUERIES = [
-    "postgres replication lag runbook", "what port does the staging redis use",
-    "OPS-1432", "garden budget", "how do I reset the vpn key", "端口", "battery backup release",
-    "meeting notes about the design review", "kubernetes pod keeps restarting", "coffee",
+    "postgres replication lag runbook",
+    "what port does the staging redis use",
+    "OPS-1432",
+    "garden budget",
+    "how do I reset the vpn key",
+    "端口",
+    "battery backup release",
+    "meeting notes about the design review",
+    "kubernetes pod keeps restarting",
+    "coffee",
 ]
 
 
@@ -53,7 +95,9 @@ def build(db: Path, chunks: int, embedder: LocalEmbedder) -> None:
             new = []
             for j in range(per_note):
                 text = " ".join(rng.choice(WORDS) for _ in range(60)) + f" OPS-{note}"
-                new.append(NewChunk(j * 10 + 1, j * 10 + 10, f"{note}-{j}", text, "", fts.index_text(text)))
+                new.append(
+                    NewChunk(j * 10 + 1, j * 10 + 10, f"{note}-{j}", text, "", fts.index_text(text))
+                )
             store.replace_file(FileRow(f"n{note // 100}/note{note}.md", str(note), 1, 1), new)
         ids = [r[0] for r in store.conn.execute("SELECT id, hash FROM chunks ORDER BY id")]
         hashes = [r[0] for r in store.conn.execute("SELECT hash FROM chunks ORDER BY id")]
@@ -82,13 +126,21 @@ def in_process(db: Path, embedder: LocalEmbedder, runs: int) -> tuple[float, flo
 
 def whole_process(runs: int, workdir: Path) -> tuple[float, float]:
     env = {**os.environ, "MEMSYNC_HOME": str(workdir / "home")}
-    subprocess.run([sys.executable, "-m", "memsync", "index", str(ROOT / "sample_vault")], env=env,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "memsync", "index", str(ROOT / "sample_vault")],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     timings = []
     for i in range(runs):
         started = time.perf_counter()
-        subprocess.run(["memsync", "query", QUERIES[i % len(QUERIES)], "--vault",
-                        str(ROOT / "sample_vault")], env=env, check=True, capture_output=True)
+        subprocess.run(
+            ["memsync", "query", QUERIES[i % len(QUERIES)], "--vault", str(ROOT / "sample_vault")],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         timings.append(time.perf_counter() - started)
     return statistics.median(timings), statistics.quantiles(timings, n=20)[18]
 
@@ -108,7 +160,9 @@ def main() -> None:
         p50, p95, embed = in_process(db, embedder, args.runs)
         print(f"| {size:,} chunks, in-process hybrid | {p50:.1f} | {p95:.1f} | {embed:.1f} |")
     p50, p95 = whole_process(min(args.runs, 20), workdir)
-    print(f"| sample_vault, whole `memsync query` process | {p50 * 1000:.0f} | {p95 * 1000:.0f} | - |")
+    print(
+        f"| sample_vault, whole `memsync query` process | {p50 * 1000:.0f} | {p95 * 1000:.0f} | - |"
+    )
 
 
 if __name__ == "__main__":

@@ -109,8 +109,20 @@ def _rss_mb(pid: int) -> float:
 
 def _spawn(root: Path, db: Path, provider: str, env: dict[str, str]) -> subprocess.Popen[str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "memsync", "watch", str(root), "--db", str(db), "--provider", provider],
-        stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "memsync",
+            "watch",
+            str(root),
+            "--db",
+            str(db),
+            "--provider",
+            provider,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     assert process.stderr is not None
     for line in process.stderr:
@@ -123,8 +135,12 @@ def idle_and_rss(workdir: Path, idle_seconds: float) -> tuple[float, float, floa
     env = {**os.environ}
     big = make_vault(workdir / "idle10k", 10_000)
     db = workdir / "idle.sqlite"
-    subprocess.run([sys.executable, "-m", "memsync", "index", str(big), "--db", str(db),
-                    "--provider", "none"], check=True, capture_output=True, env=env)
+    subprocess.run(
+        [sys.executable, "-m", "memsync", "index", str(big), "--db", str(db), "--provider", "none"],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     process = _spawn(big, db, "none", env)
     time.sleep(2)
     before = _cpu_seconds(process.pid)
@@ -165,14 +181,22 @@ def main() -> None:
 
     print("| measure | value |")
     print("|---|---|")
-    print(f"| edit -> keyword-queryable, p50 / p95 over {len(keyword)} edits (debounce 300 ms) | "
-          f"{statistics.median(keyword) * 1000:.0f} ms / {pct(keyword, 18):.0f} ms |")
-    print(f"| edit -> vector-queryable (local model), p50 / p95 over {len(vector)} edits | "
-          f"{statistics.median(vector) * 1000:.0f} ms / {pct(vector, 18):.0f} ms |")
+    print(
+        f"| edit -> keyword-queryable, p50 / p95 over {len(keyword)} edits (debounce 300 ms) | "
+        f"{statistics.median(keyword) * 1000:.0f} ms / {pct(keyword, 18):.0f} ms |"
+    )
+    print(
+        f"| edit -> vector-queryable (local model), p50 / p95 over {len(vector)} edits | "
+        f"{statistics.median(vector) * 1000:.0f} ms / {pct(vector, 18):.0f} ms |"
+    )
     print(f"| burst of 1,000 new notes, all indexed (text) | {burst_s:.1f} s |")
-    print(f"| idle CPU of `memsync watch` on a 10,001-note vault, over {args.idle_seconds:.0f} s | {idle:.2f}% |")
-    print(f"| RSS of `memsync watch`, keyword-only / with the local model loaded | "
-          f"{rss_plain:.0f} MB / {rss_model:.0f} MB |")
+    print(
+        f"| idle CPU of `memsync watch` on a 10,001-note vault, over {args.idle_seconds:.0f} s | {idle:.2f}% |"
+    )
+    print(
+        f"| RSS of `memsync watch`, keyword-only / with the local model loaded | "
+        f"{rss_plain:.0f} MB / {rss_model:.0f} MB |"
+    )
 
 
 if __name__ == "__main__":

@@ -56,7 +56,9 @@ class CachedQueries:
         return self._embedder.describe()
 
 
-def rankings(store: Store, embedder: object, queries: dict[str, str], options: Options) -> dict[str, list[str]]:
+def rankings(
+    store: Store, embedder: object, queries: dict[str, str], options: Options
+) -> dict[str, list[str]]:
     run = replace(options, limit=20, min_score=0.0, today=TODAY)
     return {
         qid: [hit.path for hit in search(store, text, run, embedder).results]  # type: ignore[arg-type]
@@ -76,7 +78,8 @@ def build(store: Store, vault: Path, embedder: LocalEmbedder) -> None:
     report = index_vault(store, vault, 50 << 20, embedder)
     print(
         f"index: {report.added} new notes, {report.chunks_written} chunks, {report.embedded} embedded "
-        f"in {time.monotonic() - started:.0f}s", file=sys.stderr,
+        f"in {time.monotonic() - started:.0f}s",
+        file=sys.stderr,
     )
 
 
@@ -95,7 +98,9 @@ def eval_sample(workdir: Path, embedder: LocalEmbedder) -> None:
             ranked = rankings(store, cached, queries, options)
             rows[name] = score_run(ranked, qrels)
             per_kind[name] = {
-                kind: score_run(ranked, {q: r for q, r in qrels.items() if kinds[q] == kind})["mrr@10"]
+                kind: score_run(ranked, {q: r for q, r in qrels.items() if kinds[q] == kind})[
+                    "mrr@10"
+                ]
                 for kind in dict.fromkeys(kinds.values())
             }
     print(f"### sample_vault ({len(queries)} labelled queries)\n")
@@ -145,9 +150,16 @@ def eval_scifact(path: Path, workdir: Path, embedder: LocalEmbedder) -> None:
         print(f"### SciFact train ({len(train_q)} queries): tuning the weights\n")
         print(table(tuning))
         weight = float(best.split()[1].split("/")[0])
-        configs = {**CONFIGS, f"hybrid {best.split()[1]} (tuned on train)": Options(
-            mode="hybrid", vector_weight=weight, text_weight=1 - weight)}
-        rows = {name: score_run(rankings(store, cached, test_q, o), test_rel) for name, o in configs.items()}
+        configs = {
+            **CONFIGS,
+            f"hybrid {best.split()[1]} (tuned on train)": Options(
+                mode="hybrid", vector_weight=weight, text_weight=1 - weight
+            ),
+        }
+        rows = {
+            name: score_run(rankings(store, cached, test_q, o), test_rel)
+            for name, o in configs.items()
+        }
     print(f"\n### SciFact test ({len(test_q)} queries)\n")
     print(table(rows))
 

@@ -150,14 +150,36 @@ def status(vault: Path | None, db: Path | None, as_json: bool) -> None:
 @click.option("--vault", type=click.Path(path_type=Path), help="The vault to search.")
 @click.option("--db", type=click.Path(path_type=Path), help="The index file to search.")
 @click.option("-n", "--limit", type=click.IntRange(min=1), help="How many results (default 6).")
-@click.option("--min-score", type=float, help="Drop results below this calibrated score (default 0.35).")
-@click.option("--mode", type=click.Choice(["hybrid", "vector", "keyword", "rrf"]), help="Which legs to run (default hybrid).")
-@click.option("--decay/--no-decay", default=None, help="Rank older daily notes lower (half-life --half-life days).")
-@click.option("--half-life", type=float, help="Days for a daily note's score to halve (default 30).")
-@click.option("--mmr/--no-mmr", default=None, help="Diversify results (maximal marginal relevance).")
-@click.option("--mmr-lambda", type=click.FloatRange(0, 1), help="MMR balance, 1 = relevance only (default 0.7).")
-@click.option("--vector-weight", type=click.FloatRange(min=0), help="Weight of the vector leg (default 0.7).")
-@click.option("--text-weight", type=click.FloatRange(min=0), help="Weight of the keyword leg (default 0.3).")
+@click.option(
+    "--min-score", type=float, help="Drop results below this calibrated score (default 0.35)."
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "vector", "keyword", "rrf"]),
+    help="Which legs to run (default hybrid).",
+)
+@click.option(
+    "--decay/--no-decay",
+    default=None,
+    help="Rank older daily notes lower (half-life --half-life days).",
+)
+@click.option(
+    "--half-life", type=float, help="Days for a daily note's score to halve (default 30)."
+)
+@click.option(
+    "--mmr/--no-mmr", default=None, help="Diversify results (maximal marginal relevance)."
+)
+@click.option(
+    "--mmr-lambda",
+    type=click.FloatRange(0, 1),
+    help="MMR balance, 1 = relevance only (default 0.7).",
+)
+@click.option(
+    "--vector-weight", type=click.FloatRange(min=0), help="Weight of the vector leg (default 0.7)."
+)
+@click.option(
+    "--text-weight", type=click.FloatRange(min=0), help="Weight of the keyword leg (default 0.3)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags: Any) -> None:
     """Find the notes and exact lines that match TEXT, by keyword and by meaning."""
@@ -172,9 +194,15 @@ def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags
         config = _config(db=db, **flags)
         db_path = _locate(config, vault)
         options = Options(
-            mode=config.mode, limit=config.limit, min_score=config.min_score, decay=config.decay,
-            half_life=config.half_life, mmr=config.mmr, mmr_lambda=config.mmr_lambda,
-            vector_weight=config.vector_weight, text_weight=config.text_weight,
+            mode=config.mode,
+            limit=config.limit,
+            min_score=config.min_score,
+            decay=config.decay,
+            half_life=config.half_life,
+            mmr=config.mmr,
+            mmr_lambda=config.mmr_lambda,
+            vector_weight=config.vector_weight,
+            text_weight=config.text_weight,
         )
         with Store(db_path, create=False) as store:
             root = store.meta().get("vault_path")
@@ -198,15 +226,38 @@ def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags
 
 @main.command()
 @click.argument("vault", type=click.Path(path_type=Path))
-@click.option("--db", type=click.Path(path_type=Path), help="Index file (default: per vault, in the data folder).")
-@click.option("--debounce", "debounce_ms", type=click.IntRange(min=0), help="Quiet time in ms before a batch of changes is applied (default 300).")
-@click.option("--provider", type=click.Choice(["auto", "local", "openai", "ollama", "none"]), help="Embedding provider, as for index.")
+@click.option(
+    "--db",
+    type=click.Path(path_type=Path),
+    help="Index file (default: per vault, in the data folder).",
+)
+@click.option(
+    "--debounce",
+    "debounce_ms",
+    type=click.IntRange(min=0),
+    help="Quiet time in ms before a batch of changes is applied (default 300).",
+)
+@click.option(
+    "--provider",
+    type=click.Choice(["auto", "local", "openai", "ollama", "none"]),
+    help="Embedding provider, as for index.",
+)
 @click.option("--model", help="Embedding model of the provider.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every event (DEBUG).")
 @click.option("-q", "--quiet", is_flag=True, help="Log warnings and errors only.")
-@click.option("--log-file", type=click.Path(path_type=Path), help="Append the log here instead of stderr.")
-def watch(vault: Path, db: Path | None, debounce_ms: int | None, provider: str | None,
-          model: str | None, verbose: bool, quiet: bool, log_file: Path | None) -> None:
+@click.option(
+    "--log-file", type=click.Path(path_type=Path), help="Append the log here instead of stderr."
+)
+def watch(
+    vault: Path,
+    db: Path | None,
+    debounce_ms: int | None,
+    provider: str | None,
+    model: str | None,
+    verbose: bool,
+    quiet: bool,
+    log_file: Path | None,
+) -> None:
     """Keep VAULT's index in step with every edit until SIGINT/SIGTERM."""
 
     def action() -> None:

@@ -12,16 +12,16 @@ import hashlib
 import logging
 import time
 from abc import ABC, abstractmethod
-from dataclasses import replace
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from .config import Config
 from .errors import (
     EmbeddingAuthError,
-    EmbeddingError,
     EmbeddingConfigError,
+    EmbeddingError,
     EmbeddingResponseError,
     EmbeddingUnavailable,
 )

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import Sequence
 
 import numpy as np
 
@@ -30,7 +30,9 @@ from . import fts
 from .embedders import Embedder
 from .store import Store
 
-DAILY_NAME = re.compile(r"(?:^|/)(?:daily|memory)/(?:.*/)?(\d{4})-(\d{2})-(\d{2})\.(?:md|markdown)$")
+DAILY_NAME = re.compile(
+    r"(?:^|/)(?:daily|memory)/(?:.*/)?(\d{4})-(\d{2})-(\d{2})\.(?:md|markdown)$"
+)
 _IDENTIFIER = re.compile(r"\S*\d\S*|\S+[-_./:#]\S+")
 RRF_K = 60
 
@@ -249,7 +251,9 @@ def mmr(
     return chosen
 
 
-def drop_overlapping(ranked: list[tuple[Candidate, float, float]]) -> list[tuple[Candidate, float, float]]:
+def drop_overlapping(
+    ranked: list[tuple[Candidate, float, float]],
+) -> list[tuple[Candidate, float, float]]:
     """Keep the better of two chunks whose line ranges overlap in one note (chunk overlap would
     otherwise show the same lines twice)."""
     kept: list[tuple[Candidate, float, float]] = []
@@ -364,7 +368,9 @@ def search(
     idents = identifiers(query)
     rows_by_id = store.chunks(list(dict.fromkeys([*vector_scores, *bm25])))
     text_scores = {
-        i: text_score(s, coverage(rows_by_id[i].text, terms)) for i, s in bm25.items() if i in rows_by_id
+        i: text_score(s, coverage(rows_by_id[i].text, terms))
+        for i, s in bm25.items()
+        if i in rows_by_id
     }
     candidates = [
         Candidate(
@@ -384,8 +390,15 @@ def search(
         text, first = snippet(candidate.text, query, candidate.start_line)
         outcome.results.append(
             Hit(
-                candidate.path, candidate.start_line, candidate.end_line, score,
-                candidate.vector_score, candidate.text_score, text, first, relevance,
+                candidate.path,
+                candidate.start_line,
+                candidate.end_line,
+                score,
+                candidate.vector_score,
+                candidate.text_score,
+                text,
+                first,
+                relevance,
                 candidate.exact,
             )
         )

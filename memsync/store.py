@@ -345,7 +345,9 @@ class Store:
 
     # -- embeddings -------------------------------------------------------------------------
 
-    def pending_chunks(self, limit: int, any_chunk: bool = False) -> list[tuple[int, str, str, str]]:
+    def pending_chunks(
+        self, limit: int, any_chunk: bool = False
+    ) -> list[tuple[int, str, str, str]]:
         """(id, hash, context, text) of chunks that have no vector yet (or any), oldest first."""
         where = "" if any_chunk else "WHERE embedding IS NULL"
         return list(
@@ -415,7 +417,9 @@ class Store:
 
     def pending_count(self) -> int:
         """Chunks without a vector (cheap: a partial index holds exactly those)."""
-        return int(_first(self.conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL"))[0])
+        return int(
+            _first(self.conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL"))[0]
+        )
 
     def counts(self) -> dict[str, int]:
         files, chunks, pending = _first(

@@ -123,7 +123,11 @@ class Embedding(threading.Thread):
                     self.last_error = str(exc)
                     wait = min(self.retry_base * 2 ** (self.failures - 1), 300.0)
                     self.publish(embedding_error=f"{exc} (retrying, attempt {self.failures})")
-                    log.warning("embedding failed (%s); keyword search stays fresh; retry in %.0fs", exc, wait)
+                    log.warning(
+                        "embedding failed (%s); keyword search stays fresh; retry in %.0fs",
+                        exc,
+                        wait,
+                    )
                 self.wake.wait(wait)
 
 
@@ -219,7 +223,7 @@ class Watcher:
             try:
                 first = self.changes.get(timeout=min(timeout, 3600.0))
             except queue.Empty:
-                self._guarded(lambda: self._reconcile(syncer, "periodic"))
+                self._guarded(self._reconcile, syncer, "periodic")
                 next_reconcile = time.monotonic() + self._interval()
                 continue
             if first == "\0stop":
@@ -239,15 +243,15 @@ class Watcher:
                 if self._observer is not None and not self._observer.is_alive():  # type: ignore[attr-defined]
                     self._stop_observer()
                     self._start_observer(sink)
-                self._guarded(lambda: self._reconcile(syncer, "events lost"))
+                self._guarded(self._reconcile, syncer, "events lost")
                 continue
             changes = [c for c in batch if isinstance(c, Change)]
-            self._guarded(lambda: self._apply(syncer, changes))
+            self._guarded(self._apply, syncer, changes)
 
-    def _guarded(self, work: object) -> None:
+    def _guarded(self, work: Callable[..., None], *args: object) -> None:
         """Bad input or a passing database error never stops the daemon."""
         try:
-            work()  # type: ignore[operator]
+            work(*args)
         except MemsyncError as exc:
             log.error("%s", exc)
         except Exception:  # noqa: BLE001 - the daemon must survive anything; log the trace
@@ -280,8 +284,14 @@ class Watcher:
         if touched or what != "batch":
             log.info(
                 "%s: %d files (%d new, %d changed, %d moved, %d removed), %d chunks, %.0f ms",
-                what, touched, report.added, report.changed, report.moved, report.removed,
-                report.chunks_written, elapsed,
+                what,
+                touched,
+                report.added,
+                report.changed,
+                report.moved,
+                report.removed,
+                report.chunks_written,
+                elapsed,
             )
         self.lock.update(last_sync=time.time())
         if self._embedding is not None and report.chunks_written:

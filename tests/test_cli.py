@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import EmbeddingServer, write
+
 from memsync.cli import main
 
 
@@ -78,7 +78,9 @@ def test_default_index_lives_in_the_data_folder_and_status_finds_it(tmp_path: Pa
     assert "memsync" in facts["db"] and not facts["db"].startswith(str(vault))
 
 
-def test_several_vaults_without_a_choice_exit_2_and_list_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_several_vaults_without_a_choice_exit_2_and_list_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     one, two = _vault(tmp_path / "one"), _vault(tmp_path / "two")
     _invoke("index", str(one), "--provider", "none")
     _invoke("index", str(two), "--provider", "none")
@@ -104,7 +106,9 @@ def test_bad_usage_exits_2(tmp_path: Path) -> None:
     assert CliRunner().invoke(main, ["index", str(tmp_path), "--provider", "magic"]).exit_code == 2
 
 
-def test_http_provider_failure_keeps_text_and_says_what_to_do(tmp_path: Path, embedding_server: EmbeddingServer) -> None:
+def test_http_provider_failure_keeps_text_and_says_what_to_do(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
     vault = _vault(tmp_path / "notes")
     embedding_server.script = [(401, {})]
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}

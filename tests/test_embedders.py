@@ -7,8 +7,8 @@ from email.utils import formatdate
 import httpx
 import numpy as np
 import pytest
-
 from conftest import EmbeddingServer
+
 from memsync.config import load_config
 from memsync.embedders import (
     OllamaEmbedder,
@@ -25,7 +25,9 @@ from memsync.errors import (
 )
 
 
-def _openai(server: EmbeddingServer, sleeps: list[float] | None = None, **kw: object) -> OpenAIEmbedder:
+def _openai(
+    server: EmbeddingServer, sleeps: list[float] | None = None, **kw: object
+) -> OpenAIEmbedder:
     options = {"batch_size": 3, "timeout": 5.0, "api_key": "sk-secret-123"}
     options.update(kw)
     record = sleeps.append if sleeps is not None else (lambda s: None)
@@ -105,7 +107,10 @@ def test_vectors_of_the_wrong_size_are_refused() -> None:
 
 def test_malformed_answer_is_a_response_error() -> None:
     embedder = OpenAIEmbedder(
-        "http://x/v1", "m", batch_size=1, timeout=1.0,
+        "http://x/v1",
+        "m",
+        batch_size=1,
+        timeout=1.0,
         transport=httpx.MockTransport(lambda r: httpx.Response(200, json={"nope": 1})),
     )
     with pytest.raises(EmbeddingResponseError):

@@ -8,9 +8,39 @@ from memsync import fts
 from memsync.store import FileRow, NewChunk, Store
 
 HOSTILE = [
-    '"', '""', "'", "(", ")", "(a OR b", "NEAR(a b)", "a NEAR b", "*", "a*", "-a", "a -b", "AND",
-    "OR NOT", "NOT a", "col:val", "text:port", "^a", "a + b", "🙂", "🙂🙂 port", "!!!", "...", "{}",
-    "[]", "a:", ":", "\\", "%", "_", "\x00", "NEAR/3", "'; DROP TABLE chunks; --",
+    '"',
+    '""',
+    "'",
+    "(",
+    ")",
+    "(a OR b",
+    "NEAR(a b)",
+    "a NEAR b",
+    "*",
+    "a*",
+    "-a",
+    "a -b",
+    "AND",
+    "OR NOT",
+    "NOT a",
+    "col:val",
+    "text:port",
+    "^a",
+    "a + b",
+    "🙂",
+    "🙂🙂 port",
+    "!!!",
+    "...",
+    "{}",
+    "[]",
+    "a:",
+    ":",
+    "\\",
+    "%",
+    "_",
+    "\x00",
+    "NEAR/3",
+    "'; DROP TABLE chunks; --",
 ]
 
 
@@ -22,14 +52,27 @@ def test_bm25_mapping() -> None:
 
 
 def test_query_terms_drop_stop_words_unless_nothing_is_left() -> None:
-    assert fts.query_terms("What is the SSH port of the test server?") == ["ssh", "port", "test", "server"]
+    assert fts.query_terms("What is the SSH port of the test server?") == [
+        "ssh",
+        "port",
+        "test",
+        "server",
+    ]
     assert fts.query_terms("to be or not to be") == ["to", "be", "or", "not"]
     assert fts.query_terms("OPS-1432") == ["ops 1432"]
 
 
 def test_cjk_runs_become_bigrams_in_index_and_query() -> None:
     assert fts.index_text("测试服务器的SSH端口是2222").split() == [
-        "测试", "试服", "服务", "务器", "器的", "SSH", "端口", "口是", "2222",
+        "测试",
+        "试服",
+        "服务",
+        "务器",
+        "器的",
+        "SSH",
+        "端口",
+        "口是",
+        "2222",
     ]
     assert fts.query_terms("端口") == ["端口"]
     assert fts.query_terms("ポート番号") == ["ポー", "ート", "ト番", "番号"]
@@ -45,7 +88,9 @@ def store(tmp_path: Path) -> Store:
         "stem.md": "We were running replications all night",
     }
     for path, text in texts.items():
-        s.replace_file(FileRow(path, path, 1, 1), [NewChunk(1, 1, path, text, "", fts.index_text(text))])
+        s.replace_file(
+            FileRow(path, path, 1, 1), [NewChunk(1, 1, path, text, "", fts.index_text(text))]
+        )
     yield s
     s.close()
 

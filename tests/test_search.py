@@ -22,12 +22,16 @@ from memsync.search import (
 )
 
 
-def _c(i: int, v: float | None, t: float | None, path: str = "", exact: bool = False, text: str = "") -> Candidate:
+def _c(
+    i: int, v: float | None, t: float | None, path: str = "", exact: bool = False, text: str = ""
+) -> Candidate:
     return Candidate(i, path or f"n{i}.md", 1, 2, text or f"text {i}", v, t, exact)
 
 
 def test_weighted_fusion_normalises_weights_and_counts_a_missing_leg_as_zero() -> None:
-    scored = dict((c.id, s) for c, s in fuse([_c(1, 1.0, None), _c(2, None, 1.0), _c(3, 0.5, 0.5)], Options()))
+    scored = dict(
+        (c.id, s) for c, s in fuse([_c(1, 1.0, None), _c(2, None, 1.0), _c(3, 0.5, 0.5)], Options())
+    )
     assert scored == pytest.approx({1: 0.7, 2: 0.3, 3: 0.5})
     weights = Options(vector_weight=2, text_weight=2)
     assert dict((c.id, s) for c, s in fuse([_c(1, 1.0, None)], weights))[1] == pytest.approx(0.5)
@@ -35,7 +39,9 @@ def test_weighted_fusion_normalises_weights_and_counts_a_missing_leg_as_zero() -
     assert keyword[2] == pytest.approx(0.8)
 
 
-def test_an_exact_identifier_match_found_only_by_keywords_survives_the_threshold_and_leads() -> None:
+def test_an_exact_identifier_match_found_only_by_keywords_survives_the_threshold_and_leads() -> (
+    None
+):
     candidates = [_c(1, 0.9, None), _c(2, None, 0.6, exact=True), _c(3, None, 0.9)]
     ranked = rank(candidates, Options())
     assert [c.id for c, _, _ in ranked] == [2, 1]  # 3 (keyword-only, not exact) stays under 0.35
@@ -78,7 +84,9 @@ def test_decay_dates_and_factors() -> None:
     assert decay_factor("projects/heron.md", today, 30) == 1.0
     assert decay_factor("daily/2027-01-01.md", today, 30) == 1.0
     assert decay_factor("daily/2026-11-29.md", today, 30) == pytest.approx(1.0)
-    assert decay_factor("daily/2025-11-29.md", today, 30) == pytest.approx(math.exp(-math.log(2) / 30 * 365))
+    assert decay_factor("daily/2025-11-29.md", today, 30) == pytest.approx(
+        math.exp(-math.log(2) / 30 * 365)
+    )
 
 
 def test_decay_reorders_but_the_threshold_sees_the_undecayed_score() -> None:
@@ -107,7 +115,9 @@ def test_mmr_prefers_a_different_note_over_a_near_duplicate() -> None:
 
 
 def test_snippet_shows_the_best_matching_lines_not_the_first() -> None:
-    text = "\n".join([f"filler line {i}" for i in range(20)] + ["the ssh port is 2222"] + ["tail"] * 5)
+    text = "\n".join(
+        [f"filler line {i}" for i in range(20)] + ["the ssh port is 2222"] + ["tail"] * 5
+    )
     lines, first = snippet(text, "ssh port", start_line=100)
     assert "the ssh port is 2222" in lines
     assert 100 + 18 <= first <= 100 + 20

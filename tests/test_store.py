@@ -6,21 +6,33 @@ import numpy as np
 import pytest
 
 from memsync.errors import StoreError
-from memsync.store import SCHEMA_VERSION, ModelKey, NewChunk, FileRow, Store
+from memsync.store import SCHEMA_VERSION, FileRow, ModelKey, NewChunk, Store
 
 
 def _tables(store: Store) -> set[str]:
-    return {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
+    return {
+        r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")
+    }
 
 
 def test_migrations_build_the_schema_on_an_empty_database(tmp_path: Path) -> None:
     with Store(tmp_path / "i.sqlite") as store:
-        assert {"meta", "files", "chunks", "embedding_cache", "chunks_fts", "skipped"} <= _tables(store)
+        assert {"meta", "files", "chunks", "embedding_cache", "chunks_fts", "skipped"} <= _tables(
+            store
+        )
         assert store.meta()["schema_version"] == str(SCHEMA_VERSION)
         assert list(store.conn.execute("PRAGMA journal_mode"))[0][0] == "wal"
         columns = [r[1] for r in store.conn.execute("PRAGMA table_info(chunks)")]
         assert columns[:10] == [
-            "id", "path", "source", "start_line", "end_line", "hash", "model", "text", "context",
+            "id",
+            "path",
+            "source",
+            "start_line",
+            "end_line",
+            "hash",
+            "model",
+            "text",
+            "context",
             "embedding",
         ]
         assert store.integrity_check() == "ok"
@@ -44,7 +56,9 @@ def test_missing_index_is_not_created_by_readers(tmp_path: Path) -> None:
 def _fill(store: Store, vectors: np.ndarray) -> None:
     key = ModelKey("test", "m", "")
     store.set_model(key, vectors.shape[1])
-    chunks = [NewChunk(i + 1, i + 1, f"h{i}", f"text {i}", "", f"text {i}") for i in range(len(vectors))]
+    chunks = [
+        NewChunk(i + 1, i + 1, f"h{i}", f"text {i}", "", f"text {i}") for i in range(len(vectors))
+    ]
     store.replace_file(FileRow("a.md", "x", 1, 1), chunks)
     ids = [r[0] for r in store.conn.execute("SELECT id FROM chunks ORDER BY id")]
     blobs = [np.asarray(v, "<f4").tobytes() for v in vectors]

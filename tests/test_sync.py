@@ -4,8 +4,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import HashEmbedder, write
+
 from memsync.store import FileRow, Store
 from memsync.sync import Report, Syncer, embed_pending, index_vault, match_moves, plan
 from memsync.vault import FileStat
@@ -79,7 +79,9 @@ def test_an_edit_reembeds_only_the_chunks_whose_text_changed(
         _index(store, root, hash_embedder)
         hash_embedder.calls.clear()
         path = root / "notes/n2.md"
-        path.write_text(path.read_text().replace("Paragraph 20 of note 2", "Paragraph twenty, edited,"))
+        path.write_text(
+            path.read_text().replace("Paragraph 20 of note 2", "Paragraph twenty, edited,")
+        )
         report = _index(store, root, hash_embedder)
         assert report.changed == 1 and report.added == 0
         assert 1 <= len(hash_embedder.calls) <= 2
@@ -102,7 +104,9 @@ def test_delete_removes_rows_from_every_table(tmp_path: Path, hash_embedder: Has
         assert vec == store.counts()["chunks"]
 
 
-def test_rename_and_folder_move_reuse_embeddings(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+def test_rename_and_folder_move_reuse_embeddings(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
     root = tmp_path / "vault"
     _notes(root, 3)
     with Store(tmp_path / "i.sqlite") as store:
@@ -148,7 +152,9 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_is_indexed(
         assert dict(store.skipped()) == reasons
 
 
-def test_a_note_that_becomes_unreadable_leaves_the_index(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+def test_a_note_that_becomes_unreadable_leaves_the_index(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
     root = tmp_path / "vault"
     write(root, "a.md", "# A\n\ntext\n")
     with Store(tmp_path / "i.sqlite") as store:
@@ -188,7 +194,9 @@ def test_changing_the_model_reembeds_and_never_mixes_vectors(
         assert sizes == {32 * 4}
 
 
-def test_sync_paths_applies_only_the_named_paths(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+def test_sync_paths_applies_only_the_named_paths(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
     root = tmp_path / "vault"
     _notes(root, 2)
     with Store(tmp_path / "i.sqlite") as store:

@@ -5,8 +5,8 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-
 from conftest import write
+
 from memsync.vault import IgnoreRules, SkipFile, read_note, scan
 
 
@@ -45,7 +45,9 @@ def test_symlinks_are_followed_inside_the_vault_only_and_loops_end(tmp_path: Pat
     assert "outside the vault" in reasons["out"]
     assert "outside the vault" in reasons["o-link.md"]
     assert reasons["broken.md"] == "broken symlink"
-    assert len([p for p in found.files if p.endswith("n.md")]) == 1  # the alias leads to the same folder
+    assert (
+        len([p for p in found.files if p.endswith("n.md")]) == 1
+    )  # the alias leads to the same folder
 
 
 def test_unicode_names_in_nfc_and_nfd_are_both_indexed(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import EmbeddingServer, write
+
 from memsync.config import load_config
 from memsync.embedders import OpenAIEmbedder
 from memsync.errors import LockError
@@ -34,7 +34,9 @@ def wait_until(check: Callable[[], bool], timeout: float = 15.0) -> None:
 class Running:
     def __init__(self, root: Path, db: Path, embedder: object = None, **config: object) -> None:
         self.db = db
-        self.watcher = Watcher(root, db, load_config(debounce_ms=100, **config), embedder, retry_base=0.2)  # type: ignore[arg-type]
+        self.watcher = Watcher(
+            root, db, load_config(debounce_ms=100, **config), embedder, retry_base=0.2
+        )  # type: ignore[arg-type]
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run)
         self.thread.start()
@@ -75,7 +77,9 @@ def running(vault: Path, tmp_path: Path) -> Iterator[Running]:
     r.stop()
 
 
-def test_start_reconciles_then_create_and_modify_are_searchable(running: Running, vault: Path) -> None:
+def test_start_reconciles_then_create_and_modify_are_searchable(
+    running: Running, vault: Path
+) -> None:
     assert running.keyword("alpha") == ["start.md"]
     write(vault, "new.md", "# New\n\ncharlie kombucha\n")
     wait_until(lambda: running.keyword("kombucha") == ["new.md"])
@@ -84,7 +88,9 @@ def test_start_reconciles_then_create_and_modify_are_searchable(running: Running
     wait_until(lambda: running.keyword("zebra") == ["start.md"])
 
 
-def test_atomic_saves_reindex_the_note_and_never_the_temp_file(running: Running, vault: Path) -> None:
+def test_atomic_saves_reindex_the_note_and_never_the_temp_file(
+    running: Running, vault: Path
+) -> None:
     for temp in (".start.md.swp", "start.md.tmp", "start.md~", ".#start.md"):
         (vault / temp).write_text("# temp\n\nsaved by an editor echo\n")
         os.replace(vault / temp, vault / "start.md")
@@ -92,12 +98,16 @@ def test_atomic_saves_reindex_the_note_and_never_the_temp_file(running: Running,
     assert list(running.files()) == ["start.md"]
 
 
-def test_rename_folder_rename_and_case_only_rename_keep_paths_right(running: Running, vault: Path) -> None:
+def test_rename_folder_rename_and_case_only_rename_keep_paths_right(
+    running: Running, vault: Path
+) -> None:
     write(vault, "notes/a.md", "# A\n\nfoxtrot\n")
     write(vault, "notes/b.md", "# B\n\ngolf\n")
     wait_until(lambda: {"notes/a.md", "notes/b.md"} <= set(running.files()))
     os.rename(vault / "notes/a.md", vault / "notes/renamed.md")
-    wait_until(lambda: "notes/renamed.md" in running.files() and "notes/a.md" not in running.files())
+    wait_until(
+        lambda: "notes/renamed.md" in running.files() and "notes/a.md" not in running.files()
+    )
     os.rename(vault / "notes", vault / "archive")
     wait_until(lambda: set(running.files()) == {"start.md", "archive/renamed.md", "archive/b.md"})
     os.rename(vault / "start.md", vault / "Start.md")
@@ -163,7 +173,9 @@ def test_keyword_stays_fresh_while_embeddings_fail_and_vectors_complete_after(
         r.stop()
 
 
-def test_a_second_writer_is_refused_naming_the_pid(running: Running, vault: Path, tmp_path: Path) -> None:
+def test_a_second_writer_is_refused_naming_the_pid(
+    running: Running, vault: Path, tmp_path: Path
+) -> None:
     second = Watcher(vault, running.db, load_config(), None)
     with pytest.raises(LockError, match=f"pid {os.getpid()}"):
         second.run()
@@ -171,8 +183,20 @@ def test_a_second_writer_is_refused_naming_the_pid(running: Running, vault: Path
 
 def _spawn_watch(vault: Path, db: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "memsync", "watch", str(vault), "--db", str(db), "--provider", "none"],
-        stderr=subprocess.PIPE, text=True, env={**os.environ},
+        [
+            sys.executable,
+            "-m",
+            "memsync",
+            "watch",
+            str(vault),
+            "--db",
+            str(db),
+            "--provider",
+            "none",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
     )
 
 
@@ -184,13 +208,16 @@ def _wait_for_line(process: subprocess.Popen[str], needle: str) -> None:
     raise AssertionError(f"{needle!r} never logged")
 
 
-def test_sigterm_exits_0_and_a_killed_watchers_lock_is_taken_over(vault: Path, tmp_path: Path) -> None:
+def test_sigterm_exits_0_and_a_killed_watchers_lock_is_taken_over(
+    vault: Path, tmp_path: Path
+) -> None:
     db = tmp_path / "i.sqlite"
     first = _spawn_watch(vault, db)
     _wait_for_line(first, "reconcile (start)")
     refused = subprocess.run(
         [sys.executable, "-m", "memsync", "index", str(vault), "--db", str(db)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert refused.returncode == 1 and f"pid {first.pid}" in refused.stderr
     first.send_signal(signal.SIGKILL)
