@@ -18,34 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-WORDS = [
-    "replication",
-    "server",
-    "port",
-    "sync",
-    "vault",
-    "note",
-    "chunk",
-    "index",
-    "query",
-    "model",
-    "cache",
-    "token",
-    "meeting",
-    "design",
-    "garden",
-    "coffee",
-    "review",
-    "deploy",
-    "incident",
-    "backup",
-    "release",
-    "budget",
-    "travel",
-    "kernel",
-    "latency",
-    "battery",
-]
+WORDS = (
+    "replication server port sync vault note chunk index query model cache token meeting design "
+    "garden coffee review deploy incident backup release budget travel kernel latency battery"
+).split()
 
 
 def make_vault(root: Path, notes: int, seed: int = 0) -> Path:

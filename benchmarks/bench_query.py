@@ -24,52 +24,16 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_index import WORDS as BASE_WORDS  # noqa: E402
 
 from memsync import fts  # noqa: E402
 from memsync.embedders import LocalEmbedder, to_blob  # noqa: E402
 from memsync.search import Options, search  # noqa: E402
 from memsync.store import FileRow, NewChunk, Store  # noqa: E402
 
-WORDS = [
-    "replication",
-    "server",
-    "port",
-    "sync",
-    "vault",
-    "note",
-    "chunk",
-    "index",
-    "query",
-    "model",
-    "cache",
-    "token",
-    "meeting",
-    "design",
-    "garden",
-    "coffee",
-    "review",
-    "deploy",
-    "incident",
-    "backup",
-    "release",
-    "budget",
-    "travel",
-    "kernel",
-    "latency",
-    "battery",
-    "postgres",
-    "redis",
-    "docker",
-    "kubernetes",
-    "heron",
-    "memory",
-    "daily",
-    "project",
-    "people",
-    "ticket",
-    "alert",
-    "runbook",
-]
+WORDS = [*BASE_WORDS, *"postgres redis docker kubernetes heron memory daily ticket alert".split()]
 QUERIES = [
     "postgres replication lag runbook",
     "what port does the staging redis use",

@@ -65,19 +65,31 @@ def main() -> None:
     """A fresh, offline, searchable index of your Markdown notes."""
 
 
+def writer_options(command: Callable[..., None]) -> Callable[..., None]:
+    """VAULT, --db, --provider, --model: what index and watch share."""
+    for option in reversed(
+        [
+            click.argument("vault", type=click.Path(path_type=Path)),
+            click.option(
+                "--db",
+                type=click.Path(path_type=Path),
+                help="Index file (default: per vault, in the data folder; env MEMSYNC_DB).",
+            ),
+            click.option(
+                "--provider",
+                type=click.Choice(["auto", "local", "openai", "ollama", "none"]),
+                help="Embedding provider (env MEMSYNC_PROVIDER; default auto = local if "
+                "installed, else none).",
+            ),
+            click.option("--model", help="Embedding model of the provider (env MEMSYNC_MODEL)."),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
 @main.command()
-@click.argument("vault", type=click.Path(path_type=Path))
-@click.option(
-    "--db",
-    type=click.Path(path_type=Path),
-    help="Index file (default: per vault, in the data folder; env MEMSYNC_DB).",
-)
-@click.option(
-    "--provider",
-    type=click.Choice(["auto", "local", "openai", "ollama", "none"]),
-    help="Embedding provider (env MEMSYNC_PROVIDER; default auto = local if installed, else none).",
-)
-@click.option("--model", help="Embedding model of the provider (env MEMSYNC_MODEL).")
+@writer_options
 @click.option("--max-file-mb", type=float, help="Skip notes larger than this (default 10).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def index(
@@ -193,17 +205,7 @@ def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags
 
         config = _config(db=db, **flags)
         db_path = _locate(config, vault)
-        options = Options(
-            mode=config.mode,
-            limit=config.limit,
-            min_score=config.min_score,
-            decay=config.decay,
-            half_life=config.half_life,
-            mmr=config.mmr,
-            mmr_lambda=config.mmr_lambda,
-            vector_weight=config.vector_weight,
-            text_weight=config.text_weight,
-        )
+        options = Options.from_settings(config)
         with Store(db_path, create=False) as store:
             root = store.meta().get("vault_path")
             if root and Path(root).is_dir():
@@ -225,24 +227,13 @@ def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags
 
 
 @main.command()
-@click.argument("vault", type=click.Path(path_type=Path))
-@click.option(
-    "--db",
-    type=click.Path(path_type=Path),
-    help="Index file (default: per vault, in the data folder).",
-)
+@writer_options
 @click.option(
     "--debounce",
     "debounce_ms",
     type=click.IntRange(min=0),
     help="Quiet time in ms before a batch of changes is applied (default 300).",
 )
-@click.option(
-    "--provider",
-    type=click.Choice(["auto", "local", "openai", "ollama", "none"]),
-    help="Embedding provider, as for index.",
-)
-@click.option("--model", help="Embedding model of the provider.")
 @click.option("-v", "--verbose", is_flag=True, help="Log every event (DEBUG).")
 @click.option("-q", "--quiet", is_flag=True, help="Log warnings and errors only.")
 @click.option(

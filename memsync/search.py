@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import date
 
 import numpy as np
@@ -49,6 +49,12 @@ class Options:
     vector_weight: float = 0.7
     text_weight: float = 0.3
     today: date | None = None
+
+    @classmethod
+    def from_settings(cls, settings: object) -> Options:
+        """The query settings of a Config (the same names), so defaults live in one place."""
+        names = [f.name for f in fields(cls) if hasattr(settings, f.name)]
+        return cls(**{name: getattr(settings, name) for name in names})
 
 
 @dataclass(frozen=True)

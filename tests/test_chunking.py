@@ -7,20 +7,7 @@ from memsync.chunking import MAX_TOKENS, chunk_text, count_tokens, split_lines
 
 def _paragraphs(n: int, seed: int = 1) -> str:
     rng = random.Random(seed)
-    words = [
-        "replication",
-        "server",
-        "port",
-        "sync",
-        "vault",
-        "note",
-        "chunk",
-        "index",
-        "query",
-        "model",
-        "cache",
-        "token",
-    ]
+    words = "replication server port sync vault note chunk index query model cache token".split()
     out = []
     for i in range(n):
         if i % 7 == 0:
