@@ -4,7 +4,7 @@ The pure parts (calibration, fusion, decay, MMR, snippets) take plain values; `s
 I/O through the store and the embedder. Score rules, and why they differ from the reference design:
 
 - Each leg is calibrated into [0, 1] so that one `min_score` means the same for every model. Text:
-  the mean of s = (-r) / (1 - r) from BM25 rank r and of the share of query terms the chunk holds
+  s = (-r) / (1 - r) from BM25 rank r, floored at half the share of query terms the chunk holds
   (BM25 alone is near 0 in a small vault). Vector: the cosine's z-score against this query's cosines
   with a sample of the index (e5's cosines crowd 0.7-0.9, other models' sit lower: the z-score
   does not care), squashed by a logistic centred at z = 2.5.
@@ -144,10 +144,10 @@ def _stems(term: str) -> list[str]:
 
 
 def text_score(bm25: float, covered: float) -> float:
-    """BM25's (-r)/(1-r) says how rare the matched words are in this index, and is near 0 for
-    every match in a small vault (IDF of a word in half the notes is 0); the share of the query's
-    terms that the chunk holds says how completely it answers. Half of each."""
-    return 0.5 * bm25 + 0.5 * covered
+    """BM25's (-r)/(1-r), floored at half the share of the query's terms the chunk holds: BM25
+    ranks well but is near 0 for every match in a small vault (a word in half the notes has IDF
+    0), where the share of terms found is what tells a match from noise."""
+    return max(bm25, 0.5 * covered)
 
 
 def identifiers(query: str) -> list[str]:
