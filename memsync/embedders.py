@@ -318,4 +318,6 @@ def embedder_for_index(config: Config, key: ModelKey | None) -> tuple[Embedder |
         embedder = make_embedder(replace(config, model=key.model), key.provider)
     except EmbeddingError as exc:
         return None, str(exc)
+    if isinstance(embedder, HttpEmbedder):
+        embedder.max_attempts = 2  # a query must not hang on a provider that is down
     return embedder, ""

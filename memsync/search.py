@@ -28,6 +28,7 @@ import numpy as np
 
 from . import fts
 from .embedders import Embedder
+from .errors import EmbeddingError
 from .store import Store
 
 DAILY_NAME = re.compile(
@@ -343,7 +344,11 @@ def search(
             outcome.notices.append(f"vector search unavailable: {reason}")
         else:
             assert embedder is not None
-            query_vector = embedder.embed_query(query)
+            try:
+                query_vector = embedder.embed_query(query)
+            except EmbeddingError as exc:
+                outcome.notices.append(f"vector search unavailable: {exc}")
+        if query_vector is not None:
             hits = store.vector_search(query_vector, pool)
             if hits:
                 cosines = np.array([1.0 - d for _, d in hits])

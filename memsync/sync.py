@@ -16,6 +16,7 @@ from pathlib import Path
 from . import fts
 from .chunking import chunk_text
 from .embedders import Embedder, to_blob
+from .errors import EmbeddingError
 from .store import FileRow, NewChunk, Store
 from .vault import FileStat, IgnoreRules, Note, SkipFile, read_note, scan, stat_note
 
@@ -266,7 +267,13 @@ def index_vault(
     syncer = Syncer(store, root, max_file_bytes)
     syncer.sync_all(report, progress)
     if embedder is not None:
-        embed_pending(store, embedder, report, progress)
+        try:
+            embed_pending(store, embedder, report, progress)
+        except EmbeddingError as exc:
+            raise type(exc)(
+                f"{exc}. The text is indexed (keyword search works); {store.pending_count()} "
+                "chunks still need vectors: run memsync index again"
+            ) from exc
     if report.changed or report.removed:
         store.prune_cache()
     report.seconds = time.monotonic() - started

@@ -114,6 +114,7 @@ def test_http_provider_failure_keeps_text_and_says_what_to_do(
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
     result = CliRunner().invoke(main, ["index", str(vault), "--provider", "openai"], env=env)
     assert result.exit_code == 1 and "API key" in result.output
+    assert "keyword search works" in result.output and "run memsync index again" in result.output
     facts = json.loads(_invoke("status", "--vault", str(vault), "--json").output)
     assert facts["files_indexed"] == 2 and facts["chunks_pending"] == 2
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -138,5 +139,14 @@ def test_vector_leg_down_is_said_not_hidden(
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
     _run("index", str(vault), "--provider", "openai", env=env)
     embedding_server.script = [(401, {})]
-    result = CliRunner().invoke(main, ["query", "6380", "--vault", str(vault)], env=env)
-    assert result.exit_code == 1 and "API key" in result.output
+    result = CliRunner().invoke(main, ["query", "6380", "--vault", str(vault), "--json"], env=env)
+    assert result.exit_code == 0
+    payload = json.loads(result.stdout)
+    assert payload["mode"] == "keyword" and "API key" in payload["notices"][0]
+    assert payload["results"][0]["path"] == "tech/redis.md"
+    embedding_server.down = True
+    started = time.monotonic()
+    human = CliRunner().invoke(main, ["query", "6380", "--vault", str(vault)], env=env)
+    assert time.monotonic() - started < 5  # two quick attempts, then keyword results
+    assert "ran keyword search; hybrid was asked for" in human.stdout
+    assert "503" in human.stdout and "tech/redis.md:1-4" in human.stdout
