@@ -144,11 +144,11 @@ def _stems(term: str) -> list[str]:
     return [w[:-1] if len(w) > 4 and w.endswith("s") else w for w in term.split()]
 
 
-def text_score(bm25: float, covered: float) -> float:
-    """BM25's (-r)/(1-r), floored at half the share of the query's terms the chunk holds: BM25
-    ranks well but is near 0 for every match in a small vault (a word in half the notes has IDF
-    0), where the share of terms found is what tells a match from noise."""
-    return max(bm25, 0.5 * covered)
+def calibrate_bm25(ranks: dict[int, float], covered: dict[int, float]) -> dict[int, float]:
+    """BM25 rank r -> (-r)/(1-r), floored at half the share of the query's terms the chunk holds:
+    BM25 ranks well but is near 0 for every match in a small vault (a word in half the notes has
+    IDF 0), where the share of terms found is what tells a match from noise."""
+    return {i: max(fts.bm25_score(r), 0.5 * covered.get(i, 0.0)) for i, r in ranks.items()}
 
 
 def identifiers(query: str) -> list[str]:
@@ -364,7 +364,7 @@ def search(
             rows = store.keyword_search(fts.match_expression(terms, "AND"), pool)
             if len(rows) < options.limit and len(terms) > 1:
                 rows = store.keyword_search(fts.match_expression(terms, "OR"), pool)
-            bm25 = {i: fts.bm25_score(r) for i, r in rows}
+            bm25 = dict(rows)
         elif options.mode == "keyword":
             outcome.notices.append("the query has no words to search for")
     ran_vector = query_vector is not None
@@ -378,11 +378,10 @@ def search(
         outcome.mode = "none"
     idents = identifiers(query)
     rows_by_id = store.chunks(list(dict.fromkeys([*vector_scores, *bm25])))
-    text_scores = {
-        i: text_score(s, coverage(rows_by_id[i].text, terms))
-        for i, s in bm25.items()
-        if i in rows_by_id
-    }
+    found = [i for i in bm25 if i in rows_by_id]
+    text_scores = calibrate_bm25(
+        {i: bm25[i] for i in found}, {i: coverage(rows_by_id[i].text, terms) for i in found}
+    )
     candidates = [
         Candidate(
             id=row.id,
