@@ -122,3 +122,17 @@ def test_snippet_shows_the_best_matching_lines_not_the_first() -> None:
     assert "the ssh port is 2222" in lines
     assert 100 + 18 <= first <= 100 + 20
     assert len(lines.split("\n")) <= 3
+
+
+def test_text_calibration_is_bm25_floored_by_the_share_of_terms_found() -> None:
+    from memsync.search import calibrate_bm25, coverage
+
+    assert coverage("Replications running all night", ["replication", "run"]) == 1.0
+    assert coverage("nothing here", ["replication", "run"]) == 0.0
+    assert coverage("the ops 1432 ticket", ["ops 1432", "lag"]) == 0.5
+    # a small vault: BM25 is ~0 for everything, the share of terms decides
+    small = calibrate_bm25({1: -1e-6, 2: -1e-6}, {1: 1.0, 2: 0.5})
+    assert small == pytest.approx({1: 0.5, 2: 0.25}, abs=1e-5)
+    # a large one: BM25 decides and keeps its order
+    large = calibrate_bm25({1: -20.0, 2: -9.0}, {1: 0.5, 2: 1.0})
+    assert large[1] > large[2] > 0.5
