@@ -16,7 +16,7 @@ from pathlib import Path
 from . import fts
 from .chunking import chunk_text
 from .embedders import Embedder, to_blob
-from .errors import EmbeddingError
+from .errors import EmbeddingError, VaultError
 from .store import FileRow, NewChunk, Store
 from .vault import FileStat, IgnoreRules, Note, SkipFile, read_note, scan, stat_note
 
@@ -117,6 +117,8 @@ class Syncer:
 
     def sync_all(self, report: Report, progress: ProgressFactory | None = None) -> None:
         """A full reconcile: walk and stat everything, read only what changed."""
+        if not self.root.is_dir():  # unmounted or moved: an empty walk must not empty the index
+            raise VaultError(f"vault folder not found: {self.root}; the index is left as it is")
         found = scan(self.root, self.rules)
         index = self.store.file_rows()
         work = plan(found.files, index)
@@ -237,7 +239,7 @@ def embed_pending(
     total = store.pending_count()
     update = progress("Embedding chunks", total) if progress and total else None
     while not should_stop():
-        batch = store.pending_chunks(embedder.batch_size * 4)
+        batch = store.pending_chunks(embedder.batch_size)  # small: a watcher stops between batches
         if not batch:
             break
         blobs = store.cached_embeddings(key, [h for _, h, _, _ in batch])

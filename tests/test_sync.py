@@ -207,3 +207,18 @@ def test_sync_paths_applies_only_the_named_paths(
         Syncer(store, root, MB).sync_paths(["notes/new.md", ".obsidian/x.md"], report)
         assert report.added == 1
         assert "notes/unnamed.md" not in store.file_rows()
+
+
+def test_a_vanished_vault_folder_leaves_the_index_alone(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    from memsync.errors import VaultError
+
+    root = tmp_path / "vault"
+    _notes(root, 2)
+    with Store(tmp_path / "i.sqlite") as store:
+        _index(store, root, hash_embedder)
+        root.rename(tmp_path / "unmounted")
+        with pytest.raises(VaultError, match="left as it is"):
+            Syncer(store, root, MB).sync_all(Report())
+        assert len(store.file_rows()) == 2
