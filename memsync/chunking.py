@@ -17,6 +17,8 @@ from functools import lru_cache
 
 MAX_TOKENS = 400
 OVERLAP_TOKENS = 80
+# recorded in the index: when the rules below change, every note is chunked again
+CHUNKER = f"cdc-2 cl100k max{MAX_TOKENS} overlap{OVERLAP_TOKENS}"
 # a chunk does not end before it holds this much: stops tiny chunks between close headings
 MIN_CORE_TOKENS = 64
 

@@ -188,9 +188,9 @@ class Store:
             [(k, str(v)) for k, v in values.items()],
         )
 
-    def mark_synced(self, vault_path: str | None = None) -> None:
+    def mark_synced(self, vault_path: str | None = None, **facts: str) -> None:
         """Record that the index was just compared with the vault (one small transaction)."""
-        values: dict[str, str | float] = {"last_sync": time.time()}
+        values: dict[str, str | float] = {"last_sync": time.time(), **facts}
         if vault_path is not None:
             values["vault_path"] = vault_path
         with self.transaction():

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import fts
-from .chunking import chunk_text
+from .chunking import CHUNKER, chunk_text
 from .embedders import Embedder, to_blob
 from .errors import EmbeddingError, VaultError
 from .store import FileRow, NewChunk, Store
@@ -122,14 +122,17 @@ class Syncer:
         found = scan(self.root, self.rules)
         index = self.store.file_rows()
         work = plan(found.files, index)
+        rechunk = self.store.meta().get("chunker") != CHUNKER and bool(index)
+        if rechunk:  # the chunking rules changed: every note again (unchanged chunks keep vectors)
+            work = Plan(sorted(found.files), work.removed, 0)
         update = progress("Reading notes", len(work.to_read)) if progress and work.to_read else None
         report.unchanged += work.unchanged
         skips = [(s.path, s.reason) for s in found.skipped]
         if sorted(skips) != self.store.skipped():
             self.store.record_skips(skips, replace_all=True)
         report.skipped.extend((s.path, s.reason) for s in found.skipped)
-        self._apply(work.to_read, work.removed, index, report, update)
-        self.store.mark_synced(str(self.root))
+        self._apply(work.to_read, work.removed, index, report, update, rechunk)
+        self.store.mark_synced(str(self.root), chunker=CHUNKER)
 
     def notes_under(self, folder: str) -> list[str]:
         """The notes on disk below a folder that an event named (a folder created or moved in)."""
@@ -161,6 +164,7 @@ class Syncer:
         index: Mapping[str, FileRow],
         report: Report,
         progress: Progress | None,
+        rechunk: bool = False,
     ) -> None:
         notes: dict[str, Note] = {}
         for path in to_read:
@@ -178,7 +182,7 @@ class Syncer:
                     progress(1)
                 continue
             row = index.get(path)
-            if row is not None and row.hash == note.hash:
+            if row is not None and row.hash == note.hash and not rechunk:
                 self.store.touch_file(FileRow(path, note.hash, note.mtime_ns, note.size))
                 report.touched += 1
                 if progress:

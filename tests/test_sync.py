@@ -222,3 +222,20 @@ def test_a_vanished_vault_folder_leaves_the_index_alone(
         with pytest.raises(VaultError, match="left as it is"):
             Syncer(store, root, MB).sync_all(Report())
         assert len(store.file_rows()) == 2
+
+
+def test_new_chunking_rules_rechunk_every_note_and_keep_unchanged_vectors(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    root = tmp_path / "vault"
+    _notes(root, 2)
+    with Store(tmp_path / "i.sqlite") as store:
+        _index(store, root, hash_embedder)
+        assert store.meta()["chunker"].startswith("cdc-")
+        store.mark_synced(chunker="an older chunker")
+        hash_embedder.calls.clear()
+        report = _index(store, root, hash_embedder)
+        assert report.changed == 2 and report.chunks_written > 0
+        assert hash_embedder.calls == []  # same chunks, vectors from the cache
+        again = _index(store, root, hash_embedder)
+        assert again.unchanged == 2 and again.changed == 0
