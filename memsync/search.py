@@ -4,8 +4,8 @@ The pure parts (calibration, fusion, decay, MMR, snippets) take plain values; `s
 I/O through the store and the embedder. Score rules, and why they differ from the reference design:
 
 - Each leg is calibrated into [0, 1] so that one `min_score` means the same for every model. Text:
-  s = (-r) / (1 - r) from BM25 rank r, floored at half the share of query terms the chunk holds
-  (BM25 alone is near 0 in a small vault). Vector: the cosine's z-score against this query's cosines
+  the best BM25 match gets s = (-r) / (1 - r), the others s times their BM25 relative to the best,
+  each floored at half the share of query terms it holds (BM25 is near 0 in a small vault). Vector: the cosine's z-score against this query's cosines
   with a sample of the index (e5's cosines crowd 0.7-0.9, other models' sit lower: the z-score
   does not care), squashed by a logistic centred at z = 2.5.
 - Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
@@ -145,10 +145,20 @@ def _stems(term: str) -> list[str]:
 
 
 def calibrate_bm25(ranks: dict[int, float], covered: dict[int, float]) -> dict[int, float]:
-    """BM25 rank r -> (-r)/(1-r), floored at half the share of the query's terms the chunk holds:
-    BM25 ranks well but is near 0 for every match in a small vault (a word in half the notes has
-    IDF 0), where the share of terms found is what tells a match from noise."""
-    return {i: max(fts.bm25_score(r), 0.5 * covered.get(i, 0.0)) for i, r in ranks.items()}
+    """BM25 ranks -> [0, 1]. The best match gets (-r)/(1-r), which says how strong a keyword match
+    it is in this index; the others get that times their BM25 relative to the best, which keeps
+    BM25's spread (the mapping alone crowds every good match near 0.95). Each is floored at half
+    the share of the query's terms it holds: in a small vault BM25 is near 0 for every match (a
+    word in half the notes has IDF 0) and the share of terms found is what tells match from noise.
+    """
+    if not ranks:
+        return {}
+    best = min(ranks.values())
+    top = fts.bm25_score(best)
+    return {
+        i: max(top * (r / best if best < 0 else 1.0), 0.5 * covered.get(i, 0.0))
+        for i, r in ranks.items()
+    }
 
 
 def identifiers(query: str) -> list[str]:

@@ -133,6 +133,9 @@ def test_text_calibration_is_bm25_floored_by_the_share_of_terms_found() -> None:
     # a small vault: BM25 is ~0 for everything, the share of terms decides
     small = calibrate_bm25({1: -1e-6, 2: -1e-6}, {1: 1.0, 2: 0.5})
     assert small == pytest.approx({1: 0.5, 2: 0.25}, abs=1e-5)
-    # a large one: BM25 decides and keeps its order
-    large = calibrate_bm25({1: -20.0, 2: -9.0}, {1: 0.5, 2: 1.0})
-    assert large[1] > large[2] > 0.5
+    # a large one: the best gets (-r)/(1-r), the rest keep BM25's proportions
+    large = calibrate_bm25({1: -20.0, 2: -10.0, 3: -2.0}, {1: 0.5, 2: 0.5, 3: 0.2})
+    assert large[1] == pytest.approx(20 / 21)
+    assert large[2] == pytest.approx(20 / 21 / 2)
+    assert large[3] == pytest.approx(max(20 / 21 / 10, 0.1))
+    assert calibrate_bm25({}, {}) == {}
