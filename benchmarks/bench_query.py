@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -26,14 +28,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_index import WORDS as BASE_WORDS  # noqa: E402
-
 from memsync import fts  # noqa: E402
 from memsync.embedders import LocalEmbedder, to_blob  # noqa: E402
 from memsync.search import Options, search  # noqa: E402
 from memsync.store import FileRow, NewChunk, Store  # noqa: E402
 
-WORDS = [*BASE_WORDS, *"postgres redis docker kubernetes heron memory daily ticket alert".split()]
+
+def vocabulary() -> tuple[list[str], list[int]]:
+    """Words with the frequencies they have in sample_vault/: a realistic, Zipf-like mix, so that
+    FTS5 sees rare and common terms as it would in notes (a 30-word vocabulary makes every chunk
+    match every query)."""
+    counts: Counter[str] = Counter()
+    for note in (ROOT / "sample_vault").rglob("*.md"):
+        counts.update(re.findall(r"[^\W_]+", note.read_text(encoding="utf-8").lower()))
+    words = sorted(counts)
+    return words, [counts[w] for w in words]
+
+
 QUERIES = [
     "postgres replication lag runbook",
     "what port does the staging redis use",
@@ -50,6 +61,7 @@ QUERIES = [
 
 def build(db: Path, chunks: int, embedder: LocalEmbedder) -> None:
     rng = random.Random(1)
+    words, weights = vocabulary()
     vectors = np.random.default_rng(1).normal(size=(chunks, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     with Store(db) as store:
@@ -58,7 +70,7 @@ def build(db: Path, chunks: int, embedder: LocalEmbedder) -> None:
         for note in range(chunks // per_note):
             new = []
             for j in range(per_note):
-                text = " ".join(rng.choice(WORDS) for _ in range(60)) + f" OPS-{note}"
+                text = " ".join(rng.choices(words, weights, k=60)) + f" OPS-{note}"
                 new.append(
                     NewChunk(j * 10 + 1, j * 10 + 10, f"{note}-{j}", text, "", fts.index_text(text))
                 )
@@ -72,9 +84,11 @@ def build(db: Path, chunks: int, embedder: LocalEmbedder) -> None:
             )
 
 
-def in_process(db: Path, embedder: LocalEmbedder, runs: int) -> tuple[float, float, float]:
+def in_process(
+    db: Path, embedder: LocalEmbedder, runs: int, in_memory: bool
+) -> tuple[float, float, float]:
     timings, embed_only = [], []
-    with Store(db, create=False) as store:
+    with Store(db, create=False, vectors_in_memory=in_memory) as store:
         search(store, "warm up", Options(), embedder)
         for i in range(runs):
             query = QUERIES[i % len(QUERIES)]
@@ -121,8 +135,11 @@ def main() -> None:
     for size in args.chunks or [10_000, 100_000]:
         db = workdir / f"q{size}.sqlite"
         build(db, size, embedder)
-        p50, p95, embed = in_process(db, embedder, args.runs)
-        print(f"| {size:,} chunks, in-process hybrid | {p50:.1f} | {p95:.1f} | {embed:.1f} |")
+        for in_memory, how in ((False, "sqlite-vec"), (True, "vectors in memory")):
+            p50, p95, embed = in_process(db, embedder, args.runs, in_memory)
+            print(
+                f"| {size:,} chunks, in-process hybrid, {how} | {p50:.1f} | {p95:.1f} | {embed:.1f} |"
+            )
     p50, p95 = whole_process(min(args.runs, 20), workdir)
     print(
         f"| sample_vault, whole `memsync query` process | {p50 * 1000:.0f} | {p95 * 1000:.0f} | - |"

@@ -88,7 +88,7 @@ def eval_sample(workdir: Path, embedder: LocalEmbedder) -> None:
     queries = {str(i): q["query"] for i, q in enumerate(labelled)}
     qrels = {str(i): set(q["relevant"]) for i, q in enumerate(labelled)}
     kinds = {str(i): q["kind"] for i, q in enumerate(labelled)}
-    with Store(workdir / "sample.sqlite") as store:
+    with Store(workdir / "sample.sqlite", vectors_in_memory=True) as store:
         build(store, ROOT / "sample_vault", embedder)
         cached = CachedQueries(embedder)
         configs = {**CONFIGS, "hybrid + decay": Options(mode="hybrid", decay=True)}
@@ -135,7 +135,7 @@ def eval_scifact(path: Path, workdir: Path, embedder: LocalEmbedder) -> None:
             for line in corpus:
                 doc = json.loads(line)
                 (vault / f"{doc['_id']}.md").write_text(f"# {doc['title']}\n\n{doc['text']}\n")
-    with Store(workdir / "scifact.sqlite") as store:
+    with Store(workdir / "scifact.sqlite", vectors_in_memory=True) as store:
         build(store, vault, embedder)
         cached = CachedQueries(embedder)
         train_q, train_rel = _load_scifact(path, "train")

@@ -89,3 +89,22 @@ def test_vectors_are_float32_blobs(tmp_path: Path) -> None:
         _fill(store, np.eye(8, dtype=np.float32))
         blob = list(store.conn.execute("SELECT embedding FROM chunks LIMIT 1"))[0][0]
         assert isinstance(blob, bytes) and len(blob) == 32
+
+
+def test_vectors_in_memory_match_sqlite_vec_and_see_other_writers(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(40, 8)).astype(np.float32)
+    query = rng.normal(size=8).astype(np.float32)
+    with Store(tmp_path / "i.sqlite") as writer:
+        _fill(writer, vectors)
+        by_vec = writer.vector_search(query, 5)
+    with Store(tmp_path / "i.sqlite", vectors_in_memory=True) as reader:
+        in_memory = reader.vector_search(query, 5)
+        assert [i for i, _ in in_memory] == [i for i, _ in by_vec]
+        assert np.allclose([d for _, d in in_memory], [d for _, d in by_vec], atol=1e-5)
+        assert reader.sample_vectors(8).shape == (8, 8)
+        with Store(tmp_path / "i.sqlite") as other:  # another connection removes the best match
+            best = in_memory[0][0]
+            path = list(other.conn.execute("SELECT path FROM chunks WHERE id = ?", (best,)))[0][0]
+            other.remove_file(path)
+        assert reader.vector_search(query, 5) == []
