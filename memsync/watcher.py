@@ -58,8 +58,9 @@ class _EventSink:
     def dispatch(self, event: object) -> None:  # the watchdog handler protocol
         paths = [getattr(event, "src_path", ""), getattr(event, "dest_path", "")]
         is_folder = bool(getattr(event, "is_directory", False))
-        if getattr(event, "event_type", "") in ("opened", "closed_no_write"):
-            return
+        kind = getattr(event, "event_type", "")
+        if kind in ("opened", "closed_no_write") or (is_folder and kind == "modified"):
+            return  # a folder's mtime changes with every entry: its notes' own events say more
         for raw in paths:
             if not raw:
                 continue
@@ -261,7 +262,7 @@ class Watcher:
         started = time.monotonic()
         paths: set[str] = set()
         indexed = None
-        for change in changes:
+        for change in dict.fromkeys(changes):  # a burst names the same path many times
             if change.is_folder:
                 if indexed is None:
                     indexed = list(syncer.store.file_rows())
