@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,16 @@ def _notes(root: Path, n: int = 5) -> None:
     for i in range(n):
         body = "\n\n".join(f"Paragraph {j} of note {i} about topic {i * j}." for j in range(30))
         write(root, f"notes/n{i}.md", f"# Note {i}\n\n{body}\n")
+
+
+@pytest.fixture
+def indexed(tmp_path: Path, hash_embedder: HashEmbedder) -> Iterator[tuple[Path, Store]]:
+    """Two notes, indexed with the hash model: the start of most tests below."""
+    root = tmp_path / "vault"
+    _notes(root, 2)
+    with Store(tmp_path / "i.sqlite") as store:
+        _index(store, root, hash_embedder)
+        yield root, store
 
 
 def test_unchanged_files_are_not_read_and_touch_is_not_rechunked(
@@ -88,20 +99,19 @@ def test_an_edit_reembeds_only_the_chunks_whose_text_changed(
         assert all("twenty" in text for text in hash_embedder.calls)
 
 
-def test_delete_removes_rows_from_every_table(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
-    root = tmp_path / "vault"
-    _notes(root, 2)
-    with Store(tmp_path / "i.sqlite") as store:
-        _index(store, root, hash_embedder)
-        (root / "notes/n0.md").unlink()
-        report = _index(store, root, hash_embedder)
-        assert report.removed == 1
-        conn = store.conn
-        for table, column in (("chunks", "path"), ("chunks_fts", "path"), ("files", "path")):
-            rows = conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = 'notes/n0.md'")
-            assert list(rows)[0][0] == 0
-        vec = list(conn.execute("SELECT count(*) FROM chunks_vec"))[0][0]
-        assert vec == store.counts()["chunks"]
+def test_delete_removes_rows_from_every_table(
+    indexed: tuple[Path, Store], hash_embedder: HashEmbedder
+) -> None:
+    root, store = indexed
+    (root / "notes/n0.md").unlink()
+    report = _index(store, root, hash_embedder)
+    assert report.removed == 1
+    conn = store.conn
+    for table, column in (("chunks", "path"), ("chunks_fts", "path"), ("files", "path")):
+        rows = conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = 'notes/n0.md'")
+        assert list(rows)[0][0] == 0
+    vec = list(conn.execute("SELECT count(*) FROM chunks_vec"))[0][0]
+    assert vec == store.counts()["chunks"]
 
 
 def test_rename_and_folder_move_reuse_embeddings(
@@ -179,63 +189,51 @@ def test_keyword_only_run_leaves_chunks_pending_until_a_model_runs(
 
 
 def test_changing_the_model_reembeds_and_never_mixes_vectors(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    indexed: tuple[Path, Store], hash_embedder: HashEmbedder
 ) -> None:
-    root = tmp_path / "vault"
-    _notes(root, 2)
-    with Store(tmp_path / "i.sqlite") as store:
-        _index(store, root, hash_embedder)
-        other = HashEmbedder(dims=32)
-        other.model = "hash-32"
-        report = _index(store, root, other)
-        assert report.embedded == store.counts()["chunks"]
-        assert store.model_key() == other.key and store.dims() == 32
-        sizes = {len(r[0]) for r in store.conn.execute("SELECT embedding FROM chunks")}
-        assert sizes == {32 * 4}
+    root, store = indexed
+    other = HashEmbedder(dims=32)
+    other.model = "hash-32"
+    report = _index(store, root, other)
+    assert report.embedded == store.counts()["chunks"]
+    assert store.model_key() == other.key and store.dims() == 32
+    sizes = {len(r[0]) for r in store.conn.execute("SELECT embedding FROM chunks")}
+    assert sizes == {32 * 4}
 
 
 def test_sync_paths_applies_only_the_named_paths(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    indexed: tuple[Path, Store], hash_embedder: HashEmbedder
 ) -> None:
-    root = tmp_path / "vault"
-    _notes(root, 2)
-    with Store(tmp_path / "i.sqlite") as store:
-        _index(store, root, hash_embedder)
-        write(root, "notes/new.md", "# New\n\nfresh\n")
-        write(root, "notes/unnamed.md", "# Not named\n")
-        report = Report()
-        Syncer(store, root, MB).sync_paths(["notes/new.md", ".obsidian/x.md"], report)
-        assert report.added == 1
-        assert "notes/unnamed.md" not in store.file_rows()
+    root, store = indexed
+    write(root, "notes/new.md", "# New\n\nfresh\n")
+    write(root, "notes/unnamed.md", "# Not named\n")
+    report = Report()
+    Syncer(store, root, MB).sync_paths(["notes/new.md", ".obsidian/x.md"], report)
+    assert report.added == 1
+    assert "notes/unnamed.md" not in store.file_rows()
 
 
 def test_a_vanished_vault_folder_leaves_the_index_alone(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    indexed: tuple[Path, Store], hash_embedder: HashEmbedder, tmp_path: Path
 ) -> None:
     from memsync.errors import VaultError
 
-    root = tmp_path / "vault"
-    _notes(root, 2)
-    with Store(tmp_path / "i.sqlite") as store:
-        _index(store, root, hash_embedder)
-        root.rename(tmp_path / "unmounted")
-        with pytest.raises(VaultError, match="left as it is"):
-            Syncer(store, root, MB).sync_all(Report())
-        assert len(store.file_rows()) == 2
+    root, store = indexed
+    root.rename(tmp_path / "unmounted")
+    with pytest.raises(VaultError, match="left as it is"):
+        Syncer(store, root, MB).sync_all(Report())
+    assert len(store.file_rows()) == 2
 
 
 def test_new_chunking_rules_rechunk_every_note_and_keep_unchanged_vectors(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    indexed: tuple[Path, Store], hash_embedder: HashEmbedder
 ) -> None:
-    root = tmp_path / "vault"
-    _notes(root, 2)
-    with Store(tmp_path / "i.sqlite") as store:
-        _index(store, root, hash_embedder)
-        assert store.meta()["chunker"].startswith("cdc-")
-        store.mark_synced(chunker="an older chunker")
-        hash_embedder.calls.clear()
-        report = _index(store, root, hash_embedder)
-        assert report.changed == 2 and report.chunks_written > 0
-        assert hash_embedder.calls == []  # same chunks, vectors from the cache
-        again = _index(store, root, hash_embedder)
-        assert again.unchanged == 2 and again.changed == 0
+    root, store = indexed
+    assert store.meta()["chunker"].startswith("cdc-")
+    store.mark_synced(chunker="an older chunker")
+    hash_embedder.calls.clear()
+    report = _index(store, root, hash_embedder)
+    assert report.changed == 2 and report.chunks_written > 0
+    assert hash_embedder.calls == []  # same chunks, vectors from the cache
+    again = _index(store, root, hash_embedder)
+    assert again.unchanged == 2 and again.changed == 0
