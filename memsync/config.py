@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import re
@@ -144,7 +143,3 @@ def load_config(**flags: Any) -> Config:
             values[name] = env
     values.update({k: v for k, v in flags.items() if v is not None})
     return Config(**{k: _coerce(k, v, kinds[k]) for k, v in values.items()})
-
-
-def with_changes(config: Config, **changes: Any) -> Config:
-    return dataclasses.replace(config, **changes)

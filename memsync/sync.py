@@ -35,10 +35,6 @@ class Plan:
     removed: list[str]  # indexed but no longer on disk
     unchanged: int
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.to_read and not self.removed
-
 
 def plan(disk: Mapping[str, FileStat], index: Mapping[str, FileRow]) -> Plan:
     """Pure: compare stats; equal (mtime, size) means unchanged and the file is never read."""

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memsync.config import default_db_path, load_config
+from memsync.errors import ConfigError
+
+
+def test_file_then_environment_then_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config_file = tmp_path / "config.toml"
+    config_file.write_text('limit = 9\nmode = "keyword"\nmin_score = 0.5\ndecay = true\n')
+    monkeypatch.setenv("MEMSYNC_CONFIG", str(config_file))
+    assert load_config().limit == 9 and load_config().decay is True
+    monkeypatch.setenv("MEMSYNC_LIMIT", "4")
+    monkeypatch.setenv("MEMSYNC_DECAY", "no")
+    config = load_config()
+    assert (config.limit, config.mode, config.decay, config.min_score) == (4, "keyword", False, 0.5)
+    assert load_config(limit=2, mode=None).limit == 2
+
+
+def test_provider_urls_come_from_their_usual_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1234/v1")
+    monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:5678")
+    config = load_config()
+    assert config.openai_base_url == "http://127.0.0.1:1234/v1"
+    assert config.ollama_host == "http://127.0.0.1:5678"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("limmit = 3\n", "unknown setting"),
+        ('provider = "magic"\n', "unknown provider"),
+        ('limit = "many"\n', "cannot read"),
+        ("mmr_lambda = 2\n", "between 0 and 1"),
+        ("vector_weight = 0\ntext_weight = 0\n", "not both 0"),
+        ("limit = [\n", "cannot read config file"),
+    ],
+)
+def test_bad_settings_say_what_is_wrong(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, message: str
+) -> None:
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(text)
+    monkeypatch.setenv("MEMSYNC_CONFIG", str(config_file))
+    with pytest.raises(ConfigError, match=message):
+        load_config()
+
+
+def test_the_default_index_is_outside_the_vault_and_one_per_vault(tmp_path: Path) -> None:
+    one, two = tmp_path / "notes", tmp_path / "other" / "notes"
+    one.mkdir()
+    two.mkdir(parents=True)
+    assert default_db_path(one) != default_db_path(two)
+    assert not str(default_db_path(one)).startswith(str(one))
+    assert default_db_path(one).name.startswith("notes-")
