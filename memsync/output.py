@@ -76,6 +76,8 @@ def status_text(facts: dict[str, Any]) -> str:
     lines.append(f"synced:   {_ago(facts['last_sync_age_s'])}")
     if facts["complete"]:
         state = "up to date"
+    elif facts["text_up_to_date"] and not facts["model"]:
+        state = "up to date for keyword search (no embedding model has run: memsync index VAULT)"
     elif not disk["present"]:
         state = "vault folder not found"
     else:

@@ -30,6 +30,8 @@ def test_index_keyword_only_then_status_json(tmp_path: Path) -> None:
     assert facts["files_indexed"] == 2 and facts["chunks_pending"] == 2
     assert facts["text_up_to_date"] and not facts["complete"]
     assert facts["model"] is None
+    text = _invoke("status", "--vault", str(vault)).output
+    assert "state:    up to date for keyword search" in text
 
 
 def test_index_with_an_openai_compatible_server_then_status_text(
