@@ -27,6 +27,7 @@ from datetime import date
 import numpy as np
 
 from . import fts
+from .config import Config
 from .embedders import Embedder
 from .errors import EmbeddingError
 from .store import Store
@@ -38,22 +39,25 @@ _IDENTIFIER = re.compile(r"\S*\d\S*|\S+[-_./:#]\S+")
 RRF_K = 60
 
 
+_SETTINGS = Config()  # the documented defaults live in Config only
+
+
 @dataclass(frozen=True)
 class Options:
-    mode: str = "hybrid"  # hybrid | vector | keyword | rrf
-    limit: int = 6
-    min_score: float = 0.35
-    decay: bool = False
-    half_life: float = 30.0
-    mmr: bool = False
-    mmr_lambda: float = 0.7
-    vector_weight: float = 0.7
-    text_weight: float = 0.3
-    today: date | None = None
+    mode: str = _SETTINGS.mode  # hybrid | vector | keyword | rrf
+    limit: int = _SETTINGS.limit
+    min_score: float = _SETTINGS.min_score
+    decay: bool = _SETTINGS.decay
+    half_life: float = _SETTINGS.half_life
+    mmr: bool = _SETTINGS.mmr
+    mmr_lambda: float = _SETTINGS.mmr_lambda
+    vector_weight: float = _SETTINGS.vector_weight
+    text_weight: float = _SETTINGS.text_weight
+    today: date | None = None  # for decay; None means the real today
 
     @classmethod
     def from_settings(cls, settings: object) -> Options:
-        """The query settings of a Config (the same names), so defaults live in one place."""
+        """The query settings of a Config (the same names)."""
         names = [f.name for f in fields(cls) if hasattr(settings, f.name)]
         return cls(**{name: getattr(settings, name) for name in names})
 
