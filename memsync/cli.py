@@ -217,7 +217,7 @@ def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags
         if as_json:
             click.echo(output.as_json(outcome.as_dict()))
         else:
-            color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+            color = output.wants_color(sys.stdout.isatty(), dict(os.environ))
             if outcome.results or outcome.notices:
                 click.echo(output.query_text(outcome, highlight_terms(text), color))
         if not outcome.results:

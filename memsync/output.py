@@ -95,6 +95,11 @@ def status_text(facts: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def wants_color(is_tty: bool, environ: dict[str, str]) -> bool:
+    """Colour only for a person at a terminal, and never when NO_COLOR is set (no-color.org)."""
+    return is_tty and "NO_COLOR" not in environ and environ.get("TERM") != "dumb"
+
+
 def _highlight(text: str, terms: list[str], color: bool) -> str:
     if not color or not terms:
         return text

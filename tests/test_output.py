@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from memsync.output import query_text, wants_color
+from memsync.search import Hit, Outcome
+
+
+def _outcome() -> Outcome:
+    hit = Hit(
+        "tech/redis.md",
+        1,
+        4,
+        0.91,
+        0.8,
+        0.7,
+        "The staging Redis listens on port 6380.",
+        3,
+        0.91,
+        True,
+    )
+    return Outcome(
+        "redis port", "keyword", "hybrid", [hit], ["vector search unavailable: no vectors"]
+    )
+
+
+def test_colour_only_on_a_terminal_without_no_color() -> None:
+    assert wants_color(True, {})
+    assert not wants_color(False, {})
+    assert not wants_color(True, {"NO_COLOR": ""})
+    assert not wants_color(True, {"TERM": "dumb"})
+
+
+def test_human_output_names_the_mode_that_ran_and_highlights_only_with_colour() -> None:
+    plain = query_text(_outcome(), ["redis", "port"], color=False)
+    assert "(ran keyword search; hybrid was asked for)" in plain
+    assert "note: vector search unavailable: no vectors" in plain
+    assert "1. 0.91  tech/redis.md:1-4  exact match" in plain
+    assert "    3 | The staging Redis listens on port 6380." in plain
+    assert "\033[" not in plain
+    coloured = query_text(_outcome(), ["redis", "port"], color=True)
+    assert "\033[1;33mRedis\033[0m" in coloured and "\033[1;33mport\033[0m" in coloured
