@@ -208,12 +208,15 @@ def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags
         options = Options.from_settings(config)
         with Store(db_path, create=False) as store:
             root = store.meta().get("vault_path")
+            stale = ""
             if root and Path(root).is_dir():
-                refresh_text(store, db_path, Path(root), config.max_file_bytes)
+                stale = refresh_text(store, db_path, Path(root), config.max_file_bytes)
             embedder, why = (None, "")
             if options.mode != "keyword":
                 embedder, why = embedder_for_index(config, store.model_key())
             outcome = search(store, text, options, embedder, why)
+            if stale:
+                outcome.notices.append(stale)
         if as_json:
             click.echo(output.as_json(outcome.as_dict()))
         else:

@@ -282,19 +282,22 @@ def index_vault(
     return report
 
 
-def refresh_text(store: Store, db: Path, root: Path, max_file_bytes: int) -> Report | None:
+def refresh_text(store: Store, db: Path, root: Path, max_file_bytes: int) -> str:
     """Before a query: if no watcher keeps this index fresh, sync the text (stat-only when nothing
-    changed; never embeds). None when another writer holds the index."""
+    changed; never embeds). Returns a notice when the index could not be refreshed."""
     from .errors import LockError
     from .lock import WriterLock
 
     try:
         lock = WriterLock(db, "query-refresh").acquire()
     except LockError:
-        return None
+        return ""  # a watcher (or an index run) is keeping it fresh
+    except OSError as exc:
+        return f"could not check the vault for changes ({exc.strerror}); results may be stale"
     try:
-        report = Report()
-        Syncer(store, root, max_file_bytes).sync_all(report)
-        return report
+        Syncer(store, root, max_file_bytes).sync_all(Report())
+        return ""
+    except Exception as exc:  # noqa: BLE001 - a read-only index or vault must still answer queries
+        return f"could not bring the index up to date ({exc}); results may be stale"
     finally:
         lock.release()
