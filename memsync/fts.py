@@ -100,9 +100,19 @@ def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+# recorded in the index with the chunker: when the spelling below changes, every note is re-indexed
+SPELLING = "cjk-bigrams+unigrams"
+
+
+def _cjk_tokens(run: str) -> list[str]:
+    # bigrams for words of two characters or more, and each character alone for one-character queries
+    return _bigrams(run) + (list(run) if len(run) > 1 else [])
+
+
 def index_text(text: str) -> str:
-    """The text stored in chunks_fts: CJK runs spelled as bigrams, everything else as is."""
-    return _CJK_RUN.sub(lambda m: " " + " ".join(_bigrams(m.group())) + " ", text)
+    """The text stored in chunks_fts: CJK runs spelled as bigrams and single characters, everything
+    else as is."""
+    return _CJK_RUN.sub(lambda m: " " + " ".join(_cjk_tokens(m.group())) + " ", text)
 
 
 def query_terms(text: str) -> list[str]:

@@ -22,6 +22,9 @@ from .vault import FileStat, IgnoreRules, Note, SkipFile, read_note, scan, stat_
 
 log = logging.getLogger("memsync.sync")
 
+# how notes become rows; an index made under other rules is rebuilt (vectors of unchanged chunks kept)
+INDEX_RULES = f"{CHUNKER}; {fts.SPELLING}"
+
 Progress = Callable[[int], None]
 # opens a progress display for (label, total) and returns its update function
 ProgressFactory = Callable[[str, int], Progress]
@@ -118,7 +121,7 @@ class Syncer:
         found = scan(self.root, self.rules)
         index = self.store.file_rows()
         work = plan(found.files, index)
-        rechunk = self.store.meta().get("chunker") != CHUNKER and bool(index)
+        rechunk = self.store.meta().get("chunker") != INDEX_RULES and bool(index)
         if rechunk:  # the chunking rules changed: every note again (unchanged chunks keep vectors)
             work = Plan(sorted(found.files), work.removed, 0)
         update = progress("Reading notes", len(work.to_read)) if progress and work.to_read else None
@@ -128,7 +131,7 @@ class Syncer:
             self.store.record_skips(skips, replace_all=True)
         report.skipped.extend((s.path, s.reason) for s in found.skipped)
         self._apply(work.to_read, work.removed, index, report, update, rechunk)
-        self.store.mark_synced(str(self.root), chunker=CHUNKER)
+        self.store.mark_synced(str(self.root), chunker=INDEX_RULES)
 
     def notes_under(self, folder: str) -> list[str]:
         """The notes on disk below a folder that an event named (a folder created or moved in)."""
