@@ -26,6 +26,11 @@ _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
+def embed_input(context: str, text: str) -> str:
+    """What the model sees: the chunk with the headings it belongs to in front."""
+    return f"{context}\n\n{text}" if context else text
+
+
 @dataclass(frozen=True)
 class Chunk:
     start_line: int  # 1-based, inclusive
@@ -36,8 +41,7 @@ class Chunk:
 
     @property
     def embed_text(self) -> str:
-        """What the model sees: the chunk with the headings it belongs to in front."""
-        return f"{self.context}\n\n{self.text}" if self.context else self.text
+        return embed_input(self.context, self.text)
 
     @property
     def hash(self) -> str:

@@ -38,10 +38,8 @@ def run(action: Callable[[], Any]) -> Any:
 
 
 def _config(**flags: Any):  # type: ignore[no-untyped-def]
-    from .config import load_config
+    from .config import load_config  # lazily, like every import here
 
-    if os.environ.get("MEMSYNC_DB") and flags.get("db") is None:
-        flags["db"] = Path(os.environ["MEMSYNC_DB"]).expanduser()
     return load_config(**flags)
 
 
@@ -199,7 +197,7 @@ def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags
     def action() -> None:
         from . import output
         from .embedders import embedder_for_index
-        from .search import Options, highlight_terms, search
+        from .search import Options, query_words, search
         from .store import Store
         from .sync import refresh_text
 
@@ -222,7 +220,7 @@ def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags
         else:
             color = output.wants_color(sys.stdout.isatty(), dict(os.environ))
             if outcome.results or outcome.notices:
-                click.echo(output.query_text(outcome, highlight_terms(text), color))
+                click.echo(output.query_text(outcome, query_words(text), color))
         if not outcome.results:
             click.echo(f"memsync: no results for {text!r}", err=True)
 

@@ -308,11 +308,10 @@ def rank(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candid
 # -- snippets ------------------------------------------------------------------------------------
 
 
-def snippet(text: str, query: str, start_line: int, width: int = 3) -> tuple[str, int]:
-    """The `width` consecutive lines of the chunk that best match the query, and where they start."""
+def snippet(text: str, words: list[str], start_line: int, width: int = 3) -> tuple[str, int]:
+    """The `width` consecutive lines of the chunk that best match the query's words, and where
+    they start."""
     lines = text.split("\n")
-    terms = [t for t in fts.query_terms(query)]
-    words = {w for t in terms for w in t.split()}
 
     def line_score(line: str) -> float:
         lowered = line.lower()
@@ -335,7 +334,8 @@ def snippet(text: str, query: str, start_line: int, width: int = 3) -> tuple[str
     return "\n".join(clipped), start_line + best
 
 
-def highlight_terms(query: str) -> list[str]:
+def query_words(query: str) -> list[str]:
+    """The words of the query's terms, longest first (for snippets and highlighting)."""
     return sorted({w for t in fts.query_terms(query) for w in t.split()}, key=len, reverse=True)
 
 
@@ -410,8 +410,9 @@ def search(
         )
         for row in rows_by_id.values()
     ]
+    words = query_words(query)
     for candidate, score, relevance in rank(candidates, replace(options, mode=outcome.mode)):
-        text, first = snippet(candidate.text, query, candidate.start_line)
+        text, first = snippet(candidate.text, words, candidate.start_line)
         outcome.results.append(
             Hit(
                 candidate.path,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import fts
-from .chunking import CHUNKER, chunk_text
+from .chunking import CHUNKER, chunk_text, embed_input
 from .embedders import Embedder, to_blob
 from .errors import EmbeddingError, VaultError
 from .store import FileRow, NewChunk, Store
@@ -150,7 +150,7 @@ class Syncer:
             st = stat_note(self.root, path)
             if st is not None:
                 disk[path] = st
-        to_read = [p for p in plan(disk, {p: index[p] for p in disk if p in index}).to_read]
+        to_read = plan(disk, {p: index[p] for p in disk if p in index}).to_read
         removed = [p for p in candidates if p in index and p not in disk]
         report.unchanged += len(disk) - len(to_read)
         self._apply(to_read, removed, index, report, None)
@@ -218,10 +218,6 @@ class Syncer:
         report.pending = self.store.pending_count()
 
 
-def _embed_input(context: str, text: str) -> str:
-    return f"{context}\n\n{text}" if context else text
-
-
 def embed_pending(
     store: Store,
     embedder: Embedder,
@@ -236,7 +232,7 @@ def embed_pending(
         if not sample:
             return
         _, _, context, text = sample[0]
-        probe = embedder.embed_documents([_embed_input(context, text)])
+        probe = embedder.embed_documents([embed_input(context, text)])
         store.set_model(key, int(probe.shape[1]))  # a new model: every old vector goes
     dims = store.dims() or 0
     total = store.pending_count()
@@ -246,7 +242,7 @@ def embed_pending(
         if not batch:
             break
         blobs = store.cached_embeddings(key, [h for _, h, _, _ in batch])
-        missing = {h: _embed_input(c, t) for _, h, c, t in batch if h not in blobs}
+        missing = {h: embed_input(c, t) for _, h, c, t in batch if h not in blobs}
         if missing:
             vectors = embedder.embed_documents(list(missing.values()))
             blobs.update(zip(missing, (to_blob(v) for v in vectors)))

@@ -28,6 +28,7 @@ from .vault import IgnoreRules
 log = logging.getLogger("memsync.watch")
 
 RESCAN = "\0rescan"  # a queue item meaning: events were lost, reconcile everything
+STOP = "\0stop"  # a queue item meaning: finish the batch in progress, then leave
 MAX_BATCH_WAIT = 2.0  # seconds: a steady stream of events still gets applied this often
 
 
@@ -227,7 +228,7 @@ class Watcher:
                 self._guarded(self._reconcile, syncer, "periodic")
                 next_reconcile = time.monotonic() + self._interval()
                 continue
-            if first == "\0stop":
+            if first == STOP:
                 break
             batch = [first]
             started = time.monotonic()
@@ -236,7 +237,7 @@ class Watcher:
                     batch.append(self.changes.get(timeout=debounce))
                 except queue.Empty:
                     break
-            if "\0stop" in batch:
+            if STOP in batch:
                 self.stop.set()
             self.lock.update(last_event=sink.last_event)
             if RESCAN in batch or (self._observer is not None and not self._observer.is_alive()):  # type: ignore[attr-defined]
@@ -301,4 +302,4 @@ class Watcher:
     def request_stop(self) -> None:
         """From a signal handler: finish the batch in progress, then leave."""
         self.stop.set()
-        self.changes.put("\0stop")
+        self.changes.put(STOP)

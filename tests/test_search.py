@@ -17,6 +17,7 @@ from memsync.search import (
     jaccard,
     mmr,
     note_date,
+    query_words,
     rank,
     snippet,
 )
@@ -118,7 +119,7 @@ def test_snippet_shows_the_best_matching_lines_not_the_first() -> None:
     text = "\n".join(
         [f"filler line {i}" for i in range(20)] + ["the ssh port is 2222"] + ["tail"] * 5
     )
-    lines, first = snippet(text, "ssh port", start_line=100)
+    lines, first = snippet(text, query_words("ssh port"), start_line=100)
     assert "the ssh port is 2222" in lines
     assert 100 + 18 <= first <= 100 + 20
     assert len(lines.split("\n")) <= 3
