@@ -438,6 +438,6 @@ def _vector_unavailable(store: Store, embedder: Embedder | None, unavailable: st
         return unavailable or f"cannot load {key.provider} {key.model}"
     if embedder.key != key:
         return f"the index holds {key.provider} {key.model}, not {embedder.describe()}"
-    if store.counts()["embedded"] == 0:
+    if not store.has_vectors():
         return "no chunk has its vector yet: run memsync index"
     return ""

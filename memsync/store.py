@@ -211,10 +211,10 @@ class Store:
         value = self.meta().get("dims")
         return int(value) if value else None
 
-    def set_model(self, key: ModelKey, dims: int) -> bool:
-        """Make `key` the index's model; a different one drops every vector. True if it changed."""
+    def set_model(self, key: ModelKey, dims: int) -> None:
+        """Make `key` the index's model; a different one drops every vector."""
         if self.model_key() == key and self.dims() == dims:
-            return False
+            return
         with self.transaction():
             self.conn.execute("UPDATE chunks SET embedding = NULL, model = NULL")
             self.conn.execute("DROP TABLE IF EXISTS chunks_vec")
@@ -222,7 +222,6 @@ class Store:
             self.set_meta(
                 provider=key.provider, model=key.model, provider_key=key.provider_key, dims=dims
             )
-        return True
 
     def _create_vec(self, dims: int) -> None:
         if self.vec_version:
@@ -263,18 +262,16 @@ class Store:
             self.conn.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", ids)
         self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", ids)
 
-    def replace_file(self, row: FileRow, chunks: Sequence[NewChunk]) -> int:
-        """A file's new chunks, reusing cached vectors; returns how many still need embedding."""
+    def replace_file(self, row: FileRow, chunks: Sequence[NewChunk]) -> None:
+        """A file's new chunks, reusing cached vectors of chunks seen before."""
         key = self.model_key()
         cached = self.cached_embeddings(key, [c.hash for c in chunks]) if key else {}
         now = _now()
-        pending = 0
         with self.transaction():
             self._delete_chunks(row.path)
             has_vec = self._has_vec_table()
             for chunk in chunks:
                 blob = cached.get(chunk.hash)
-                pending += blob is None
                 inserted = _first(
                     self.conn.execute(
                         "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
@@ -308,7 +305,6 @@ class Store:
                 (row.path, SOURCE, row.hash, row.mtime_ns, row.size),
             )
             self.conn.execute("DELETE FROM skipped WHERE path = ?", (row.path,))
-        return pending
 
     def move_file(self, old: str, row: FileRow) -> None:
         """A rename: same bytes under a new path; chunks and vectors stay as they are."""
@@ -408,7 +404,7 @@ class Store:
                         )
         return stored
 
-    def prune_cache(self, older_than_days: float = 30.0) -> int:
+    def prune_cache(self, older_than_days: float = 30.0) -> None:
         """Forget cached vectors no chunk uses any more, once they are old enough not to be a rename."""
         cutoff = _now() - int(older_than_days * 86400)
         self.conn.execute(
@@ -416,9 +412,13 @@ class Store:
             "AND hash NOT IN (SELECT hash FROM chunks)",
             (cutoff,),
         )
-        return self.conn.changes()
 
     # -- reading ----------------------------------------------------------------------------
+
+    def has_vectors(self) -> bool:
+        """Whether any chunk has its vector (a query's check: no count over every chunk)."""
+        row = _first(self.conn.execute("SELECT 1 FROM chunks WHERE embedding IS NOT NULL LIMIT 1"))
+        return row is not None
 
     def pending_count(self) -> int:
         """Chunks without a vector (cheap: a partial index holds exactly those)."""
