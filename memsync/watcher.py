@@ -221,12 +221,12 @@ class Watcher:
         debounce = self.config.debounce_ms / 1000.0
         next_reconcile = time.monotonic() + self._interval()
         while not self.stop.is_set():
-            timeout = max(next_reconcile - time.monotonic(), 0.0)
-            try:
-                first = self.changes.get(timeout=min(timeout, 3600.0))
-            except queue.Empty:
+            if time.monotonic() >= next_reconcile:  # also under a steady stream of events
                 self._guarded(self._reconcile, syncer, "periodic")
                 next_reconcile = time.monotonic() + self._interval()
+            try:
+                first = self.changes.get(timeout=max(next_reconcile - time.monotonic(), 0.0))
+            except queue.Empty:
                 continue
             if first == STOP:
                 break

@@ -270,3 +270,18 @@ def test_a_periodic_reconcile_catches_what_events_missed(vault: Path, tmp_path: 
         wait_until(lambda: "start.md" in r.files(), timeout=10)
     finally:
         r.stop()
+
+
+def test_the_periodic_reconcile_runs_even_under_a_steady_stream_of_events(
+    vault: Path, tmp_path: Path
+) -> None:
+    r = Running(vault, tmp_path / "i.sqlite", reconcile_minutes=0.02)
+    try:
+        _forget_behind_the_watchers_back(r.db, "start.md")
+        deadline = time.monotonic() + 10
+        while "start.md" not in r.files():
+            assert time.monotonic() < deadline, "the periodic reconcile never ran"
+            write(vault, "busy.md", f"# Busy\n\nedit at {time.monotonic()}\n")  # never quiet
+            time.sleep(0.05)
+    finally:
+        r.stop()
