@@ -110,6 +110,7 @@ class HttpEmbedder(Embedder):
     """Batches, timeouts, and retries with backoff on 429/5xx and connection errors."""
 
     max_attempts = 5
+    url_setting = ""  # the variable a user sets to point at the server, named in errors
     max_wait = 60.0
 
     def __init__(
@@ -163,14 +164,17 @@ class HttpEmbedder(Embedder):
             except httpx.TransportError as exc:
                 problem = f"cannot reach {self.base_url}: {exc.__class__.__name__}"
                 if attempt == self.max_attempts:
-                    raise EmbeddingUnavailable(problem) from exc
+                    raise EmbeddingUnavailable(
+                        f"{problem} (is the server running? check {self.url_setting})"
+                    ) from exc
                 log.warning("%s; retry %d in %.1fs", problem, attempt, wait)
                 self._sleep(wait)
                 continue
             status = response.status_code
             if status in (401, 403):
                 raise EmbeddingAuthError(
-                    f"{self.provider} refused the request ({status}): check the API key"
+                    f"{self.provider} refused the request ({status}): check the API key "
+                    "(OPENAI_API_KEY)"
                 )
             if status == 404:
                 raise EmbeddingConfigError(
@@ -248,6 +252,7 @@ class OpenAIEmbedder(HttpEmbedder):
     """Any OpenAI-compatible /v1/embeddings: OpenAI, LM Studio, vLLM, llama.cpp server."""
 
     provider = "openai"
+    url_setting = "OPENAI_BASE_URL"
 
     def _request(self, texts: Sequence[str]) -> tuple[str, dict[str, object]]:
         return f"{self.base_url}/embeddings", {"model": self.model, "input": list(texts)}
@@ -261,6 +266,7 @@ class OllamaEmbedder(HttpEmbedder):
     """Ollama's /api/embed, which takes a list of inputs."""
 
     provider = "ollama"
+    url_setting = "OLLAMA_HOST"
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

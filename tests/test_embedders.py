@@ -146,3 +146,11 @@ def test_provider_key_is_a_fingerprint_not_the_key(embedding_server: EmbeddingSe
     embedder = _openai(embedding_server)
     assert "sk-secret" not in embedder.key.provider_key
     assert embedder.key.provider_key == _openai(embedding_server, api_key="other").key.provider_key
+
+
+def test_an_unreachable_server_error_says_which_setting_points_at_it() -> None:
+    embedder = OllamaEmbedder(
+        "http://127.0.0.1:9", "m", batch_size=2, timeout=1.0, sleep=lambda s: None
+    )
+    with pytest.raises(EmbeddingUnavailable, match="check OLLAMA_HOST"):
+        embedder.embed_documents(["a"])
