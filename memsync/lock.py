@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 from .errors import LockError
 
@@ -20,21 +21,29 @@ def lock_path(db: Path) -> Path:
     return db.with_name(db.name + ".lock")
 
 
+QUERY_REFRESH = "query-refresh"  # the role of a query that brings the text up to date
+REFRESH_WAIT = 120.0  # seconds a writer waits for a query's refresh (text only: seconds at most)
+
+
+def _holder_of(handle: IO[str]) -> dict[str, object]:
+    handle.seek(0)
+    try:
+        return dict(json.loads(handle.read() or "{}"))
+    except ValueError:
+        return {}
+
+
 def read_holder(db: Path) -> dict[str, object] | None:
     """Who holds the writer lock now (pid, role, started), or None if nobody does."""
-    path = lock_path(db)
     try:
-        handle = open(path, "r+")
+        handle = open(lock_path(db))  # read-only: status works where the index is not ours
     except OSError:
         return None
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            try:
-                return dict(json.loads(handle.read() or "{}"))
-            except ValueError:
-                return {}
+            return _holder_of(handle)
         fcntl.flock(handle, fcntl.LOCK_UN)
         return None
 
@@ -47,24 +56,32 @@ class WriterLock:
         self._guard = threading.Lock()  # the watcher's threads both publish facts
 
     def acquire(self) -> WriterLock:
+        """Take the lock, or raise LockError naming the holder. A writer waits for a query's
+        refresh (it ends in moments) rather than fail because someone ran a query."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
+        deadline = None
+        while True:
             try:
-                holder = json.loads(handle.read() or "{}")
-            except ValueError:
-                holder = {}
-            handle.close()
-            pid = holder.get("pid")
-            role = holder.get("role", "memsync")
-            raise LockError(
-                f"index {self.path.with_suffix('')} is being written by memsync {role} "
-                f"(pid {pid}); stop it first or query while it runs",
-                pid=pid,
-            ) from None
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _holder_of(handle)
+                role = holder.get("role")
+                # a holder that has not written its name yet is given a moment to do so
+                patience = REFRESH_WAIT if role == QUERY_REFRESH else 1.0 if not role else 0.0
+                if self.role == QUERY_REFRESH:
+                    patience = 0.0  # a refresh never waits: a writer is keeping the index fresh
+                deadline = deadline or time.monotonic() + patience
+                if time.monotonic() >= deadline:
+                    handle.close()
+                    raise LockError(
+                        f"index {self.path.with_suffix('')} is being written by memsync "
+                        f"{role or 'writer'} (pid {holder.get('pid')}); stop it first or query "
+                        "while it runs",
+                        pid=holder.get("pid"),  # type: ignore[arg-type]
+                    ) from None
+                time.sleep(0.02)
         handle.seek(0)
         handle.truncate()
         handle.write(json.dumps({"pid": os.getpid(), "role": self.role, "started": time.time()}))

@@ -13,10 +13,12 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .errors import StoreError
+
+if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
+    import numpy as np
 
 SOURCE = "memory"
 
@@ -37,6 +39,16 @@ class NewChunk:
     text: str
     context: str
     fts_text: str
+
+
+@dataclass(frozen=True)
+class SkipRow:
+    """A file left out and why; (mtime_ns, size) when the reason lasts until the file changes."""
+
+    path: str
+    reason: str
+    mtime_ns: int | None = None
+    size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -82,7 +94,16 @@ MIGRATIONS: list[str] = [
         tokenize = 'porter unicode61 remove_diacritics 2');
     CREATE TABLE skipped(path TEXT PRIMARY KEY, reason TEXT NOT NULL, at INTEGER NOT NULL);
     """,
+    # 2: a file skipped for what it holds (too large, binary) is remembered by (mtime, size), like a
+    # note, so that it is not read again until it changes; NULL for skips a walk decides
+    """
+    ALTER TABLE skipped ADD COLUMN mtime INTEGER;
+    ALTER TABLE skipped ADD COLUMN size INTEGER;
+    """,
 ]
+# the tables that say a database is a memsync index (and not someone else's file)
+OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"})
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -96,13 +117,42 @@ def _now() -> int:
     return int(time.time())
 
 
+def describe(exc: BaseException) -> str:
+    """What a database error means for the user and what to do, in one line."""
+    import apsw
+
+    if isinstance(exc, apsw.FullError):
+        return "the disk that holds the index is full: free some space, then run this again"
+    if isinstance(exc, apsw.ReadOnlyError):
+        return "the index is read-only for this user: run writers as the index's owner"
+    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return "the index file is damaged: delete it and run memsync index VAULT to rebuild it"
+    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        return "the index stayed locked by another process for 10 s: try again"
+    if isinstance(exc, (apsw.IOError, apsw.CantOpenError)):
+        return f"the index cannot be read or written ({exc}): check its disk and permissions"
+    return f"database error: {exc}"
+
+
+def database_error(exc: BaseException) -> StoreError | None:
+    """A database exception raised after the index was opened, as the StoreError a user reads
+    (the index itself stays consistent: SQLite rolled the transaction back); None otherwise."""
+    import apsw
+
+    if isinstance(exc, apsw.Error):
+        return StoreError(describe(exc) + " (the index is intact)")
+    return None
+
+
 class Store:
     """A connection to one index. Writers serialise through SQLite; readers never wait (WAL)."""
 
     def __init__(self, path: Path, *, create: bool = True, vectors_in_memory: bool = False) -> None:
         """`vectors_in_memory`: for long-lived callers (an agent, the evaluation) that query many
         times: the vectors stay in RAM (4 bytes x dims per chunk) and KNN is a numpy product, about
-        8x faster than sqlite-vec's scan at 100k chunks; a one-shot CLI query does not pay to load them."""
+        8x faster than sqlite-vec's scan at 100k chunks; a one-shot CLI query does not pay to load them.
+        `create=False` (readers): the index must exist, and one this user cannot write is opened
+        read-only (`read_only` says so) instead of failing."""
         import apsw
 
         self.path = Path(path)
@@ -110,17 +160,57 @@ class Store:
         self._matrix: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
         if not create and not self.path.exists():
             raise StoreError(f"no index at {self.path}")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.conn = apsw.Connection(str(self.path))
-            self.conn.set_busy_timeout(10_000)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.execute("PRAGMA foreign_keys=ON")
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = self._connect(create)
+            self._refuse_foreign()
+            if not self.read_only:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
         except apsw.Error as exc:
-            raise StoreError(f"cannot open index {self.path}: {exc}") from exc
+            raise StoreError(f"cannot open index {self.path}: {describe(exc)}") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot create index {self.path}: {exc.strerror}") from exc
         self.vec_version = self._load_vec()
         self._migrate()
+
+    def _connect(self, create: bool):  # type: ignore[no-untyped-def]
+        """Read-write; for a reader, read-only where this user may not write the file or its folder
+        (a WAL index then opens only as immutable: nobody here can be writing it anyway)."""
+        import apsw
+
+        self.read_only = False
+        name = str(self.path)
+        if create or (os.access(name, os.W_OK) and os.access(self.path.parent, os.W_OK)):
+            conn = apsw.Connection(name)
+            conn.set_busy_timeout(10_000)
+            return conn
+        self.read_only = True
+        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        for uri in (f"file:{name}?mode=ro", f"file:{name}?immutable=1"):
+            conn = apsw.Connection(uri, flags=flags)
+            conn.set_busy_timeout(10_000)
+            try:
+                _first(conn.execute("SELECT count(*) FROM sqlite_master"))
+                return conn
+            except apsw.CantOpenError:
+                conn.close()
+        raise StoreError(f"cannot open index {self.path} read-only")
+
+    def _refuse_foreign(self) -> None:
+        """Change nothing in a database that memsync did not make (a wrong --db)."""
+        import apsw
+
+        try:
+            names = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
+        except apsw.NotADBError:
+            names = {"(not SQLite)"}
+        if names and not names >= OUR_TABLES:
+            self.conn.close()
+            raise StoreError(
+                f"{self.path} is not a memsync index; it was left unchanged: choose another --db"
+            )
 
     # -- connection -------------------------------------------------------------------------
 
@@ -170,6 +260,11 @@ class Store:
                 f"index {self.path} has schema {version}, newer than this memsync "
                 f"({SCHEMA_VERSION}): upgrade memsync"
             )
+        if version < SCHEMA_VERSION and self.read_only:
+            raise StoreError(
+                f"index {self.path} needs an upgrade that this user cannot write: run memsync "
+                "index as its owner"
+            )
         for number in range(version + 1, SCHEMA_VERSION + 1):
             with self.transaction():
                 self.conn.execute(MIGRATIONS[number - 1])
@@ -193,13 +288,14 @@ class Store:
             [(k, str(v)) for k, v in values.items()],
         )
 
-    def mark_synced(self, vault_path: str | None = None, **facts: str) -> None:
-        """Record that the index was just compared with the vault (one small transaction)."""
-        values: dict[str, str | float] = {"last_sync": time.time(), **facts}
-        if vault_path is not None:
-            values["vault_path"] = vault_path
+    def record(self, **facts: str | float) -> None:
+        """Facts about the index (its vault, its rules, the last sync), in one small transaction."""
         with self.transaction():
-            self.set_meta(**values)
+            self.set_meta(**facts)
+
+    def mark_synced(self, **facts: str) -> None:
+        """Record that the index was just compared with the vault."""
+        self.record(last_sync=time.time(), **facts)
 
     def model_key(self) -> ModelKey | None:
         meta = self.meta()
@@ -217,6 +313,11 @@ class Store:
             return
         with self.transaction():
             self.conn.execute("UPDATE chunks SET embedding = NULL, model = NULL")
+            self.conn.execute(  # the same name at another size: its cached vectors are stale
+                "DELETE FROM embedding_cache WHERE provider = ? AND model = ? "
+                "AND provider_key = ? AND dims != ?",
+                (key.provider, key.model, key.provider_key, dims),
+            )
             self.conn.execute("DROP TABLE IF EXISTS chunks_vec")
             self._create_vec(dims)
             self.set_meta(
@@ -319,27 +420,35 @@ class Store:
             self.conn.execute("UPDATE chunks_fts SET path = ? WHERE path = ?", (row.path, old))
             self.conn.execute("DELETE FROM skipped WHERE path IN (?, ?)", (old, row.path))
 
-    def remove_file(self, path: str, skipped_reason: str | None = None) -> None:
+    def remove_file(self, path: str, skip: SkipRow | None = None) -> None:
+        """A note gone from the index: deleted, or now skipped for the reason `skip` gives."""
         with self.transaction():
             self._delete_chunks(path)
             self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
-            if skipped_reason is None:
-                self.conn.execute("DELETE FROM skipped WHERE path = ?", (path,))
-            else:
-                self.conn.execute(
-                    "INSERT OR REPLACE INTO skipped(path, reason, at) VALUES(?,?,?)",
-                    (path, skipped_reason, _now()),
-                )
+            if skip is not None:
+                self._insert_skips([skip])
 
-    def record_skips(self, skips: Iterable[tuple[str, str]], *, replace_all: bool) -> None:
-        """Skips found by a walk; a full walk replaces the list, an event adds to it."""
+    def _insert_skips(self, skips: Iterable[SkipRow]) -> None:
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO skipped(path, reason, at, mtime, size) VALUES(?,?,?,?,?)",
+            [(s.path, s.reason, _now(), s.mtime_ns, s.size) for s in skips],
+        )
+
+    def update_skips(
+        self, add: Iterable[SkipRow] = (), drop: Iterable[str] = (), *, replace_all: bool = False
+    ) -> None:
+        """Skips found by a walk or an event; a full walk replaces the whole list."""
         with self.transaction():
             if replace_all:
                 self.conn.execute("DELETE FROM skipped")
-            self.conn.executemany(
-                "INSERT OR REPLACE INTO skipped(path, reason, at) VALUES(?,?,?)",
-                [(p, r, _now()) for p, r in skips],
-            )
+            self.conn.executemany("DELETE FROM skipped WHERE path = ?", [(p,) for p in drop])
+            self._insert_skips(add)
+
+    def skip_rows(self) -> dict[str, SkipRow]:
+        return {
+            row[0]: SkipRow(*row)
+            for row in self.conn.execute("SELECT path, reason, mtime, size FROM skipped")
+        }
 
     def skipped(self) -> list[tuple[str, str]]:
         return list(self.conn.execute("SELECT path, reason FROM skipped ORDER BY path"))
@@ -457,6 +566,8 @@ class Store:
 
     def sample_vectors(self, size: int) -> np.ndarray:
         """Up to `size` stored vectors spread evenly over the index: the background for calibration."""
+        import numpy as np
+
         if self.vectors_in_memory:
             _, matrix = self._vector_matrix()
             if len(matrix) <= size:
@@ -495,15 +606,17 @@ class Store:
     def vector_search(self, query: np.ndarray, limit: int) -> list[tuple[int, float]]:
         """(chunk id, cosine distance) nearest first: sqlite-vec, or numpy over the stored vectors
         (kept in memory between queries by a store opened with vectors_in_memory)."""
+        import numpy as np
+
         if self._has_vec_table() and not self.vectors_in_memory:
             blob = np.asarray(query, dtype="<f4").tobytes()
-            return list(
-                self.conn.execute(
-                    "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ? "
-                    "ORDER BY distance",
-                    (blob, limit),
-                )
+            rows = self.conn.execute(
+                "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ? "
+                "ORDER BY distance",
+                (blob, limit),
             )
+            # a vector stored by an older memsync may be NaN: it has no distance, and no place
+            return [(i, d) for i, d in rows if d is not None and d == d]
         ids, matrix = self._vector_matrix()
         if not len(ids):
             return []
@@ -517,6 +630,8 @@ class Store:
 
     def _vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
         """Every stored vector, normalised; reloaded only when the index changed since."""
+        import numpy as np
+
         version = (_first(self.conn.execute("PRAGMA data_version"))[0], self.conn.total_changes())
         if self._matrix is not None and self._matrix[0] == version:
             return self._matrix[1], self._matrix[2]

@@ -16,9 +16,9 @@ from pathlib import Path
 from . import fts
 from .chunking import CHUNKER, chunk_text, embed_input
 from .embedders import Embedder, to_blob
-from .errors import EmbeddingError, VaultError
-from .store import FileRow, NewChunk, Store
-from .vault import FileStat, IgnoreRules, Note, SkipFile, read_note, scan, stat_note
+from .errors import EmbeddingError, EmbeddingResponseError, VaultError
+from .store import FileRow, NewChunk, SkipRow, Store, database_error
+from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan, shown
 
 log = logging.getLogger("memsync.sync")
 
@@ -37,20 +37,30 @@ class Plan:
     to_read: list[str]  # new, or (mtime, size) differs from the files row
     removed: list[str]  # indexed but no longer on disk
     unchanged: int
+    still_skipped: list[str] = field(default_factory=list)  # skipped before, not changed since
 
 
-def plan(disk: Mapping[str, FileStat], index: Mapping[str, FileRow]) -> Plan:
-    """Pure: compare stats; equal (mtime, size) means unchanged and the file is never read."""
-    to_read = []
+def plan(
+    disk: Mapping[str, FileStat],
+    index: Mapping[str, FileRow],
+    skipped: Mapping[str, SkipRow] | None = None,
+) -> Plan:
+    """Pure: compare stats; equal (mtime, size) means unchanged and the file is never read, be it
+    a note or a file skipped for what it holds."""
+    to_read, still_skipped = [], []
     unchanged = 0
+    skipped = skipped or {}
     for path, st in disk.items():
         row = index.get(path)
+        skip = skipped.get(path)
         if row is not None and row.mtime_ns == st.mtime_ns and row.size == st.size:
             unchanged += 1
+        elif skip is not None and (skip.mtime_ns, skip.size) == (st.mtime_ns, st.size):
+            still_skipped.append(path)
         else:
             to_read.append(path)
     removed = [path for path in index if path not in disk]
-    return Plan(sorted(to_read), sorted(removed), unchanged)
+    return Plan(sorted(to_read), sorted(removed), unchanged, sorted(still_skipped))
 
 
 def match_moves(new_notes: Mapping[str, str], removed: Mapping[str, str]) -> dict[str, str]:
@@ -106,13 +116,27 @@ def _new_chunks(note: Note) -> list[NewChunk]:
 
 
 class Syncer:
-    """Applies plans to one store; used by `index` once and by the watcher for every batch."""
+    """Applies plans to one store; used by `index` once and by the watcher for every batch.
 
-    def __init__(self, store: Store, root: Path, max_file_bytes: int) -> None:
+    `should_stop` is asked between files (each its own transaction): a stopping watcher, or a
+    query's refresh giving way to a writer, leaves at once and the next sync finishes the job."""
+
+    def __init__(
+        self,
+        store: Store,
+        root: Path,
+        max_file_bytes: int,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.store = store
         self.root = root
         self.max_file_bytes = max_file_bytes
+        self.should_stop = should_stop
         self.rules = IgnoreRules(root)
+
+    def reload_rules(self) -> None:
+        """.memsyncignore changed: the next sync applies its new rules."""
+        self.rules = IgnoreRules(self.root)
 
     def sync_all(self, report: Report, progress: ProgressFactory | None = None) -> None:
         """A full reconcile: walk and stat everything, read only what changed."""
@@ -120,18 +144,31 @@ class Syncer:
             raise VaultError(f"vault folder not found: {self.root}; the index is left as it is")
         found = scan(self.root, self.rules)
         index = self.store.file_rows()
-        work = plan(found.files, index)
-        rechunk = self.store.meta().get("chunker") != INDEX_RULES and bool(index)
+        meta = self.store.meta()
+        if not index or meta.get("vault_path") != str(self.root):
+            # recorded before the first file, so that a run killed midway resumes like any other
+            facts = {"vault_path": str(self.root)}
+            if not index:
+                facts["chunker"] = INDEX_RULES
+            self.store.record(**facts)
+            meta.update(facts)
+        skips = self.store.skip_rows()
+        work = plan(found.files, index, skips)
+        rechunk = meta.get("chunker") != INDEX_RULES
         if rechunk:  # the chunking rules changed: every note again (unchanged chunks keep vectors)
-            work = Plan(sorted(found.files), work.removed, 0)
+            work = Plan(sorted(set(found.files) - set(work.still_skipped)), work.removed, 0)
         update = progress("Reading notes", len(work.to_read)) if progress and work.to_read else None
         report.unchanged += work.unchanged
-        skips = [(s.path, s.reason) for s in found.skipped]
-        if sorted(skips) != self.store.skipped():
-            self.store.record_skips(skips, replace_all=True)
-        report.skipped.extend((s.path, s.reason) for s in found.skipped)
-        self._apply(work.to_read, work.removed, index, report, update, rechunk)
-        self.store.mark_synced(str(self.root), chunker=INDEX_RULES)
+        kept = [skips[p] for p in work.still_skipped] + [
+            SkipRow(s.path, s.reason) for s in found.skipped
+        ]
+        if sorted(kept, key=_by_path) != sorted(
+            (s for p, s in skips.items() if p not in work.to_read), key=_by_path
+        ):
+            self.store.update_skips(kept, replace_all=True)
+        report.skipped.extend((s.path, s.reason) for s in sorted(kept, key=_by_path))
+        if self._apply(work.to_read, work.removed, index, found.files, report, update, rechunk):
+            self.store.mark_synced(chunker=INDEX_RULES)
 
     def notes_under(self, folder: str) -> list[str]:
         """The notes on disk below a folder that an event named (a folder created or moved in)."""
@@ -140,43 +177,57 @@ class Syncer:
         return list(scan(self.root, self.rules, under=folder).files)
 
     def sync_paths(self, paths: Iterable[str], report: Report) -> None:
-        """Re-check the given paths only (from watcher events): stat, then as sync_all."""
+        """Re-check the given paths only (from watcher events), judged by the same rules as a
+        walk: stat, then as sync_all."""
         index = self.store.file_rows()
+        skips = self.store.skip_rows()
         disk: dict[str, FileStat] = {}
+        new_skips: list[SkipRow] = []
         candidates = sorted(set(paths))
         for path in candidates:
-            if self.rules.skips_path(path):
-                continue
-            st = stat_note(self.root, path)
-            if st is not None:
-                disk[path] = st
-        to_read = plan(disk, {p: index[p] for p in disk if p in index}).to_read
+            verdict = note_at(self.root, path, self.rules)
+            if isinstance(verdict, FileStat):
+                disk[path] = verdict
+            elif verdict is not None:
+                new_skips.append(SkipRow(verdict.path, verdict.reason))
+                report.skipped.append((verdict.path, verdict.reason))
+        work = plan(disk, {p: index[p] for p in disk if p in index}, skips)
+        report.skipped.extend((p, skips[p].reason) for p in work.still_skipped)
         removed = [p for p in candidates if p in index and p not in disk]
-        report.unchanged += len(disk) - len(to_read)
-        self._apply(to_read, removed, index, report, None)
-        self.store.mark_synced()
+        forget = [shown(p) for p in candidates if shown(p) in skips and p not in work.still_skipped]
+        if new_skips or forget:
+            self.store.update_skips(new_skips, forget)
+        report.unchanged += work.unchanged
+        if self._apply(work.to_read, removed, index, disk, report, None):
+            self.store.mark_synced()
 
     def _apply(
         self,
         to_read: list[str],
         removed: list[str],
         index: Mapping[str, FileRow],
+        disk: Mapping[str, FileStat],
         report: Report,
         progress: Progress | None,
         rechunk: bool = False,
-    ) -> None:
+    ) -> bool:
+        """Returns False when it stopped early (should_stop)."""
         notes: dict[str, Note] = {}
         for path in to_read:
+            if self.should_stop():
+                return False
             try:
                 note = read_note(self.root, path, self.max_file_bytes)
             except SkipFile as skip:
                 report.skipped.append((path, str(skip)))
                 log.warning("skipped %s: %s", path, skip)
+                st = disk[path]
+                row = SkipRow(path, str(skip), *((st.mtime_ns, st.size) if skip.lasting else ()))
                 if path in index:
-                    self.store.remove_file(path, skipped_reason=str(skip))
+                    self.store.remove_file(path, row)
                     report.removed += 1
                 else:
-                    self.store.record_skips([(path, str(skip))], replace_all=False)
+                    self.store.update_skips([row])
                 if progress:
                     progress(1)
                 continue
@@ -203,6 +254,8 @@ class Syncer:
                 report.removed += 1
 
         for path, note in notes.items():
+            if self.should_stop():
+                return False
             if note.warning:
                 report.warnings.append((path, note.warning))
                 log.warning("%s: %s", path, note.warning)
@@ -216,6 +269,11 @@ class Syncer:
             if progress:
                 progress(1)
         report.pending = self.store.pending_count()
+        return True
+
+
+def _by_path(skip: SkipRow) -> str:
+    return skip.path
 
 
 def embed_pending(
@@ -224,8 +282,13 @@ def embed_pending(
     report: Report,
     progress: ProgressFactory | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    adopt_new_size: bool = False,
 ) -> None:
-    """Give every chunk without a vector one, cache first, then the model, a batch at a time."""
+    """Give every chunk without a vector one, cache first, then the model, a batch at a time.
+
+    A model that answers with another vector size than the index holds is a provider error, unless
+    `adopt_new_size` (an explicit `memsync index`): then every vector is made again at the new size.
+    """
     key = embedder.key
     if store.model_key() != key or store.dims() is None:
         sample = store.pending_chunks(1, any_chunk=True)
@@ -245,6 +308,22 @@ def embed_pending(
         missing = {h: embed_input(c, t) for _, h, c, t in batch if h not in blobs}
         if missing:
             vectors = embedder.embed_documents(list(missing.values()))
+            if vectors.shape[1] != dims:
+                if not adopt_new_size:
+                    raise EmbeddingResponseError(
+                        f"{embedder.describe()} now returns {vectors.shape[1]}-dimension vectors "
+                        f"but the index holds {dims}: if the model behind that name changed, stop "
+                        "the watcher and run memsync index VAULT to embed every chunk again"
+                    )
+                log.warning(
+                    "%s changed size %d -> %d: embedding every chunk again",
+                    embedder.describe(),
+                    dims,
+                    vectors.shape[1],
+                )
+                store.set_model(key, int(vectors.shape[1]))
+                dims = int(vectors.shape[1])
+                continue
             blobs.update(zip(missing, (to_blob(v) for v in vectors)))
         stored = store.store_embeddings(key, [(i, h, blobs[h]) for i, h, _, _ in batch], dims)
         report.embedded += stored
@@ -269,7 +348,7 @@ def index_vault(
     syncer.sync_all(report, progress)
     if embedder is not None:
         try:
-            embed_pending(store, embedder, report, progress)
+            embed_pending(store, embedder, report, progress, adopt_new_size=True)
         except EmbeddingError as exc:
             raise type(exc)(
                 f"{exc}. The text is indexed (keyword search works); {store.pending_count()} "
@@ -285,10 +364,12 @@ def refresh_text(store: Store, db: Path, root: Path, max_file_bytes: int) -> str
     """Before a query: if no watcher keeps this index fresh, sync the text (stat-only when nothing
     changed; never embeds). Returns a notice when the index could not be refreshed."""
     from .errors import LockError
-    from .lock import WriterLock
+    from .lock import QUERY_REFRESH, WriterLock
 
+    if store.read_only:
+        return "the index is read-only for this user, so it was not refreshed; results may be stale"
     try:
-        lock = WriterLock(db, "query-refresh").acquire()
+        lock = WriterLock(db, QUERY_REFRESH).acquire()
     except LockError:
         return ""  # a watcher (or an index run) is keeping it fresh
     except OSError as exc:
@@ -297,6 +378,7 @@ def refresh_text(store: Store, db: Path, root: Path, max_file_bytes: int) -> str
         Syncer(store, root, max_file_bytes).sync_all(Report())
         return ""
     except Exception as exc:  # noqa: BLE001 - a read-only index or vault must still answer queries
-        return f"could not bring the index up to date ({exc}); results may be stale"
+        problem = database_error(exc) or exc
+        return f"could not bring the index up to date ({problem}); results may be stale"
     finally:
         lock.release()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+import errno
 import hashlib
 import os
 import stat as stat_mod
@@ -40,7 +42,12 @@ class Note:
 
 
 class SkipFile(Exception):
-    """A note that cannot be indexed; the reason is shown to the user."""
+    """A note that cannot be indexed; the reason is shown to the user. `lasting`: the reason holds
+    until the file changes (too large, binary), so the file is not read again until then."""
+
+    def __init__(self, reason: str, lasting: bool = True) -> None:
+        super().__init__(reason)
+        self.lasting = lasting
 
 
 @dataclass
@@ -100,9 +107,52 @@ def _inside(real: str, root_real: str) -> bool:
     return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
 
 
+def shown(rel: str) -> str:
+    """A path as text that can be printed and stored: bytes that are not UTF-8 as \\xNN escapes."""
+    return os.fsencode(rel).decode("utf-8", "backslashreplace")
+
+
+def _utf8_name(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # surrogate escapes: the bytes on disk are not UTF-8
+        return False
+    return True
+
+
+def _judge_file(
+    root_real: str, rel: str, path: str, rules: IgnoreRules, is_link: bool
+) -> FileStat | Skip | None:
+    """The one decision, for a walk and for an event alike: is this file a note to index?
+    None means not a note at all (ignored, a folder, gone); a Skip says why a note is left out."""
+    if rules.skips_file(rel):
+        return None
+    if not _utf8_name(rel):
+        return Skip(shown(rel), "file name is not valid UTF-8: rename the file to index it")
+    if is_link:
+        real = os.path.realpath(path)
+        if not _inside(real, root_real):
+            return Skip(rel, "symlink to a file outside the vault")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return Skip(rel, "broken symlink") if is_link else None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return Skip(rel, "symlink loop")
+        return Skip(rel, f"cannot stat: {exc.strerror}")
+    if is_link:
+        target = os.path.relpath(real, root_real).replace(os.sep, "/")
+        if target != rel and not rules.skips_path(target):
+            return Skip(rel, f"another name for {target}, which is indexed under its own name")
+    if not stat_mod.S_ISREG(st.st_mode):
+        return None
+    return FileStat(rel, st.st_mtime_ns, st.st_size)
+
+
 def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
     """Stat every note below root (or its folder `under`) without reading any; symlinks are
-    followed only inside the vault."""
+    followed only inside the vault, and a second name for an indexed note or folder is skipped."""
     rules = rules or IgnoreRules(root)
     result = Scan()
     root_real = os.path.realpath(root)
@@ -122,7 +172,9 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
         try:
             entries = list(os.scandir(folder))
         except OSError as exc:
-            result.skipped.append(Skip(rel_folder or ".", f"cannot list folder: {exc.strerror}"))
+            result.skipped.append(
+                Skip(shown(rel_folder or "."), f"cannot list folder: {exc.strerror}")
+            )
             continue
         for entry in entries:
             rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
@@ -130,47 +182,46 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
                 is_link = entry.is_symlink()
                 is_dir = entry.is_dir(follow_symlinks=True)
             except OSError:
+                is_link, is_dir = True, False  # a loop: _judge_file says so
+            if not is_dir:
+                verdict = _judge_file(root_real, rel, entry.path, rules, is_link)
+                if isinstance(verdict, FileStat):
+                    result.files[rel] = verdict
+                elif verdict is not None:
+                    result.skipped.append(verdict)
                 continue
-            if is_dir:
-                if rules.skips_dir(rel):
-                    continue
-                if not is_link:  # no need to ask the kernel: the parent's real path + name
-                    stack.append((entry.path, rel, os.path.join(folder_real, entry.name)))
-                    continue
-                real = os.path.realpath(entry.path)
-                if not _inside(real, root_real):
-                    result.skipped.append(Skip(rel, "symlink to a folder outside the vault"))
-                    continue
-                linked.append((entry.path, rel, real))
+            if rules.skips_dir(rel):
                 continue
-            if rules.skips_file(rel):
+            if not _utf8_name(entry.name):
+                result.skipped.append(Skip(shown(rel), "folder name is not valid UTF-8"))
                 continue
-            if is_link and not _inside(os.path.realpath(entry.path), root_real):
-                result.skipped.append(Skip(rel, "symlink to a file outside the vault"))
+            if not is_link:  # no need to ask the kernel: the parent's real path + name
+                stack.append((entry.path, rel, os.path.join(folder_real, entry.name)))
                 continue
-            try:
-                st = entry.stat(follow_symlinks=True)
-            except FileNotFoundError:
-                if is_link:
-                    result.skipped.append(Skip(rel, "broken symlink"))
-                continue  # vanished between listing and stat
-            except OSError as exc:
-                result.skipped.append(Skip(rel, f"cannot stat: {exc.strerror}"))
+            real = os.path.realpath(entry.path)
+            if not _inside(real, root_real):
+                result.skipped.append(Skip(rel, "symlink to a folder outside the vault"))
                 continue
-            if stat_mod.S_ISREG(st.st_mode):
-                result.files[rel] = FileStat(rel, st.st_mtime_ns, st.st_size)
+            target = os.path.relpath(real, root_real).replace(os.sep, "/")
+            if target == "." or not rules.skips_folder(target):
+                where = "the vault itself" if target == "." else f"{target}/"
+                result.skipped.append(
+                    Skip(rel, f"symlink to {where}, whose notes are indexed under their own names")
+                )
+                continue
+            linked.append((entry.path, rel, real))
     return result
 
 
-def stat_note(root: Path, rel: str) -> FileStat | None:
-    """One note's stat, or None if it is gone or not a regular file."""
-    try:
-        st = os.stat(root / rel)
-    except OSError:
+def note_at(root: Path, rel: str, rules: IgnoreRules) -> FileStat | Skip | None:
+    """One path named by an event, judged exactly as `scan` judges it."""
+    parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    if parent and rules.skips_folder(parent):
         return None
-    if not stat_mod.S_ISREG(st.st_mode):
-        return None
-    return FileStat(rel, st.st_mtime_ns, st.st_size)
+    root_real = os.path.realpath(root)
+    path = os.path.join(root_real, rel)
+    through_link = os.path.realpath(path) != path  # the file, or a folder on its way, is a symlink
+    return _judge_file(root_real, rel, path, rules, through_link)
 
 
 def read_note(root: Path, rel: str, max_bytes: int) -> Note:
@@ -186,22 +237,41 @@ def read_note(root: Path, rel: str, max_bytes: int) -> Note:
                 )
             data = handle.read(max_bytes + 1)
     except FileNotFoundError:
-        raise SkipFile("vanished before it could be read") from None
+        raise SkipFile("vanished before it could be read", lasting=False) from None
     except PermissionError:
-        raise SkipFile("permission denied") from None
+        raise SkipFile("permission denied", lasting=False) from None
     except IsADirectoryError:
-        raise SkipFile("is a folder") from None
+        raise SkipFile("is a folder", lasting=False) from None
     except OSError as exc:
-        raise SkipFile(f"cannot read: {exc.strerror or exc}") from None
+        raise SkipFile(f"cannot read: {exc.strerror or exc}", lasting=False) from None
     if len(data) > max_bytes:
         raise SkipFile(f"grew past max_file_mb {max_bytes / 1048576:g} MB while being read")
+    digest = hashlib.sha256(data).hexdigest()
+    text, warning = decode(data)
+    return Note(rel, text, digest, st.st_mtime_ns, st.st_size, warning)
+
+
+_BOMS = (  # longest first: UTF-32-LE's mark begins with UTF-16-LE's
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def decode(data: bytes) -> tuple[str, str | None]:
+    """A note's text and, when it was not plain UTF-8, a warning that says what was assumed."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(encoding), f"decoded as {encoding.upper()} (byte-order mark)"
+            except UnicodeDecodeError:
+                break
     if b"\x00" in data[:_BINARY_SNIFF]:
         raise SkipFile("binary file (NUL bytes), not text")
-    digest = hashlib.sha256(data).hexdigest()
-    warning = None
     try:
-        text = data.decode("utf-8-sig")
+        return data.decode("utf-8-sig"), None
     except UnicodeDecodeError:
-        text = data.decode("utf-8", errors="replace")
-        warning = "invalid UTF-8, decoded with replacement characters"
-    return Note(rel, text, digest, st.st_mtime_ns, st.st_size, warning)
+        return data.decode("utf-8", errors="replace"), (
+            "invalid UTF-8, decoded with replacement characters"
+        )
