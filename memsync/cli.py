@@ -30,17 +30,51 @@ def run(action: Callable[[], Any]) -> Any:
     except KeyboardInterrupt:
         click.echo("memsync: interrupted", err=True)
         sys.exit(130)
-    except (OSError, RuntimeError) as exc:
+    except Exception as exc:
+        from .store import database_error
+
         if os.environ.get("MEMSYNC_RAISE_ERRORS"):
             raise
+        problem = database_error(exc)
+        if problem is not None:
+            _fail(problem)
+        if not isinstance(exc, (OSError, RuntimeError)):
+            raise  # a bug: its traceback is what a report needs
         click.echo(f"memsync: error: {exc.__class__.__name__}: {exc}", err=True)
         sys.exit(1)
 
 
 def _config(**flags: Any):  # type: ignore[no-untyped-def]
     from .config import load_config  # lazily, like every import here
+    from .errors import ConfigError
 
-    return load_config(**flags)
+    try:
+        return load_config(**flags)
+    except ConfigError as exc:  # a bad combination of flags is a usage error, exit 2
+        if any(flags.get(name) is not None for name in exc.settings):
+            raise click.UsageError(str(exc)) from exc
+        raise
+
+
+class Number(click.ParamType):
+    """A numeric flag checked at parse time against the setting's documented range (exit 2)."""
+
+    def __init__(self, setting: str, kind: type) -> None:
+        self.setting = setting
+        self.kind = kind
+        self.name = "integer" if kind is int else "number"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        from .config import RANGES
+
+        try:
+            number = self.kind(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not {'a whole number' if self.kind is int else 'a number'}")
+        allowed = RANGES[self.setting]
+        if not allowed.admits(number):
+            self.fail(f"{value} is out of range: it must be {allowed}", param, ctx)
+        return number
 
 
 def _progress_factory(bars: list[Any]):  # type: ignore[no-untyped-def]
@@ -88,7 +122,11 @@ def writer_options(command: Callable[..., None]) -> Callable[..., None]:
 
 @main.command()
 @writer_options
-@click.option("--max-file-mb", type=float, help="Skip notes larger than this (default 10).")
+@click.option(
+    "--max-file-mb",
+    type=Number("max_file_mb", float),
+    help="Skip notes larger than this (default 10).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def index(
     vault: Path,
@@ -159,9 +197,13 @@ def status(vault: Path | None, db: Path | None, as_json: bool) -> None:
 @click.argument("text")
 @click.option("--vault", type=click.Path(path_type=Path), help="The vault to search.")
 @click.option("--db", type=click.Path(path_type=Path), help="The index file to search.")
-@click.option("-n", "--limit", type=click.IntRange(min=1), help="How many results (default 6).")
 @click.option(
-    "--min-score", type=float, help="Drop results below this calibrated score (default 0.35)."
+    "-n", "--limit", type=Number("limit", int), help="How many results, 1-1000 (default 6)."
+)
+@click.option(
+    "--min-score",
+    type=Number("min_score", float),
+    help="Drop results below this calibrated score, 0-1 (default 0.35).",
 )
 @click.option(
     "--mode",
@@ -174,21 +216,27 @@ def status(vault: Path | None, db: Path | None, as_json: bool) -> None:
     help="Rank older daily notes lower (half-life --half-life days).",
 )
 @click.option(
-    "--half-life", type=float, help="Days for a daily note's score to halve (default 30)."
+    "--half-life",
+    type=Number("half_life", float),
+    help="Days for a daily note's score to halve (default 30).",
 )
 @click.option(
     "--mmr/--no-mmr", default=None, help="Diversify results (maximal marginal relevance)."
 )
 @click.option(
     "--mmr-lambda",
-    type=click.FloatRange(0, 1),
+    type=Number("mmr_lambda", float),
     help="MMR balance, 1 = relevance only (default 0.7).",
 )
 @click.option(
-    "--vector-weight", type=click.FloatRange(min=0), help="Weight of the vector leg (default 0.7)."
+    "--vector-weight",
+    type=Number("vector_weight", float),
+    help="Weight of the vector leg (default 0.7).",
 )
 @click.option(
-    "--text-weight", type=click.FloatRange(min=0), help="Weight of the keyword leg (default 0.3)."
+    "--text-weight",
+    type=Number("text_weight", float),
+    help="Weight of the keyword leg (default 0.3).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags: Any) -> None:
@@ -232,7 +280,7 @@ def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags
 @click.option(
     "--debounce",
     "debounce_ms",
-    type=click.IntRange(min=0),
+    type=Number("debounce_ms", int),
     help="Quiet time in ms before a batch of changes is applied (default 300).",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log every event (DEBUG).")

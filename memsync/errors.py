@@ -24,7 +24,9 @@ class MemsyncError(Exception):
 
 
 class ConfigError(MemsyncError):
-    pass
+    def __init__(self, message: str, settings: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.settings = settings  # the settings at fault: a bad flag is a usage error (exit 2)
 
 
 class VaultError(MemsyncError):

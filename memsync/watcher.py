@@ -21,15 +21,17 @@ from .config import Config
 from .embedders import Embedder
 from .errors import EmbeddingError, MemsyncError
 from .lock import WriterLock
-from .store import Store
+from .store import Store, database_error
 from .sync import Report, Syncer, embed_pending
-from .vault import IgnoreRules
+from .vault import IGNORE_FILE, IgnoreRules
 
 log = logging.getLogger("memsync.watch")
 
 RESCAN = "\0rescan"  # a queue item meaning: events were lost, reconcile everything
 STOP = "\0stop"  # a queue item meaning: finish the batch in progress, then leave
+RELOAD = "\0reload"  # a queue item meaning: .memsyncignore changed, apply its rules
 MAX_BATCH_WAIT = 2.0  # seconds: a steady stream of events still gets applied this often
+STOP_GRACE = 1.0  # seconds a stopping watcher waits for the embedding batch in flight
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,9 @@ class _EventSink:
                 continue
             rel = _relative(self.root, raw)
             if rel is None:
+                continue
+            if rel == IGNORE_FILE:
+                self.changes.put(RELOAD)
                 continue
             if self.rules.skips_folder(rel) if is_folder else self.rules.skips_path(rel):
                 continue
@@ -108,29 +113,50 @@ class Embedding(threading.Thread):
         self.last_error = ""
 
     def run(self) -> None:
-        with Store(self.db) as store:
-            while not self.stop.is_set():
-                self.wake.clear()
-                try:
-                    report = Report()
-                    embed_pending(store, self.embedder, report, should_stop=self.stop.is_set)
-                    if report.embedded:
-                        log.info("embedded %d chunks (%d waiting)", report.embedded, report.pending)
-                    if self.failures:
-                        self.publish(embedding_error=None)
-                    self.failures, self.last_error = 0, ""
-                    wait = None
-                except EmbeddingError as exc:
-                    self.failures += 1
-                    self.last_error = str(exc)
-                    wait = min(self.retry_base * 2 ** (self.failures - 1), 300.0)
-                    self.publish(embedding_error=f"{exc} (retrying, attempt {self.failures})")
-                    log.warning(
-                        "embedding failed (%s); keyword search stays fresh; retry in %.0fs",
-                        exc,
-                        wait,
-                    )
-                self.wake.wait(wait)
+        """Never dies: any failure is logged, published for `status`, and retried with backoff."""
+        while not self.stop.is_set():
+            try:
+                with Store(self.db) as store:
+                    self._serve(store)
+            except Exception as exc:  # noqa: BLE001 - a worker must not die silently
+                self._failed(database_error(exc) or exc)
+                self.wake.wait(self._backoff())
+
+    def _serve(self, store: Store) -> None:
+        while not self.stop.is_set():
+            self.wake.clear()
+            wait = None
+            try:
+                report = Report()
+                embed_pending(store, self.embedder, report, should_stop=self.stop.is_set)
+                if report.embedded:
+                    log.info("embedded %d chunks (%d waiting)", report.embedded, report.pending)
+                if self.failures:
+                    self.publish(embedding_error=None)
+                    log.info("embedding works again")
+                self.failures, self.last_error = 0, ""
+            except EmbeddingError as exc:
+                self._failed(exc)
+                wait = self._backoff()
+            self.wake.wait(wait)
+
+    def _backoff(self) -> float:
+        return min(self.retry_base * 2 ** (max(self.failures, 1) - 1), 300.0)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        self.last_error = str(exc)
+        self.publish(embedding_error=f"{exc} (retrying, attempt {self.failures})")
+        if isinstance(exc, MemsyncError):
+            log.warning(
+                "embedding failed (%s); keyword search stays fresh; retry in %.0fs",
+                exc,
+                self._backoff(),
+            )
+        else:
+            log.error(
+                "embedding failed unexpectedly; retry in %.0fs", self._backoff(), exc_info=exc
+            )
 
 
 class Watcher:
@@ -149,7 +175,6 @@ class Watcher:
         self.embedder = embedder
         self.stop = threading.Event()
         self.changes: queue.Queue[Change | str] = queue.Queue()
-        self.rules = IgnoreRules(root)
         self.lock = WriterLock(db, "watch")
         self._observer: object | None = None
         self._embedding: Embedding | None = None
@@ -164,10 +189,13 @@ class Watcher:
         alarm = _OverflowAlarm(self.changes)
         watchdog_log = logging.getLogger("watchdog")
         watchdog_log.addHandler(alarm)
+        abandoned = False
         try:
             with Store(self.db) as store:
-                syncer = Syncer(store, self.root, self.config.max_file_bytes)
-                sink = _EventSink(self.root, self.rules, self.changes)
+                syncer = Syncer(
+                    store, self.root, self.config.max_file_bytes, should_stop=self.stop.is_set
+                )
+                sink = _EventSink(self.root, syncer.rules, self.changes)
                 self._start_observer(sink)
                 self._reconcile(syncer, "start")
                 if self.embedder is not None:
@@ -177,26 +205,81 @@ class Watcher:
                     self._embedding.start()
                 self.ready.set()
                 self._loop(syncer, sink)
+                self._stop_observer()
+                abandoned = self._stop_embedding()
+                waiting = store.pending_count()
+                if waiting and self.embedder is not None:
+                    log.info("%d chunks still wait for vectors; the next run embeds them", waiting)
         finally:
             watchdog_log.removeHandler(alarm)
             self._stop_observer()
-            if self._embedding is not None:
-                self._embedding.wake.set()
-                self._embedding.join(timeout=30)
-            self.lock.release()
+            abandoned = abandoned or self._stop_embedding()
+            if not abandoned:  # else the process exit frees the lock, after the thread's last write
+                self.lock.release()
+
+    def _stop_embedding(self) -> bool:
+        """Give the embedding thread a moment; a batch still computing holds nothing committed,
+        so it is abandoned (the thread is a daemon). True if it was."""
+        thread = self._embedding
+        if thread is None:
+            return False
+        self.stop.set()
+        thread.wake.set()
+        thread.join(timeout=STOP_GRACE)
+        if thread.is_alive():
+            log.info("left an embedding batch unfinished to stop promptly")
+            return True
+        self._embedding = None
+        return False
 
     def _start_observer(self, sink: _EventSink) -> None:
+        """Watch the vault; where the observer cannot take the whole tree (too deep, too many
+        folders), watch each top folder apart and leave the ones that fail to the reconcile."""
         from watchdog.observers import Observer
 
         observer = Observer()
         try:
-            observer.schedule(sink, str(self.root), recursive=True)  # type: ignore[arg-type]
             observer.start()
-        except OSError as exc:  # e.g. the inotify watch limit
-            log.error("cannot watch %s (%s): reconciling every minute instead", self.root, exc)
-            self._observer = None
-            return
+            observer.schedule(sink, str(self.root), recursive=True)  # type: ignore[arg-type]
+        except (OSError, RecursionError) as exc:
+            log.warning(
+                "cannot watch %s as one tree (%s): watching its folders one by one",
+                self.root,
+                exc.__class__.__name__,
+            )
+            unwatched = self._watch_folders(observer, sink)
+            if unwatched is None:
+                log.error("cannot watch %s: reconciling every minute instead", self.root)
+                observer.stop()
+                observer.join(timeout=10)
+                self._observer = None
+                return
+            if unwatched:
+                log.warning(
+                    "not watching %s (too deep or too many folders for the observer): changes "
+                    "there are found by the periodic reconcile",
+                    ", ".join(f"{f}/" for f in unwatched),
+                )
+                self.lock.update(unwatched=unwatched)
         self._observer = observer
+
+    def _watch_folders(self, observer: object, sink: _EventSink) -> list[str] | None:
+        """The vault's own folder alone, then each top folder as a tree; returns those that could
+        not be watched, or None when even the vault's folder cannot be."""
+        try:
+            observer.schedule(sink, str(self.root), recursive=False)  # type: ignore[attr-defined]
+            entries = sorted(os.scandir(self.root), key=lambda e: e.name)
+        except (OSError, RecursionError):
+            return None
+        unwatched = []
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False) or sink.rules.skips_folder(entry.name):
+                continue
+            try:
+                observer.schedule(sink, entry.path, recursive=True)  # type: ignore[attr-defined]
+            except (OSError, RecursionError):
+                unwatched.append(entry.name)
+        return unwatched
 
     def _stop_observer(self) -> None:
         observer = self._observer
@@ -240,6 +323,12 @@ class Watcher:
             if STOP in batch:
                 self.stop.set()
             self.lock.update(last_event=sink.last_event)
+            if RELOAD in batch:
+                syncer.reload_rules()
+                sink.rules = syncer.rules
+                log.info("%s changed: applying its rules", IGNORE_FILE)
+                self._guarded(self._reconcile, syncer, IGNORE_FILE)
+                continue
             if RESCAN in batch or (self._observer is not None and not self._observer.is_alive()):  # type: ignore[attr-defined]
                 log.warning("events may have been lost: full reconcile")
                 if self._observer is not None and not self._observer.is_alive():  # type: ignore[attr-defined]
@@ -256,8 +345,12 @@ class Watcher:
             work(*args)
         except MemsyncError as exc:
             log.error("%s", exc)
-        except Exception:  # noqa: BLE001 - the daemon must survive anything; log the trace
-            log.exception("unexpected error; will reconcile on the next cycle")
+        except Exception as exc:  # noqa: BLE001 - the daemon must survive anything
+            problem = database_error(exc)
+            if problem is not None:
+                log.error("%s; will reconcile on the next cycle", problem)
+            else:
+                log.exception("unexpected error; will reconcile on the next cycle")
 
     def _apply(self, syncer: Syncer, changes: list[Change]) -> None:
         started = time.monotonic()

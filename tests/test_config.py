@@ -35,7 +35,7 @@ def test_provider_urls_come_from_their_usual_variables(monkeypatch: pytest.Monke
         ('provider = "magic"\n', "unknown provider"),
         ('limit = "many"\n', "cannot read"),
         ("mmr_lambda = 2\n", "between 0 and 1"),
-        ("vector_weight = 0\ntext_weight = 0\n", "not both 0"),
+        ("vector_weight = 0\ntext_weight = 0\n", "cannot both be 0"),
         ("limit = [\n", "cannot read config file"),
     ],
 )
