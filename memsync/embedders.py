@@ -223,7 +223,7 @@ class HttpEmbedder(Embedder):
                 self._sleep(wait)
                 continue
             if status >= 400:
-                body = redact(response.text[:200], self._secret)
+                body = redact(response.text, self._secret)[:200]
                 raise EmbeddingResponseError(f"{self.provider} answered {status}: {body}")
             try:
                 vectors = self._vectors(response.json())
@@ -257,11 +257,7 @@ class HttpEmbedder(Embedder):
             raise EmbeddingResponseError(
                 f"{self.provider} returned vectors of sizes {sorted(sizes)}"
             )
-        size = sizes.pop()
-        if self.dims is not None and size != self.dims:
-            raise EmbeddingResponseError(
-                f"{self.provider} {self.model} returned {size} dimensions, expected {self.dims}"
-            )
+        size = sizes.pop()  # the index, not this object, decides which size is right
         try:
             matrix = np.array(vectors, dtype=np.float32)
         except (TypeError, ValueError) as exc:

@@ -51,8 +51,13 @@ def status_text(facts: dict[str, Any]) -> str:
     else:
         lines.append("model:    none (keyword search only)")
     lines.append(f"vectors:  {facts['vector_backend']}")
+    if facts["read_only"]:
+        lines.append("access:   read-only for this user (queries are not refreshed)")
     if disk["present"]:
-        lines.append(f"files:    {facts['files_indexed']} indexed, {disk['files']} notes on disk")
+        skipped = f" ({disk['skipped']} skipped, listed below)" if disk["skipped"] else ""
+        lines.append(
+            f"files:    {facts['files_indexed']} indexed, {disk['files']} notes on disk{skipped}"
+        )
     else:
         lines.append(f"files:    {facts['files_indexed']} indexed; the vault folder is missing")
     lines.append(
@@ -71,6 +76,11 @@ def status_text(facts: dict[str, Any]) -> str:
         lines.append(f"writer:   {detail}")
         if writer.get("embedding_error"):
             lines.append(f"errors:   embedding: {writer['embedding_error']}")
+        if writer.get("unwatched"):
+            folders = ", ".join(f"{f}/" for f in writer["unwatched"])  # type: ignore[union-attr]
+            lines.append(
+                f"unwatched: {folders} (too deep to watch; the periodic reconcile covers them)"
+            )
     else:
         lines.append("writer:   no watcher running")
     lines.append(f"synced:   {_ago(facts['last_sync_age_s'])}")

@@ -10,8 +10,8 @@ I/O through the store and the embedder. Score rules, and why they differ from th
   does not care), squashed by a logistic centred at z = 2.5.
 - Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
   chunk counts 0). A chunk holding every identifier of the query (`OPS-1432`, `2222`, `pg-main-2`)
-  verbatim is an exact match: it scores at least 0.9 + 0.1 x t, so it passes the threshold and
-  comes first instead of vanishing at 0.3.
+  verbatim, and most of its other content words, is an exact match: it scores at least
+  0.9 + 0.1 x t, so it passes the threshold and comes first instead of vanishing at 0.3.
 - The threshold is applied before temporal decay: decay re-orders results, it never hides an old
   but perfect match.
 """
@@ -72,7 +72,6 @@ class Candidate:
     vector_score: float | None
     text_score: float | None
     exact: bool = False
-    embedding: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -175,7 +174,15 @@ def identifiers(query: str) -> list[str]:
     return found
 
 
-def is_exact(text: str, idents: Sequence[str]) -> bool:
+def other_terms(query: str, idents: Sequence[str]) -> list[str]:
+    """The query's content words that are not identifiers (`ssh`, `port` in `ssh port 2222`)."""
+    kept = [t for t in query.split() if t.strip("\"'()[]{}<>,;!?").lower() not in idents]
+    return fts.query_terms(" ".join(kept)) if kept else []
+
+
+def is_exact(text: str, idents: Sequence[str], others: Sequence[str] = ()) -> bool:
+    """The chunk holds every identifier of the query verbatim and most of its other content
+    words: a number shared by chance (`2222` in an unrelated log) is no exact match."""
     if not idents:
         return False
     lowered = text.lower()
@@ -183,7 +190,7 @@ def is_exact(text: str, idents: Sequence[str]) -> bool:
         pattern = r"(?<![\w-])" + re.escape(ident) + r"(?![\w-])"
         if not re.search(pattern, lowered):
             return False
-    return True
+    return not others or coverage(text, others) > 0.5
 
 
 # -- fusion, decay, MMR --------------------------------------------------------------------------
@@ -248,16 +255,21 @@ def jaccard(a: str, b: str) -> float:
     return len(ta & tb) / len(ta | tb)
 
 
+DUPLICATE = 0.9  # token Jaccard at which two chunks say the same thing
+
+
 def mmr(
     ranked: Sequence[tuple[Candidate, float]], lam: float, limit: int
 ) -> list[tuple[Candidate, float]]:
-    """Greedy maximal marginal relevance; similarity is embedding cosine when both chunks have
-    vectors, else token Jaccard (the reference's choice)."""
+    """Greedy maximal marginal relevance over token Jaccard similarity, and a chunk that nearly
+    copies one already chosen (>= DUPLICATE) is dropped, not merely penalised. Jaccard rather than
+    embedding cosine: e5's cosines crowd 0.7-0.9 for any two chunks, so the penalty hardly told a
+    copy from a neighbour, and four copies of one note filled the top 3 (see the evaluation)."""
+    words = {c.id: _tokens(c.text) for c, _ in ranked}
 
     def similarity(a: Candidate, b: Candidate) -> float:
-        if a.embedding is not None and b.embedding is not None:
-            return float(np.dot(a.embedding, b.embedding))
-        return jaccard(a.text, b.text)
+        union = words[a.id] | words[b.id]
+        return len(words[a.id] & words[b.id]) / len(union) if union else 1.0
 
     remaining = list(ranked)
     chosen: list[tuple[Candidate, float]] = []
@@ -268,7 +280,9 @@ def mmr(
             value = lam * score - (1 - lam) * overlap
             if value > best_value:
                 best_index, best_value = index, value
-        chosen.append(remaining.pop(best_index))
+        pick = remaining.pop(best_index)
+        chosen.append(pick)
+        remaining = [item for item in remaining if similarity(item[0], pick[0]) < DUPLICATE]
     return chosen
 
 
@@ -391,6 +405,7 @@ def search(
     else:
         outcome.mode = "none"
     idents = identifiers(query)
+    others = other_terms(query, idents)
     rows_by_id = store.chunks(list(dict.fromkeys([*vector_scores, *bm25])))
     found = [i for i in bm25 if i in rows_by_id]
     text_scores = calibrate_bm25(
@@ -405,8 +420,7 @@ def search(
             text=row.text,
             vector_score=vector_scores.get(row.id),
             text_score=text_scores.get(row.id),
-            exact=is_exact(row.text, idents),
-            embedding=np.frombuffer(row.embedding, dtype="<f4") if row.embedding else None,
+            exact=is_exact(row.text, idents, others),
         )
         for row in rows_by_id.values()
     ]

@@ -18,13 +18,14 @@ def gather(db: Path) -> dict[str, Any]:
         meta = store.meta()
         counts = store.counts()
         index_rows = store.file_rows()
-        skipped = store.skipped()
+        skips = store.skip_rows()
         backend = store.vector_backend
+        read_only = store.read_only
     vault = Path(meta["vault_path"]) if meta.get("vault_path") else None
     disk: dict[str, Any] = {"present": False}
     if vault is not None and vault.is_dir():
         found = scan(vault)
-        work = plan(found.files, index_rows)
+        work = plan(found.files, index_rows, skips)
         changed = [p for p in work.to_read if p in index_rows]
         disk = {
             "present": True,
@@ -32,6 +33,7 @@ def gather(db: Path) -> dict[str, Any]:
             "new": len(work.to_read) - len(changed),
             "changed": len(changed),
             "removed": len(work.removed),
+            "skipped": len(work.still_skipped) + len(found.skipped),
         }
     holder = read_holder(db)
     last_sync = float(meta["last_sync"]) if meta.get("last_sync") else None
@@ -54,5 +56,9 @@ def gather(db: Path) -> dict[str, Any]:
         "last_sync": last_sync,
         "last_sync_age_s": round(time.time() - last_sync, 1) if last_sync else None,
         "writer": holder,
-        "skipped": [{"path": p, "reason": r} for p, r in skipped],
+        "read_only": read_only,
+        "skipped": [
+            {"path": s.path, "reason": s.reason}
+            for s in sorted(skips.values(), key=lambda s: s.path)
+        ],
     }

@@ -194,7 +194,7 @@ class Store:
             try:
                 _first(conn.execute("SELECT count(*) FROM sqlite_master"))
                 return conn
-            except apsw.CantOpenError:
+            except (apsw.CantOpenError, apsw.ReadOnlyError):  # WAL without a shared-memory file
                 conn.close()
         raise StoreError(f"cannot open index {self.path} read-only")
 

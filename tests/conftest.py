@@ -3,7 +3,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -93,6 +93,7 @@ class EmbeddingServer:
         self.requests: list[dict[str, object]] = []
         self.headers: list[dict[str, str]] = []
         self.down = False
+        self.transform: Callable[[list[list[float]]], object] | None = None  # spoil the vectors
         self._model = HashEmbedder(dims)
         server = self
 
@@ -114,10 +115,14 @@ class EmbeddingServer:
                     return
                 if server.script:
                     status, headers = server.script.pop(0)
-                    self._send(status, {"error": "scripted"}, headers)
+                    # like servers that echo the request in an error, key included
+                    echo = {"auth": self.headers.get("Authorization"), "error": "scripted"}
+                    self._send(status, echo, headers)
                     return
                 texts = body["input"]
                 vectors = [server._model._vector(t).tolist() for t in texts]
+                if server.transform is not None:
+                    vectors = server.transform(vectors)  # type: ignore[assignment]
                 if self.path.endswith("/api/embed"):
                     self._send(200, {"model": body["model"], "embeddings": vectors}, {})
                 else:
@@ -164,3 +169,38 @@ def write(root: Path, rel: str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def as_nobody(action: Callable[[], object]) -> str:
+    """What `action` returns (or raises), run in a forked child as uid and gid 65534: the tests
+    run as root in CI, and root may read and write everything."""
+    import os
+
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        os.close(reader)
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            message = str(action())
+        except BaseException as exc:  # noqa: BLE001
+            message = f"{exc.__class__.__name__}: {exc}"
+        os.write(writer, message.encode())
+        os._exit(0)
+    os.close(writer)
+    os.waitpid(pid, 0)
+    with os.fdopen(reader, "rb") as handle:
+        return handle.read().decode()
+
+
+@pytest.fixture
+def world_readable() -> Iterator[Path]:
+    """A folder another user can enter (pytest's own temporary folders are private to root)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="memsync-shared-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder)

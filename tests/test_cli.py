@@ -126,3 +126,119 @@ def test_every_command_has_help_and_is_in_the_readme() -> None:
     for name, command in main.commands.items():
         assert command.help, name
         assert f"memsync {name}" in readme, name
+
+
+@pytest.mark.parametrize(
+    "args, allowed",
+    [
+        (["query", "x", "-n", "99999999999999999999999"], "between 1 and 1000"),
+        (["query", "x", "-n", "0"], "between 1 and 1000"),
+        (["query", "x", "--min-score", "nan"], "between 0 and 1"),
+        (["query", "x", "--text-weight", "inf"], "between 0 and 100"),
+        (["query", "x", "--half-life", "nan"], "above 0"),
+        (["query", "x", "--half-life", "0"], "above 0"),
+        (["query", "x", "--half-life", "-3"], "above 0"),
+        (["query", "x", "--mmr-lambda", "nan"], "between 0 and 1"),
+        (["query", "x", "--vector-weight", "0", "--text-weight", "0"], "cannot both be 0"),
+        (["query", "x", "-n", "many"], "not a whole number"),
+        (["index", ".", "--max-file-mb", "nan"], "above 0"),
+        (["index", ".", "--max-file-mb", "0"], "above 0"),
+        (["watch", ".", "--debounce", "-1"], "between 0 and 60000"),
+    ],
+)
+def test_numeric_options_are_checked_when_parsed_exit_2_with_the_range(
+    args: list[str], allowed: str
+) -> None:
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert allowed in result.output and "Traceback" not in result.output
+
+
+def test_a_foreign_database_as_db_is_refused_in_one_line_and_not_changed(tmp_path: Path) -> None:
+    import hashlib
+
+    import apsw
+
+    other = tmp_path / "app.sqlite"
+    conn = apsw.Connection(str(other))
+    conn.execute("CREATE TABLE t(x); INSERT INTO t VALUES(1)")
+    conn.close()
+    before = hashlib.sha256(other.read_bytes()).hexdigest()
+    for command in (["query", "x"], ["status"]):
+        result = CliRunner().invoke(main, [*command, "--db", str(other)])
+        assert result.exit_code == 1 and result.output.count("\n") == 1
+        assert "is not a memsync index" in result.output
+    assert hashlib.sha256(other.read_bytes()).hexdigest() == before
+
+
+def test_query_and_status_work_on_an_index_this_user_cannot_write(
+    world_readable: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import as_nobody
+
+    monkeypatch.setenv("MEMSYNC_CONFIG", str(world_readable / "config.toml"))  # none, readable
+    vault = _vault(world_readable / "notes")
+    db = world_readable / "i.sqlite"
+    assert _invoke("index", str(vault), "--provider", "none", "--db", str(db)).exit_code == 0
+    db.chmod(0o644)
+    write(vault, "b.md", "# New\n\nport 6380 again\n")  # the index is now behind
+
+    def query() -> str:
+        result = CliRunner().invoke(main, ["query", "6380", "--db", str(db), "--json"])
+        return f"{result.exit_code} {result.stdout}"
+
+    code, _, payload = as_nobody(query).partition(" ")
+    assert code == "0", payload
+    facts = json.loads(payload)
+    assert facts["results"][0]["path"] == "a.md"
+    assert any("read-only for this user" in n for n in facts["notices"])
+
+    def status() -> str:
+        result = CliRunner().invoke(main, ["status", "--db", str(db)])
+        return f"{result.exit_code} {result.stdout}"
+
+    code, _, text = as_nobody(status).partition(" ")
+    assert code == "0" and "read-only for this user" in text and "1 new" in text
+
+
+def test_a_database_error_after_opening_is_one_line_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import apsw
+
+    from memsync import sync
+
+    vault = _vault(tmp_path / "notes")
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise apsw.FullError("database or disk is full")
+
+    monkeypatch.setattr(sync.Syncer, "sync_all", disk_full)
+    result = CliRunner().invoke(main, ["index", str(vault), "--provider", "none"])
+    assert result.exit_code == 1 and result.output.count("\n") == 1
+    assert "the disk that holds the index is full: free some space" in result.output
+
+
+def test_openai_without_a_key_fails_at_once_naming_the_variable(tmp_path: Path) -> None:
+    vault = _vault(tmp_path / "notes")
+    result = CliRunner().invoke(main, ["index", str(vault), "--provider", "openai"])
+    assert result.exit_code == 1 and "set OPENAI_API_KEY" in result.output
+
+
+def test_provider_none_sends_no_query_to_the_index_s_provider(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    vault = _vault(tmp_path / "notes")
+    env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
+    assert _invoke("index", str(vault), "--provider", "openai", env=env).exit_code == 0
+    sent = len(embedding_server.requests)
+    result = _invoke(
+        "query",
+        "redis port",
+        "--vault",
+        str(vault),
+        "--json",
+        env={**env, "MEMSYNC_PROVIDER": "none"},
+    )
+    assert len(embedding_server.requests) == sent
+    assert "provider is none" in " ".join(json.loads(result.output)["notices"])

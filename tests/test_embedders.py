@@ -3,17 +3,19 @@ from __future__ import annotations
 import logging
 import time
 from email.utils import formatdate
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-from conftest import EmbeddingServer
+from conftest import EmbeddingServer, write
 
 from memsync.config import load_config
 from memsync.embedders import (
     OllamaEmbedder,
     OpenAIEmbedder,
     make_embedder,
+    redact,
     resolve_provider,
     retry_after,
 )
@@ -92,17 +94,19 @@ def test_401_and_404_fail_at_once_with_clear_errors(
     assert len(embedding_server.requests) == 2
 
 
-def test_vectors_of_the_wrong_size_are_refused() -> None:
+def test_vectors_of_mixed_sizes_are_refused() -> None:
+    """One answer, two sizes: refused here; a size that differs from the index's is refused by
+    the sync (test_sync), which knows what the index holds."""
+
     def handler(request: httpx.Request) -> httpx.Response:
-        size = 8 if b'"first"' in request.content else 9
-        return httpx.Response(200, json={"data": [{"index": 0, "embedding": [0.1] * size}]})
+        data = [{"index": 0, "embedding": [0.1] * 8}, {"index": 1, "embedding": [0.1] * 9}]
+        return httpx.Response(200, json={"data": data})
 
     embedder = OpenAIEmbedder(
-        "http://x/v1", "m", batch_size=1, timeout=1.0, transport=httpx.MockTransport(handler)
+        "http://x/v1", "m", batch_size=2, timeout=1.0, transport=httpx.MockTransport(handler)
     )
-    embedder.embed_documents(["first"])
-    with pytest.raises(EmbeddingResponseError, match="9 dimensions, expected 8"):
-        embedder.embed_documents(["second"])
+    with pytest.raises(EmbeddingResponseError, match=r"sizes \[8, 9\]"):
+        embedder.embed_documents(["first", "second"])
 
 
 def test_malformed_answer_is_a_response_error() -> None:
@@ -154,3 +158,70 @@ def test_an_unreachable_server_error_says_which_setting_points_at_it() -> None:
     )
     with pytest.raises(EmbeddingUnavailable, match="check OLLAMA_HOST"):
         embedder.embed_documents(["a"])
+
+
+@pytest.mark.parametrize(
+    "spoil, message",
+    [
+        (lambda vs: [[float("nan")] * len(v) for v in vs], "NaN or infinite"),
+        (lambda vs: [[0.0] * len(v) for v in vs], "all-zero vector"),
+        (lambda vs: [["x"] * len(v) for v in vs], "not lists of numbers"),
+    ],
+)
+def test_vectors_without_a_direction_are_a_provider_error(
+    embedding_server: EmbeddingServer, spoil: object, message: str
+) -> None:
+    embedding_server.transform = spoil  # type: ignore[assignment]
+    with pytest.raises(EmbeddingResponseError, match=message):
+        _openai(embedding_server).embed_documents(["a", "b"])
+
+
+def test_nan_vectors_are_never_stored_and_queries_still_work(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    from memsync.search import Options, search
+    from memsync.store import Store
+    from memsync.sync import index_vault
+
+    write(tmp_path / "v", "a.md", "# A\n\nport 6380\n")
+    embedding_server.transform = lambda vs: [[float("nan")] * len(v) for v in vs]
+    with Store(tmp_path / "i.sqlite") as store:
+        with pytest.raises(EmbeddingResponseError):
+            index_vault(store, tmp_path / "v", 1 << 20, _openai(embedding_server))
+        assert store.counts()["embedded"] == 0 and store.pending_count() == 1
+        outcome = search(store, "port 6380", Options(), _openai(embedding_server))
+        assert [h.path for h in outcome.results] == ["a.md"]
+
+
+def test_an_error_body_that_echoes_the_key_is_redacted(embedding_server: EmbeddingServer) -> None:
+    embedding_server.script = [(400, {})]
+    with pytest.raises(EmbeddingResponseError) as raised:
+        _openai(embedding_server).embed_documents(["a"])
+    assert "sk-secret-123" not in str(raised.value) and "[redacted]" in str(raised.value)
+    assert redact("Authorization: Bearer abc.def-ghi_123456", None) == (
+        "Authorization: Bearer [redacted]"
+    )
+    assert redact('{"api_key": "zzzzzzzzzzzz"}', None) == '{"api_key": "[redacted]"}'
+
+
+def test_a_hung_server_costs_a_query_its_own_short_timeout_retries_included(
+    embedding_server: EmbeddingServer,
+) -> None:
+    import time
+
+    from memsync.config import load_config
+    from memsync.embedders import embedder_for_index
+
+    embedding_server.delay = 3.0  # far longer than the query's budget
+    config = load_config(
+        provider="openai", openai_base_url=f"{embedding_server.url}/v1", query_timeout=0.5
+    )
+    probe = _openai(embedding_server)
+    embedder, why = embedder_for_index(
+        config, type(probe.key)("openai", "text-embedding-3-small", probe.provider_key)
+    )
+    assert embedder is not None and why == ""
+    started = time.monotonic()
+    with pytest.raises(EmbeddingUnavailable, match="no answer from"):
+        embedder.embed_query("anything")
+    assert time.monotonic() - started < 2.0  # 0.5 s budget; never the 60 s indexing timeout

@@ -140,3 +140,29 @@ def test_text_calibration_is_bm25_floored_by_the_share_of_terms_found() -> None:
     assert large[2] == pytest.approx(20 / 21 / 2)
     assert large[3] == pytest.approx(max(20 / 21 / 10, 0.1))
     assert calibrate_bm25({}, {}) == {}
+
+
+def test_a_number_shared_by_chance_is_no_exact_match() -> None:
+    from memsync.search import is_exact, other_terms
+
+    query = "ssh port 2222"
+    idents = identifiers(query)
+    others = other_terms(query, idents)
+    assert idents == ["2222"] and others == ["ssh", "port"]
+    assert not is_exact("lab log: sample RBC count 2222 at 09:00", idents, others)
+    assert is_exact("The test server's SSH port is 2222.", idents, others)
+    assert not is_exact("the port is 2222", idents, others)  # one of two other words: not most
+    assert is_exact("OPS-1432 tracks the lag", ["ops-1432"], other_terms("OPS-1432", ["ops-1432"]))
+    lone = identifiers("2222")
+    assert is_exact("count 2222", lone, other_terms("2222", lone))  # the number is the question
+
+
+def test_mmr_collapses_near_duplicates_so_a_distinct_note_makes_the_top_3() -> None:
+    body = "postgres replication lag runbook: check the replica, restart the slot"
+    copies = [_c(i, 0.9, 0.9, text=body + " " * i) for i in range(1, 5)]
+    other = _c(9, 0.55, 0.55, text="garden shed roof needs new sheets before winter")
+    third = _c(10, 0.5, 0.5, text="replication slot names live in the ops wiki")
+    ranked = [(c, 0.9 - c.id * 0.001) for c in copies] + [(other, 0.55), (third, 0.5)]
+    picked = [c.id for c, _ in mmr(ranked, 0.7, 3)]
+    assert picked[0] == 1 and set(picked[1:]) == {9, 10}
+    assert [c.id for c, _, _ in rank([*copies, other, third], Options(mmr=True, limit=3))][0] == 1

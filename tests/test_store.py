@@ -108,3 +108,76 @@ def test_vectors_in_memory_match_sqlite_vec_and_see_other_writers(tmp_path: Path
             path = list(other.conn.execute("SELECT path FROM chunks WHERE id = ?", (best,)))[0][0]
             other.remove_file(path)
         assert reader.vector_search(query, 5) == []
+
+
+def test_a_database_that_memsync_did_not_make_is_refused_and_left_unchanged(
+    tmp_path: Path,
+) -> None:
+    import hashlib
+
+    import apsw
+
+    other = tmp_path / "app.sqlite"
+    conn = apsw.Connection(str(other))
+    conn.execute(
+        "CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users VALUES(1, 'x')"
+    )
+    conn.close()
+    before = hashlib.sha256(other.read_bytes()).hexdigest()
+    for create in (False, True):
+        with pytest.raises(StoreError, match="not a memsync index; it was left unchanged"):
+            Store(other, create=create)
+    assert hashlib.sha256(other.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.sqlite"]  # no -wal, no -shm
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database at all\n" * 100)
+    with pytest.raises(StoreError, match="not a memsync index"):
+        Store(text, create=False)
+    assert text.read_text() == "not a database at all\n" * 100
+
+
+def test_an_index_this_user_cannot_write_opens_read_only(world_readable: Path) -> None:
+    from conftest import as_nobody
+
+    db = world_readable / "i.sqlite"
+    with Store(db) as store:
+        _fill(store, np.eye(3, dtype=np.float32))
+    db.chmod(0o644)
+
+    def read() -> str:
+        with Store(db, create=False) as store:
+            return f"{store.read_only} {store.counts()['chunks']} {store.vector_search(np.eye(3)[0], 1)[0][0]}"
+
+    assert as_nobody(read) == "True 3 1"
+
+
+def test_database_errors_become_one_line_that_says_what_to_do(tmp_path: Path) -> None:
+    from memsync.store import database_error
+
+    with Store(tmp_path / "i.sqlite") as store:
+        pages = list(store.conn.execute("PRAGMA page_count"))[0][0]
+        store.conn.execute(f"PRAGMA max_page_count={pages}")  # a full disk, as SQLite sees one
+        with pytest.raises(Exception) as raised:
+            store.replace_file(
+                FileRow("big.md", "h", 1, 1),
+                [NewChunk(1, 1, f"h{i}", "words " * 2000, "", "words " * 2000) for i in range(20)],
+            )
+        problem = database_error(raised.value)
+        assert problem is not None and "disk that holds the index is full" in str(problem)
+        assert store.file_rows() == {} and store.integrity_check() == "ok"
+    assert database_error(ValueError("not a database error")) is None
+
+
+def test_schema_1_indexes_are_upgraded_in_place(tmp_path: Path) -> None:
+    import apsw
+
+    from memsync.store import MIGRATIONS
+
+    conn = apsw.Connection(str(tmp_path / "old.sqlite"))
+    conn.execute(MIGRATIONS[0])
+    conn.execute("PRAGMA user_version=1")
+    conn.execute("INSERT INTO skipped(path, reason, at) VALUES('big.md', 'too large', 1)")
+    conn.close()
+    with Store(tmp_path / "old.sqlite") as store:
+        assert store.skip_rows()["big.md"].mtime_ns is None
+        assert store.meta()["schema_version"] == str(SCHEMA_VERSION)

@@ -237,3 +237,96 @@ def test_new_chunking_rules_rechunk_every_note_and_keep_unchanged_vectors(
     assert hash_embedder.calls == []  # same chunks, vectors from the cache
     again = _index(store, root, hash_embedder)
     assert again.unchanged == 2 and again.changed == 0
+
+
+def test_a_non_utf8_file_name_is_skipped_and_every_other_note_indexed(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    root = tmp_path / "vault"
+    _notes(root, 3)
+    (root / "notes" / os.fsdecode(b"bad\xffname.md")).write_text("# Bad name\n")
+    with Store(tmp_path / "i.sqlite") as store:
+        report = _index(store, root, hash_embedder)
+        assert report.added == 3
+        assert dict(report.skipped) == {
+            "notes/bad\\xffname.md": "file name is not valid UTF-8: rename the file to index it"
+        }
+        assert dict(store.skipped()) == dict(report.skipped)
+        again = Report()
+        Syncer(store, root, MB).sync_paths(
+            ["notes/n0.md", "notes/" + os.fsdecode(b"bad\xffname.md")], again
+        )
+        assert [p for p, _ in again.skipped] == ["notes/bad\\xffname.md"]
+
+
+def test_a_skipped_file_is_not_read_again_until_it_changes(
+    tmp_path: Path, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memsync.sync as sync_module
+    from memsync.status import gather
+
+    root = tmp_path / "vault"
+    write(root, "good.md", "# Good\n")
+    (root / "binary.md").write_bytes(b"\x00" * 1000)
+    db = tmp_path / "i.sqlite"
+    with Store(db) as store:
+        first = _index(store, root, hash_embedder)
+        assert [p for p, _ in first.skipped] == ["binary.md"]
+        reads: list[str] = []
+        real_read = sync_module.read_note
+        monkeypatch.setattr(
+            sync_module, "read_note", lambda r, p, m: reads.append(p) or real_read(r, p, m)
+        )
+        again = _index(store, root, hash_embedder)
+        assert reads == [] and [p for p, _ in again.skipped] == ["binary.md"]
+        events = Report()
+        Syncer(store, root, MB).sync_paths(["binary.md"], events)
+        assert reads == [] and [p for p, _ in events.skipped] == ["binary.md"]
+        facts = gather(db)
+        assert facts["disk"]["new"] == 0 and facts["disk"]["skipped"] == 1
+        assert facts["text_up_to_date"]
+        (root / "binary.md").write_text("# Now text\n")
+        fixed = _index(store, root, hash_embedder)
+        assert reads == ["binary.md"] and fixed.added == 1 and store.skipped() == []
+
+
+def test_a_first_run_killed_midway_resumes_without_rechunking_what_it_wrote(
+    tmp_path: Path, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "vault"
+    _notes(root, 4)
+    written: list[str] = []
+    real_replace = Store.replace_file
+
+    def crash_after_two(self: Store, row: FileRow, chunks: object) -> None:
+        if len(written) == 2:
+            raise KeyboardInterrupt  # as if killed: nothing after this point runs
+        real_replace(self, row, chunks)  # type: ignore[arg-type]
+        written.append(row.path)
+
+    with Store(tmp_path / "i.sqlite") as store:
+        monkeypatch.setattr(Store, "replace_file", crash_after_two)
+        with pytest.raises(KeyboardInterrupt):
+            index_vault(store, root, MB, None)
+        monkeypatch.setattr(Store, "replace_file", real_replace)
+        assert store.meta()["vault_path"] == str(root)
+        report = _index(store, root, hash_embedder)
+        assert report.changed == 0 and report.unchanged == 2 and report.added == 2
+
+
+def test_a_model_that_changes_size_is_an_error_unless_indexing_adopts_it(
+    indexed: tuple[Path, Store],
+) -> None:
+    from memsync.errors import EmbeddingResponseError
+
+    root, store = indexed
+    smaller = HashEmbedder(dims=32)  # the same name, another size
+    write(root, "notes/new.md", "# New\n\nfresh words\n")
+    Syncer(store, root, MB).sync_all(Report())
+    with pytest.raises(EmbeddingResponseError, match="now returns 32-dimension vectors"):
+        embed_pending(store, smaller, Report())
+    assert store.dims() == 64 and store.pending_count() > 0
+    report = _index(store, root, smaller)  # `memsync index`: every vector again, at 32
+    assert store.dims() == 32 and report.pending == 0
+    sizes = {len(r[0]) for r in store.conn.execute("SELECT embedding FROM chunks")}
+    assert sizes == {32 * 4}

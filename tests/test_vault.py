@@ -5,9 +5,9 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from conftest import write
+from conftest import as_nobody, write
 
-from memsync.vault import IgnoreRules, SkipFile, read_note, scan
+from memsync.vault import IgnoreRules, Skip, SkipFile, note_at, read_note, scan
 
 
 def test_scan_finds_notes_and_skips_hidden_node_modules_and_ignored(tmp_path: Path) -> None:
@@ -83,30 +83,91 @@ def test_read_note_reports_vanished_files(tmp_path: Path) -> None:
         read_note(tmp_path, "gone.md", 1 << 20)
 
 
-def test_read_note_reports_permission_denied(tmp_path: Path) -> None:
-    write(tmp_path, "private.md", "secret")
-    (tmp_path / "private.md").chmod(0)
-    if os.geteuid() != 0:
-        with pytest.raises(SkipFile, match="permission denied"):
-            read_note(tmp_path, "private.md", 1 << 20)
-        return
-    # root reads everything: check as an unprivileged user in a forked child
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        os.close(reader)
-        try:
-            os.setgid(65534)
-            os.setuid(65534)
-            read_note(tmp_path, "private.md", 1 << 20)
-            message = b"read it"
-        except SkipFile as skip:
-            message = str(skip).encode()
-        except BaseException as exc:  # noqa: BLE001
-            message = repr(exc).encode()
-        os.write(writer, message)
-        os._exit(0)
-    os.close(writer)
-    os.waitpid(pid, 0)
-    with os.fdopen(reader, "rb") as handle:
-        assert handle.read().decode() == "permission denied"
+def test_read_note_reports_permission_denied(world_readable: Path) -> None:
+    write(world_readable, "private.md", "secret")
+    write(world_readable, "public.md", "open")
+    (world_readable / "private.md").chmod(0)
+    (world_readable / "public.md").chmod(0o644)
+    # as an unprivileged user: root reads everything
+    assert as_nobody(lambda: read_note(world_readable, "public.md", 1 << 20).text) == "open"
+    assert as_nobody(lambda: read_note(world_readable, "private.md", 1 << 20)) == (
+        "SkipFile: permission denied"
+    )
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_with_its_reason(tmp_path: Path) -> None:
+    write(tmp_path, "good.md", "fine")
+    (tmp_path / os.fsdecode(b"bad\xffname.md")).write_text("unreadable name")
+    (tmp_path / os.fsdecode(b"dir\xfe")).mkdir()
+    write(tmp_path / os.fsdecode(b"dir\xfe"), "inner.md", "inside a badly named folder")
+    found = scan(tmp_path)
+    assert list(found.files) == ["good.md"]
+    reasons = {s.path: s.reason for s in found.skipped}
+    assert "not valid UTF-8" in reasons["bad\\xffname.md"]
+    assert "not valid UTF-8" in reasons["dir\\xfe"]
+    for path in reasons:
+        path.encode("utf-8")  # storable and printable as is
+    verdict = note_at(tmp_path, os.fsdecode(b"bad\xffname.md"), IgnoreRules(tmp_path))
+    assert isinstance(verdict, Skip) and verdict.path == "bad\\xffname.md"
+
+
+def test_loops_aliases_and_outside_links_are_reported_and_each_note_is_indexed_once(
+    tmp_path: Path,
+) -> None:
+    vault, outside = tmp_path / "vault", tmp_path / "outside"
+    write(vault, "good/g1.md", "the real note")
+    write(vault, ".private/p.md", "reachable only through a link")
+    write(outside, "secret.md", "outside")
+    os.symlink("loop.md", vault / "loop.md")
+    os.symlink(vault / "good/g1.md", vault / "alias.md")
+    os.symlink(vault / "good", vault / "good-alias")
+    os.symlink(vault / ".private", vault / "exposed")
+    os.symlink(outside / "secret.md", vault / "passwd-link.md")
+    found = scan(vault)
+    assert sorted(found.files) == ["exposed/p.md", "good/g1.md"]
+    reasons = {s.path: s.reason for s in found.skipped}
+    assert reasons["loop.md"] == "symlink loop"
+    assert "good/g1.md" in reasons["alias.md"]
+    assert "good/" in reasons["good-alias"]
+    assert "outside the vault" in reasons["passwd-link.md"]
+
+
+def test_an_event_path_is_judged_exactly_as_the_walk_judges_it(tmp_path: Path) -> None:
+    """One function decides what is a note: every path the walk saw gets the same verdict."""
+    vault, outside = tmp_path / "vault", tmp_path / "outside"
+    write(vault, "a.md", "a")
+    write(vault, "sub/b.md", "b")
+    write(vault, ".private/p.md", "p")
+    write(vault, "drafts/d.md", "ignored")
+    write(vault, ".memsyncignore", "drafts/\n")
+    write(outside, "o.md", "outside")
+    os.symlink(outside / "o.md", vault / "out.md")
+    os.symlink(vault / "a.md", vault / "alias.md")
+    os.symlink(vault / ".private", vault / "exposed")
+    os.symlink(outside, vault / "sub" / "outdir")
+    os.symlink("nowhere.md", vault / "broken.md")
+    os.symlink("loop.md", vault / "loop.md")
+    rules = IgnoreRules(vault)
+    found = scan(vault)
+    skipped = {s.path: s for s in found.skipped}
+    for rel in [*found.files, *skipped, "drafts/d.md", ".private/p.md", "sub/outdir/o.md"]:
+        verdict = note_at(vault, rel, rules)
+        expected = found.files.get(rel) or skipped.get(rel)
+        if rel in ("sub/outdir", "good-alias"):
+            continue  # folders: events name the notes inside them
+        if rel == "sub/outdir/o.md":
+            assert isinstance(verdict, Skip) and "outside" in verdict.reason
+            continue
+        assert verdict == expected, rel
+
+
+def test_utf16_notes_are_decoded_and_say_so(tmp_path: Path) -> None:
+    (tmp_path / "le.md").write_bytes("\ufeff# Café notes\n".encode("utf-16-le"))
+    (tmp_path / "be.md").write_bytes("\ufeff# 端口 notes\n".encode("utf-16-be"))
+    le = read_note(tmp_path, "le.md", 1 << 20)
+    be = read_note(tmp_path, "be.md", 1 << 20)
+    assert le.text == "# Café notes\n" and be.text == "# 端口 notes\n"
+    assert le.warning == "decoded as UTF-16 (byte-order mark)"
+    (tmp_path / "fake.md").write_bytes(b"\xff\xfe\x00\xd8")  # a BOM, then a lone surrogate
+    with pytest.raises(SkipFile, match="binary"):
+        read_note(tmp_path, "fake.md", 1 << 20)

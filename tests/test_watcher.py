@@ -285,3 +285,195 @@ def test_the_periodic_reconcile_runs_even_under_a_steady_stream_of_events(
             time.sleep(0.05)
     finally:
         r.stop()
+
+
+def test_a_non_utf8_name_in_a_batch_loses_nothing_else(running: Running, vault: Path) -> None:
+    (vault / os.fsdecode(b"bad\xffname.md")).write_text("# Bad\n\nsierra\n")
+    write(vault, "good.md", "# Good\n\ntango\n")  # saved in the same batch
+    wait_until(lambda: running.keyword("tango") == ["good.md"])
+    with Store(running.db) as store:
+        assert "not valid UTF-8" in dict(store.skipped())["bad\\xffname.md"]
+
+
+def test_a_symlink_out_of_the_vault_is_never_indexed_by_the_watcher(
+    running: Running, vault: Path, tmp_path: Path
+) -> None:
+    outside = write(tmp_path / "outside", "passwd.md", "root:x:0:0:root:/root:/bin/bash\n")
+    os.symlink(outside, vault / "passwd-link.md")
+    write(vault, "marker.md", "# Marker\n\nuniform\n")
+    wait_until(lambda: running.keyword("uniform") == ["marker.md"])
+    os.utime(vault / "passwd-link.md", follow_symlinks=False)  # touch -h
+    write(vault, "marker2.md", "# Marker\n\nvictor\n")
+    wait_until(lambda: running.keyword("victor") == ["marker2.md"])
+    assert running.keyword("root bash") == [] and "passwd-link.md" not in running.files()
+    with Store(running.db) as store:
+        assert "outside the vault" in dict(store.skipped())["passwd-link.md"]
+
+
+def test_editing_memsyncignore_applies_its_rules_without_a_restart(
+    running: Running, vault: Path
+) -> None:
+    write(vault, "drafts/d.md", "# Draft\n\nwhiskey\n")
+    wait_until(lambda: "drafts/d.md" in running.files())
+    write(vault, ".memsyncignore", "drafts/\n")
+    wait_until(lambda: "drafts/d.md" not in running.files())
+    write(vault, "drafts/e.md", "# Draft\n\nxray\n")
+    write(vault, "kept.md", "# Kept\n\nyankee\n")
+    wait_until(lambda: running.keyword("yankee") == ["kept.md"])
+    assert "drafts/e.md" not in running.files()
+    (vault / ".memsyncignore").unlink()
+    wait_until(lambda: {"drafts/d.md", "drafts/e.md"} <= set(running.files()))
+
+
+def test_the_embedding_worker_survives_a_size_change_and_any_error_and_says_so(
+    vault: Path, tmp_path: Path, embedding_server: EmbeddingServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from conftest import HashEmbedder
+
+    from memsync import watcher as watcher_module
+    from memsync.status import gather
+
+    caplog.set_level(logging.INFO, logger="memsync")
+    url = f"{embedding_server.url}/v1"
+    r = Running(vault, tmp_path / "i.sqlite", OpenAIEmbedder(url, "m", batch_size=8, timeout=2.0))
+    try:
+        wait_until(lambda: Store(r.db).pending_count() == 0)
+        embedding_server._model = HashEmbedder(8)  # the same model name now answers 8 dims
+        r.watcher._embedding.embedder = OpenAIEmbedder(url, "m", batch_size=8, timeout=2.0)  # type: ignore[union-attr]
+        write(vault, "new.md", "# New\n\nzulu\n")
+        wait_until(lambda: "now returns 8-dimension" in str(gather(r.db)["writer"]))
+        assert r.watcher._embedding.is_alive()  # type: ignore[union-attr]
+        assert any("now returns 8-dimension" in m for m in caplog.messages)
+        embedding_server._model = HashEmbedder(16)
+        wait_until(lambda: Store(r.db).pending_count() == 0, timeout=20)
+        assert gather(r.db)["writer"].get("embedding_error") is None
+
+        real = watcher_module.embed_pending
+        calls: list[int] = []
+
+        def broken_once(*args: object, **kwargs: object) -> None:
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("a bug nobody foresaw")
+            real(*args, **kwargs)  # type: ignore[arg-type]
+
+        watcher_module.embed_pending = broken_once  # type: ignore[assignment]
+        try:
+            write(vault, "newer.md", "# Newer\n\nquince\n")
+            wait_until(lambda: len(calls) >= 2 and Store(r.db).pending_count() == 0, timeout=20)
+        finally:
+            watcher_module.embed_pending = real
+        assert any("embedding failed unexpectedly" in m for m in caplog.messages)
+        assert r.watcher._embedding.is_alive()  # type: ignore[union-attr]
+    finally:
+        r.stop()
+
+
+def test_sigterm_during_an_embedding_backlog_exits_promptly_and_counts_what_waits(
+    vault: Path, tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    for i in range(20):
+        write(vault, f"n{i}.md", f"# Note {i}\n\n" + "words and more words\n" * 50)
+    embedding_server.delay = 5.0  # one batch takes far longer than a stop may
+    env = {**os.environ, "OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memsync",
+            "watch",
+            str(vault),
+            "--db",
+            str(tmp_path / "i.sqlite"),
+            "--provider",
+            "openai",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        _wait_for_line(process, "reconcile (start)")
+        wait_until(lambda: len(embedding_server.requests) >= 1)  # a batch is in flight
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+        elapsed = time.monotonic() - started
+        log = process.stderr.read()  # type: ignore[union-attr]
+    finally:
+        process.kill()
+        process.stderr.close()  # type: ignore[union-attr]
+    assert elapsed < 4.0, elapsed  # it did not wait for the 5 s batch
+    assert "21 chunks still wait for vectors" in log  # 20 notes and start.md, none embedded
+
+
+def test_index_waits_for_a_query_s_refresh_instead_of_failing(vault: Path, tmp_path: Path) -> None:
+    from memsync.lock import QUERY_REFRESH, WriterLock
+
+    db = tmp_path / "i.sqlite"
+    refresh = WriterLock(db, QUERY_REFRESH).acquire()
+    releaser = threading.Timer(1.0, refresh.release)
+    releaser.start()
+    try:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memsync",
+                "index",
+                str(vault),
+                "--db",
+                str(db),
+                "--provider",
+                "none",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        releaser.join()
+    assert result.returncode == 0, result.stderr
+
+
+def _deep_chain(base: Path, levels: int) -> None:
+    base.mkdir()
+    fd = os.open(base, os.O_RDONLY)
+    for _ in range(levels):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+
+
+def _remove_deep_chain(base: Path) -> None:
+    """shutil.rmtree recurses and gives up on a chain this deep: lift it level by level."""
+    while (base / "d").exists():
+        os.rename(base / "d", base.parent / "lifted")
+        for child in os.listdir(base.parent / "lifted"):
+            os.rename(base.parent / "lifted" / child, base / f"{child}.next")
+        os.rmdir(base.parent / "lifted")
+        if (base / "d.next").exists():
+            os.rename(base / "d.next", base / "d")
+    base.rmdir()
+
+
+def test_a_tree_too_deep_for_the_observer_is_reported_and_the_rest_is_watched(
+    vault: Path, tmp_path: Path
+) -> None:
+    from memsync.status import gather
+
+    _deep_chain(vault / "deep", 1200)
+    try:
+        r = Running(vault, tmp_path / "i.sqlite")
+        try:
+            assert gather(r.db)["writer"]["unwatched"] == ["deep"]
+            write(vault, "other/fresh.md", "# Fresh\n\nquokka\n")
+            wait_until(lambda: r.keyword("quokka") == ["other/fresh.md"])
+        finally:
+            r.stop()
+    finally:
+        _remove_deep_chain(vault / "deep")
