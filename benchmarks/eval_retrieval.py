@@ -1,6 +1,7 @@
 """Retrieval quality: Recall@5, MRR@10, nDCG@10 per configuration; prints Markdown tables.
 
     python benchmarks/eval_retrieval.py --sample                     # labelled queries on sample_vault/
+    python benchmarks/eval_retrieval.py --duplicates                 # MMR, with near-copies of notes
     python benchmarks/eval_retrieval.py --scifact ../shared/eval/scifact [--workdir DIR]
 
 SciFact: one note per abstract ("# title" then the text), indexed with the local model once into
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from memsync.embedders import LocalEmbedder  # noqa: E402
-from memsync.evaluate import score_run  # noqa: E402
+from memsync.evaluate import distinct, novelty_ndcg_at, score_run  # noqa: E402
 from memsync.search import Options, search  # noqa: E402
 from memsync.store import Store  # noqa: E402
 from memsync.sync import index_vault  # noqa: E402
@@ -113,6 +114,59 @@ def eval_sample(workdir: Path, embedder: LocalEmbedder) -> None:
         print(f"| {name} | " + " | ".join(f"{by_kind[k]:.2f}" for k in kinds_list) + " |")
 
 
+COPIES = 3  # near-copies of each relevant note in the duplicates case
+MMR_LAMBDAS = (0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def duplicates_vault(
+    workdir: Path, labelled: list[dict[str, object]]
+) -> tuple[Path, dict[str, str]]:
+    """sample_vault plus COPIES near-copies (trailing spaces, as a sync tool or a copy-paste
+    leaves them) of every note some query wants; returns the vault and copy -> original."""
+    import shutil
+
+    vault = workdir / "sample_duplicates"
+    shutil.rmtree(vault, ignore_errors=True)
+    shutil.copytree(ROOT / "sample_vault", vault)
+    canonical: dict[str, str] = {}
+    wanted = sorted({p for q in labelled for p in q["relevant"]})  # type: ignore[attr-defined]
+    for original in wanted:
+        text = (vault / original).read_text(encoding="utf-8")
+        for k in range(1, COPIES + 1):
+            copy = f"copies/{k}/{original}"
+            (vault / copy).parent.mkdir(parents=True, exist_ok=True)
+            (vault / copy).write_text(text.replace("\n", " " * k + "\n"), encoding="utf-8")
+            canonical[copy] = original
+    return vault, canonical
+
+
+def eval_duplicates(workdir: Path, embedder: LocalEmbedder) -> None:
+    """The labelled queries again, on a vault where every relevant note has near-copies: how much
+    of the top 10 repeats one note, with and without MMR, for each lambda."""
+    labelled = json.loads((ROOT / "benchmarks/sample_queries.json").read_text())
+    vault, canonical = duplicates_vault(workdir, labelled)
+    queries = {str(i): q["query"] for i, q in enumerate(labelled)}
+    qrels = {str(i): set(q["relevant"]) for i, q in enumerate(labelled)}
+    configs = {"hybrid, no MMR": Options(mode="hybrid")} | {
+        f"hybrid + MMR, lambda {lam}": Options(mode="hybrid", mmr=True, mmr_lambda=lam)
+        for lam in MMR_LAMBDAS
+    }
+    (workdir / "duplicates.sqlite").unlink(missing_ok=True)
+    with Store(workdir / "duplicates.sqlite", vectors_in_memory=True) as store:
+        build(store, vault, embedder)
+        cached = CachedQueries(embedder)
+        print(f"\n### sample_vault with {COPIES} near-copies of each relevant note\n")
+        print("| configuration | nDCG@10, copies count once | repeats in the top 3 | nDCG@10 |")
+        print("|---|---|---|---|")
+        for name, options in configs.items():
+            ranked = rankings(store, cached, queries, options)
+            notes = {q: [canonical.get(p, p) for p in r] for q, r in ranked.items()}
+            novelty = sum(novelty_ndcg_at(notes[q], qrels[q], 10) for q in qrels) / len(qrels)
+            repeats = sum(3 - len(set(distinct(notes[q][:3]))) for q in qrels) / len(qrels)
+            plain = score_run({q: distinct(n) for q, n in notes.items()}, qrels)["ndcg@10"]
+            print(f"| {name} | {novelty:.3f} | {repeats:.2f} | {plain:.3f} |")
+
+
 def _load_scifact(path: Path, split: str) -> tuple[dict[str, str], dict[str, set[str]]]:
     qrels: dict[str, set[str]] = {}
     for line in (path / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]:
@@ -168,12 +222,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sample", action="store_true")
     parser.add_argument("--scifact", type=Path)
+    parser.add_argument(
+        "--duplicates", action="store_true", help="MMR on sample_vault with near-copies"
+    )
     parser.add_argument("--workdir", type=Path, default=Path.home() / ".cache" / "memsync-eval")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     embedder = LocalEmbedder()
     if args.sample:
         eval_sample(args.workdir, embedder)
+    if args.duplicates:
+        eval_duplicates(args.workdir, embedder)
     if args.scifact:
         eval_scifact(args.scifact, args.workdir, embedder)
 

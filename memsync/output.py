@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .sync import Report
+if TYPE_CHECKING:
+    from .sync import Report
 
 
 def as_json(value: Any) -> str:

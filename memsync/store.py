@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import StoreError
 
@@ -23,8 +23,7 @@ if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync n
 SOURCE = "memory"
 
 
-@dataclass(frozen=True)
-class FileRow:
+class FileRow(NamedTuple):  # a tuple: a sync loads one per note
     path: str
     hash: str
     mtime_ns: int
@@ -115,6 +114,17 @@ def _first(cursor: Iterable[tuple]) -> tuple | None:  # type: ignore[type-arg]
 
 def _now() -> int:
     return int(time.time())
+
+
+def _vec_extension() -> str:
+    """sqlite-vec's loadable file, found without importing the package (which imports numpy,
+    40 ms that a no-op sync does not need)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("sqlite-vec is not installed")
+    return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
 
 def describe(exc: BaseException) -> str:
@@ -218,10 +228,8 @@ class Store:
         if os.environ.get("MEMSYNC_DISABLE_VEC"):
             return None
         try:
-            import sqlite_vec
-
             self.conn.enable_load_extension(True)
-            self.conn.load_extension(sqlite_vec.loadable_path())
+            self.conn.load_extension(_vec_extension())
             self.conn.enable_load_extension(False)
             return str(_first(self.conn.execute("SELECT vec_version()"))[0])
         except Exception:  # any failure means: search vectors with numpy instead
@@ -340,12 +348,8 @@ class Store:
     # -- files ------------------------------------------------------------------------------
 
     def file_rows(self) -> dict[str, FileRow]:
-        return {
-            path: FileRow(path, h, mtime, size)
-            for path, h, mtime, size in self.conn.execute(
-                "SELECT path, hash, mtime, size FROM files"
-            )
-        }
+        rows = self.conn.execute("SELECT path, hash, mtime, size FROM files")
+        return {row[0]: FileRow(*row) for row in rows}
 
     def touch_file(self, row: FileRow) -> None:
         self.conn.execute(

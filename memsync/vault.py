@@ -9,6 +9,7 @@ import os
 import stat as stat_mod
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 from .errors import VaultError
 
@@ -18,8 +19,7 @@ IGNORE_FILE = ".memsyncignore"
 _BINARY_SNIFF = 8192
 
 
-@dataclass(frozen=True)
-class FileStat:
+class FileStat(NamedTuple):  # a tuple: a walk makes one per note, 3x cheaper than a dataclass
     path: str  # relative to the vault, POSIX separators
     mtime_ns: int
     size: int

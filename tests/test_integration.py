@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,37 @@ def _dump(db: Path) -> dict[str, object]:
         }
 
 
+def _counts(db: Path) -> dict[str, int] | None:
+    try:
+        with Store(db, create=False) as store:
+            return store.counts()
+    except Exception:  # noqa: BLE001 - not created yet, or being created
+        return None
+
+
+def _kill_when(
+    command: list[str], env: dict[str, str], db: Path, reached: Callable[[dict[str, int]], bool]
+) -> dict[str, int]:
+    """Run `command` and SIGKILL it once the index it writes reaches a milestone; the counts seen
+    just before the kill."""
+    process = subprocess.Popen(
+        command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    seen: dict[str, int] = {}
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            seen = _counts(db) or {}
+            if seen and reached(seen):
+                process.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.002)
+    finally:
+        process.kill()
+        process.wait(30)
+    return seen
+
+
 def test_killing_the_indexer_mid_run_then_rerunning_equals_an_uninterrupted_run(
     tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
@@ -120,15 +152,18 @@ def test_killing_the_indexer_mid_run_then_rerunning_equals_an_uninterrupted_run(
     embedding_server.delay = 0.05
     killed = tmp_path / "killed.sqlite"
     command = [sys.executable, "-m", "memsync", "index", str(vault), "--db", str(killed)]
-    for wait in (0.6, 1.2, 2.5):
-        process = subprocess.Popen(
-            command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        time.sleep(wait)
-        process.send_signal(signal.SIGKILL)
-        process.wait()
+    # killed after the first committed file, in the middle of the text, during the embeddings
+    milestones = [
+        lambda c: c["files"] >= 1,
+        lambda c: c["files"] >= 30,
+        lambda c: c["embedded"] >= 8,
+    ]
+    for reached in milestones:
+        at_kill = _kill_when(command, env, killed, reached)
+        assert reached(at_kill), at_kill  # never killed before the run had written anything
         with Store(killed) as store:
             assert store.integrity_check() == "ok"
+    assert at_kill["pending"] > 0  # the last kill landed with embeddings still to do
     embedding_server.delay = 0
     assert _memsync("index", str(vault), "--db", str(killed), env=env).returncode == 0
     assert _dump(killed) == _dump(clean)

@@ -181,56 +181,73 @@ def test_a_second_writer_is_refused_naming_the_pid(
         second.run()
 
 
-def _spawn_watch(vault: Path, db: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memsync",
-            "watch",
-            str(vault),
-            "--db",
-            str(db),
-            "--provider",
-            "none",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ},
-    )
+class WatchProcess:
+    """`memsync watch` in a subprocess; its log read by a thread, so that no wait is unbounded."""
 
+    def __init__(
+        self, vault: Path, db: Path, *args: str, env: dict[str, str] | None = None
+    ) -> None:
+        import queue
 
-def _wait_for_line(process: subprocess.Popen[str], needle: str) -> None:
-    assert process.stderr is not None
-    for line in process.stderr:
-        if needle in line:
-            return
-    raise AssertionError(f"{needle!r} never logged")
+        command = [sys.executable, "-m", "memsync", "watch", str(vault), "--db", str(db), *args]
+        self.process = subprocess.Popen(
+            command, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+        )
+        self.pid = self.process.pid
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.log: list[str] = []
+        self._reader = threading.Thread(target=self._read)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.log.append(line)
+            self.lines.put(line)
+
+    def wait_for(self, needle: str, timeout: float = 30.0) -> None:
+        import queue
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if needle in self.lines.get(timeout=max(deadline - time.monotonic(), 0.01)):
+                    return
+            except queue.Empty:
+                break
+        raise AssertionError(f"{needle!r} never logged: {''.join(self.log)}")
+
+    def finish(self, signum: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        """Send the signal; the exit code, once the process has ended (killed after timeout)."""
+        self.process.send_signal(signum)
+        try:
+            return self.process.wait(timeout)
+        finally:
+            self.process.kill()
+            self.process.wait(10)
+            self._reader.join(10)
+            self.process.stderr.close()  # type: ignore[union-attr]
 
 
 def test_sigterm_exits_0_and_a_killed_watchers_lock_is_taken_over(
     vault: Path, tmp_path: Path
 ) -> None:
     db = tmp_path / "i.sqlite"
-    first = _spawn_watch(vault, db)
-    _wait_for_line(first, "reconcile (start)")
+    first = WatchProcess(vault, db, "--provider", "none")
+    first.wait_for("reconcile (start)")
     refused = subprocess.run(
         [sys.executable, "-m", "memsync", "index", str(vault), "--db", str(db)],
         capture_output=True,
         text=True,
+        timeout=60,
     )
     assert refused.returncode == 1 and f"pid {first.pid}" in refused.stderr
-    first.send_signal(signal.SIGKILL)
-    first.wait()
-    second = _spawn_watch(vault, db)  # the stale lock of the killed watcher is taken over
-    _wait_for_line(second, "reconcile (start)")
+    assert first.finish(signal.SIGKILL) == -signal.SIGKILL
+    second = WatchProcess(vault, db, "--provider", "none")  # the killed watcher's lock is stale
+    second.wait_for("reconcile (start)")
     started = time.monotonic()
-    second.send_signal(signal.SIGTERM)
-    assert second.wait(10) == 0
+    assert second.finish() == 0
     assert time.monotonic() - started < 5
-    assert second.stderr is not None
-    second.stderr.close()
-    first.stderr.close()  # type: ignore[union-attr]
 
 
 def test_status_shows_the_running_watcher_and_its_last_event(running: Running, vault: Path) -> None:
@@ -377,36 +394,20 @@ def test_sigterm_during_an_embedding_backlog_exits_promptly_and_counts_what_wait
     for i in range(20):
         write(vault, f"n{i}.md", f"# Note {i}\n\n" + "words and more words\n" * 50)
     embedding_server.delay = 5.0  # one batch takes far longer than a stop may
-    env = {**os.environ, "OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memsync",
-            "watch",
-            str(vault),
-            "--db",
-            str(tmp_path / "i.sqlite"),
-            "--provider",
-            "openai",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+    watch = WatchProcess(
+        vault,
+        tmp_path / "i.sqlite",
+        "--provider",
+        "openai",
+        env={"OPENAI_BASE_URL": f"{embedding_server.url}/v1"},
     )
-    try:
-        _wait_for_line(process, "reconcile (start)")
-        wait_until(lambda: len(embedding_server.requests) >= 1)  # a batch is in flight
-        started = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=15) == 0
-        elapsed = time.monotonic() - started
-        log = process.stderr.read()  # type: ignore[union-attr]
-    finally:
-        process.kill()
-        process.stderr.close()  # type: ignore[union-attr]
+    watch.wait_for("reconcile (start)")
+    wait_until(lambda: len(embedding_server.requests) >= 1)  # a batch is in flight
+    started = time.monotonic()
+    assert watch.finish() == 0
+    elapsed = time.monotonic() - started
     assert elapsed < 4.0, elapsed  # it did not wait for the 5 s batch
-    assert "21 chunks still wait for vectors" in log  # 20 notes and start.md, none embedded
+    assert "21 chunks still wait for vectors" in "".join(watch.log)  # 20 notes and start.md
 
 
 def test_index_waits_for_a_query_s_refresh_instead_of_failing(vault: Path, tmp_path: Path) -> None:
