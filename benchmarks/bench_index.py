@@ -21,6 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
 WORDS = (
     "replication server port sync vault note chunk index query model cache token meeting design "
     "garden coffee review deploy incident backup release budget travel kernel latency battery"

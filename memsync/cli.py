@@ -238,31 +238,40 @@ def status(vault: Path | None, db: Path | None, as_json: bool) -> None:
     type=Number("text_weight", float),
     help="Weight of the keyword leg (default 0.3).",
 )
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    help="Search only notes under this folder (projects/) or matching this glob "
+    "(daily/2026-11-*.md); repeatable, any may match.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def query(text: str, vault: Path | None, db: Path | None, as_json: bool, **flags: Any) -> None:
+def query(
+    text: str,
+    vault: Path | None,
+    db: Path | None,
+    paths: tuple[str, ...],
+    as_json: bool,
+    **flags: Any,
+) -> None:
     """Find the notes and exact lines that match TEXT, by keyword and by meaning."""
 
     def action() -> None:
+        from dataclasses import replace
+
         from . import output
-        from .embedders import embedder_for_index
-        from .search import Options, query_words, search
-        from .store import Store
-        from .sync import refresh_text
+        from .errors import ArgumentError
+        from .memory import Memory
+        from .search import Options, path_globs, query_words
 
         config = _config(db=db, **flags)
-        db_path = _locate(config, vault)
-        options = Options.from_settings(config)
-        with Store(db_path, create=False) as store:
-            root = store.meta().get("vault_path")
-            stale = ""
-            if root and Path(root).is_dir():
-                stale = refresh_text(store, db_path, Path(root), config.max_file_bytes)
-            embedder, why = (None, "")
-            if options.mode != "keyword":
-                embedder, why = embedder_for_index(config, store.model_key())
-            outcome = search(store, text, options, embedder, why)
-            if stale:
-                outcome.notices.append(stale)
+        try:
+            globs = path_globs(paths)
+        except ArgumentError as exc:
+            raise click.BadParameter(str(exc), param_hint="--path") from exc
+        options = replace(Options.from_settings(config), paths=globs)
+        with Memory(config, _locate(config, vault)) as memory:
+            outcome = memory.search(text, options)
         if as_json:
             click.echo(output.as_json(outcome.as_dict()))
         else:
@@ -311,12 +320,7 @@ def watch(
 
         config = _config(db=db, debounce_ms=debounce_ms, provider=provider, model=model)
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-        handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        memsync_log = logging.getLogger("memsync")
-        memsync_log.addHandler(handler)
-        memsync_log.setLevel(level)
-        logging.getLogger("watchdog").addHandler(handler)
+        memsync_log = _log_to(log_file, level, "watchdog")
         root = vault_root(vault)
         watcher = Watcher(root, db_for_vault(root, config), config, make_embedder(config))
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -325,6 +329,69 @@ def watch(
         memsync_log.info("stopped")
 
     run(action)
+
+
+@main.command()
+@click.option("--vault", type=click.Path(path_type=Path), help="The vault to serve.")
+@click.option("--db", type=click.Path(path_type=Path), help="The index to serve.")
+@click.option(
+    "--writable", is_flag=True, help="Offer memory_write (off by default: the agent only reads)."
+)
+@click.option(
+    "--protect",
+    multiple=True,
+    help="A glob of notes the agent may never write, beside AGENTS.md, SOUL.md, USER.md, "
+    "IDENTITY.md, MEMORY.md and .memsyncignore (repeatable; config: protect).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log every tool call (DEBUG).")
+@click.option(
+    "--log-file", type=click.Path(path_type=Path), help="Append the log here instead of stderr."
+)
+def mcp(
+    vault: Path | None,
+    db: Path | None,
+    writable: bool,
+    protect: tuple[str, ...],
+    verbose: bool,
+    log_file: Path | None,
+) -> None:
+    """Serve the vault to an AI agent over MCP on stdio until stdin closes or SIGTERM/SIGINT."""
+
+    def action() -> None:
+        import logging
+        import signal
+
+        try:
+            from .mcp_server import MemoryServer, serve
+        except ImportError as exc:
+            raise MemsyncError(
+                f"memsync mcp needs the MCP SDK ({exc.name} is missing): pip install 'memsync[mcp]'"
+            ) from exc
+
+        config = _config(db=db, protect=protect or None)
+        _log_to(log_file, logging.DEBUG if verbose else logging.INFO, "mcp")
+        server = MemoryServer(config, lambda: _locate(config, vault), writable, config.protect)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda number, _: server.exit_now(signal.Signals(number).name))
+        serve(server)
+        logging.getLogger("memsync").info("stopped (stdin closed)")
+
+    run(action)
+
+
+def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
+    """memsync's log (and the named libraries') on stderr or appended to a file, never stdout."""
+    import logging
+
+    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    memsync_log = logging.getLogger("memsync")
+    memsync_log.addHandler(handler)
+    memsync_log.setLevel(level)
+    memsync_log.propagate = False  # a library's root handler must not print it twice
+    for name in others:
+        logging.getLogger(name).addHandler(handler)
+    return memsync_log
 
 
 def _locate(config: Any, vault: Path | None) -> Path:

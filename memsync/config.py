@@ -82,6 +82,8 @@ class Config:
     mmr_lambda: float = 0.7
     vector_weight: float = 0.7
     text_weight: float = 0.3
+    # agents (memsync mcp): globs of notes an agent may never write, beside the built-in ones
+    protect: tuple[str, ...] = ()
     # watcher
     debounce_ms: int = 300
     reconcile_minutes: float = 10.0
@@ -151,6 +153,9 @@ def _coerce(name: str, raw: Any, kind: Any) -> Any:
             return int(raw)
         if kind.startswith("float"):
             return float(raw)
+        if kind.startswith("tuple"):  # a TOML list, or commas in an environment variable
+            items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
+            return tuple(str(item).strip() for item in items if str(item).strip())
         if kind.startswith("Path"):
             return Path(str(raw)).expanduser()
         return str(raw)

@@ -29,7 +29,7 @@ import numpy as np
 from . import fts
 from .config import Config
 from .embedders import Embedder
-from .errors import EmbeddingError
+from .errors import ArgumentError, EmbeddingError
 from .store import Store
 
 DAILY_NAME = re.compile(
@@ -53,6 +53,7 @@ class Options:
     mmr_lambda: float = _SETTINGS.mmr_lambda
     vector_weight: float = _SETTINGS.vector_weight
     text_weight: float = _SETTINGS.text_weight
+    paths: tuple[str, ...] = ()  # GLOB patterns from path_globs: search only these notes
     today: date | None = None  # for decay; None means the real today
 
     @classmethod
@@ -99,6 +100,7 @@ class Hit:
             "snippet_start_line": self.snippet_start,
             "relevance": round(self.relevance, 4),
             "exact_match": self.exact,
+            "hybrid_match": self.vector_score is not None and self.text_score is not None,
         }
 
 
@@ -348,6 +350,24 @@ def snippet(text: str, words: list[str], start_line: int, width: int = 3) -> tup
     return "\n".join(clipped), start_line + best
 
 
+def path_globs(patterns: Sequence[str]) -> tuple[str, ...]:
+    """User path filters -> GLOB patterns over vault-relative paths: `projects/` (or `projects`)
+    is that folder's notes (or that note), a pattern with `*`, `?` or `[` is a glob as written."""
+    globs: list[str] = []
+    for raw in patterns:
+        pattern = raw.strip()
+        while pattern.startswith("./"):
+            pattern = pattern[2:]
+        if "\0" in pattern or pattern.startswith(("/", "~")) or ".." in pattern.split("/"):
+            raise ArgumentError(f"path filter {raw!r} must be relative to the vault, without '..'")
+        if any(ch in pattern for ch in "*?["):
+            globs.append(pattern)
+        elif pattern.strip("/"):
+            folder = pattern.strip("/")
+            globs += [folder, f"{folder}/*"]
+    return tuple(dict.fromkeys(globs))
+
+
 def query_words(query: str) -> list[str]:
     """The words of the query's terms, longest first (for snippets and highlighting)."""
     return sorted({w for t in fts.query_terms(query) for w in t.split()}, key=len, reverse=True)
@@ -377,7 +397,7 @@ def search(
             except EmbeddingError as exc:
                 outcome.notices.append(f"vector search unavailable: {exc}")
         if query_vector is not None:
-            hits = store.vector_search(query_vector, pool)
+            hits = store.vector_search(query_vector, pool, options.paths)
             if hits:
                 cosines = np.array([1.0 - d for _, d in hits])
                 background = store.sample_vectors(512) @ query_vector
@@ -389,9 +409,9 @@ def search(
     if wants_text:
         if terms:
             ran_text = True
-            rows = store.keyword_search(fts.match_expression(terms, "AND"), pool)
+            rows = store.keyword_search(fts.match_expression(terms, "AND"), pool, options.paths)
             if len(rows) < options.limit and len(terms) > 1:
-                rows = store.keyword_search(fts.match_expression(terms, "OR"), pool)
+                rows = store.keyword_search(fts.match_expression(terms, "OR"), pool, options.paths)
             bm25 = dict(rows)
         elif options.mode == "keyword":
             outcome.notices.append("the query has no words to search for")

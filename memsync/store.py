@@ -116,6 +116,13 @@ def _now() -> int:
     return int(time.time())
 
 
+def _any_glob(column: str, patterns: Sequence[str]) -> tuple[str, list[str]]:
+    """` AND (column GLOB ? OR ...)` for the patterns, or nothing when there are none."""
+    if not patterns:
+        return "", []
+    return " AND (" + " OR ".join(f"{column} GLOB ?" for _ in patterns) + ")", list(patterns)
+
+
 def _vec_extension() -> str:
     """sqlite-vec's loadable file, found without importing the package (which imports numpy,
     40 ms that a no-op sync does not need)."""
@@ -350,6 +357,24 @@ class Store:
     def file_rows(self) -> dict[str, FileRow]:
         rows = self.conn.execute("SELECT path, hash, mtime, size FROM files")
         return {row[0]: FileRow(*row) for row in rows}
+
+    def file_row(self, path: str) -> FileRow | None:
+        row = _first(
+            self.conn.execute("SELECT path, hash, mtime, size FROM files WHERE path = ?", (path,))
+        )
+        return FileRow(*row) if row else None
+
+    def listing(self, folder: str = "") -> list[tuple[str, int, int, int]]:
+        """(path, size, mtime_ns, chunks) of every indexed note below `folder`, by path."""
+        where, args = _any_glob("f.path", [f"{folder.rstrip('/')}/*"] if folder else [])
+        return list(
+            self.conn.execute(
+                "SELECT f.path, f.size, f.mtime, count(c.id) FROM files f "
+                f"LEFT JOIN chunks c ON c.path = f.path WHERE 1{where} "
+                "GROUP BY f.path ORDER BY f.path",
+                args,
+            )
+        )
 
     def touch_file(self, row: FileRow) -> None:
         self.conn.execute(
@@ -597,31 +622,46 @@ class Store:
             return np.zeros((0, self.dims() or 0), dtype=np.float32)
         return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1)
 
-    def keyword_search(self, match: str, limit: int) -> list[tuple[int, float]]:
-        """(chunk id, bm25 rank) best first; `match` must come from fts.match_expression."""
+    def keyword_search(
+        self, match: str, limit: int, paths: Sequence[str] = ()
+    ) -> list[tuple[int, float]]:
+        """(chunk id, bm25 rank) best first; `match` must come from fts.match_expression;
+        `paths`: GLOB patterns, any of which a chunk's note must match (applied before the limit)."""
+        where, args = _any_glob("path", paths)
         return list(
             self.conn.execute(
-                "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? "
-                "ORDER BY rank LIMIT ?",
-                (match, limit),
+                "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
+                f"{where} ORDER BY rank LIMIT ?",
+                (match, *args, limit),
             )
         )
 
-    def vector_search(self, query: np.ndarray, limit: int) -> list[tuple[int, float]]:
+    def vector_search(
+        self, query: np.ndarray, limit: int, paths: Sequence[str] = ()
+    ) -> list[tuple[int, float]]:
         """(chunk id, cosine distance) nearest first: sqlite-vec, or numpy over the stored vectors
-        (kept in memory between queries by a store opened with vectors_in_memory)."""
+        (kept in memory between queries by a store opened with vectors_in_memory). `paths` filters
+        before the k nearest are chosen, so a filtered query still gets its exact top k."""
         import numpy as np
 
+        where, args = _any_glob("path", paths)
         if self._has_vec_table() and not self.vectors_in_memory:
             blob = np.asarray(query, dtype="<f4").tobytes()
+            subset = f" AND rowid IN (SELECT id FROM chunks WHERE 1{where})" if paths else ""
             rows = self.conn.execute(
-                "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ? "
+                f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?{subset} "
                 "ORDER BY distance",
-                (blob, limit),
+                (blob, limit, *args),
             )
             # a vector stored by an older memsync may be NaN: it has no distance, and no place
             return [(i, d) for i, d in rows if d is not None and d == d]
         ids, matrix = self._vector_matrix()
+        if paths:
+            allowed = [
+                r[0] for r in self.conn.execute(f"SELECT id FROM chunks WHERE 1{where}", args)
+            ]
+            keep = np.isin(ids, np.array(allowed, dtype=np.int64))
+            ids, matrix = ids[keep], matrix[keep]
         if not len(ids):
             return []
         q = np.asarray(query, dtype=np.float32)

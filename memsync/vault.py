@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from .errors import VaultError
+from .errors import ArgumentError, VaultError
 
 NOTE_SUFFIXES = (".md", ".markdown")
 SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
@@ -222,6 +222,57 @@ def note_at(root: Path, rel: str, rules: IgnoreRules) -> FileStat | Skip | None:
     path = os.path.join(root_real, rel)
     through_link = os.path.realpath(path) != path  # the file, or a folder on its way, is a symlink
     return _judge_file(root_real, rel, path, rules, through_link)
+
+
+MAX_PATH_BYTES = 1024  # a vault-relative path an agent may name; a part is at most 255 bytes
+
+
+def checked_path(root: Path, rel: object, rules: IgnoreRules, *, existing: bool = True) -> str:
+    """An untrusted vault-relative path (an agent's) as the note it names, or ArgumentError saying
+    why not: never outside the vault (`..`, absolute, `~`, a symlink out), never hidden, ignored
+    or other than Markdown. `existing=False` also admits a note still to be created."""
+    if not isinstance(rel, str) or not rel.strip():
+        raise ArgumentError("a note's path relative to the vault is required, e.g. projects/x.md")
+    if "\0" in rel:
+        raise ArgumentError("the path contains a NUL byte")
+    if "\\" in rel:
+        raise ArgumentError(f"{rel!r}: use / between folders")
+    text = rel.strip()
+    if text.startswith(("/", "~")) or (len(text) > 1 and text[1] == ":"):
+        raise ArgumentError(f"{rel!r} must be relative to the vault (no leading /, ~ or drive)")
+    parts = [part for part in text.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise ArgumentError(f"{rel!r} must not contain '..'")
+    if not parts:
+        raise ArgumentError(f"{rel!r} names no note")
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES or any(
+        len(part.encode("utf-8", "surrogatepass")) > 255 for part in parts
+    ):
+        raise ArgumentError("the path is too long")
+    clean = "/".join(parts)
+    if not parts[-1].lower().endswith(NOTE_SUFFIXES):
+        raise ArgumentError(f"{clean} is not a Markdown note (.md or .markdown)")
+    if rules.skips_path(clean):
+        raise ArgumentError(
+            f"{clean} is hidden or ignored (.memsyncignore): memsync does not index it"
+        )
+    verdict = note_at(root, clean, rules)
+    if isinstance(verdict, Skip):
+        raise ArgumentError(f"{clean}: {verdict.reason}")
+    if verdict is not None:
+        return clean
+    if existing:
+        raise ArgumentError(f"no note at {clean}")
+    root_real = os.path.realpath(root)
+    path = os.path.join(root_real, clean)
+    if os.path.lexists(path):
+        raise ArgumentError(f"{clean} exists but is not a note file")
+    folder = os.path.dirname(path)
+    while not os.path.lexists(folder):  # the nearest folder that exists must be the vault's own
+        folder = os.path.dirname(folder)
+    if os.path.realpath(folder) != folder or not _inside(folder, root_real):
+        raise ArgumentError(f"{clean}: a folder on its way is a symlink")
+    return clean
 
 
 def read_note(root: Path, rel: str, max_bytes: int) -> Note:

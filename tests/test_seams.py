@@ -26,6 +26,10 @@ def test_only_the_watcher_imports_watchdog() -> None:
     assert _importers("watchdog") == {"watcher"}
 
 
+def test_only_the_mcp_server_imports_mcp() -> None:
+    assert _importers("mcp") == {"mcp_server"}
+
+
 def test_only_the_store_imports_apsw() -> None:
     assert _importers("apsw") == {"store"}
 

@@ -1,0 +1,88 @@
+"""`memory_search` round trips through a real MCP client over stdio; prints a Markdown table.
+
+    python benchmarks/bench_mcp.py [--chunks 100000] [--runs 100]
+
+The index is bench_query.py's generated one (sample_vault's word frequencies, random unit
+vectors, the local model's key), served by `memsync mcp --db`; each call is timed from the
+client's send to its parsed answer, JSON-RPC and the query embedding (local model) included. The
+server's RSS is read from /proc after the runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_query import QUERIES, build  # noqa: E402
+
+from memsync.embedders import LocalEmbedder  # noqa: E402
+
+
+def server_rss_mb() -> float:
+    """The RSS of this process's `memsync mcp` child."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == os.getpid() and b"mcp" in cmdline:
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def measure(db: Path, runs: int) -> tuple[list[float], float]:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "memsync", "mcp", "--db", str(db)], env=dict(os.environ)
+    )
+    timings = []
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await session.call_tool("memory_search", {"query": "warm up"})  # loads model, vectors
+        for i in range(runs):
+            started = time.perf_counter()
+            result = await session.call_tool("memory_search", {"query": QUERIES[i % len(QUERIES)]})
+            timings.append(time.perf_counter() - started)
+            assert not result.is_error, result.content
+        rss = server_rss_mb()
+    return timings, rss
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--chunks", type=int, action="append")
+    parser.add_argument("--runs", type=int, default=100)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="memsync-mcpbench-"))
+    print("| index | memory_search p50 (ms) | p95 (ms) | server RSS (MB) |")
+    print("|---|---|---|---|")
+    for size in args.chunks or [100_000]:
+        db = workdir / f"m{size}.sqlite"
+        build(db, size, LocalEmbedder())
+        timings, rss = anyio.run(measure, db, args.runs)
+        p95 = statistics.quantiles(timings, n=20)[18]
+        print(
+            f"| {size:,} chunks, hybrid, over stdio | {statistics.median(timings) * 1000:.1f} "
+            f"| {p95 * 1000:.1f} | {rss:.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""A note's lines as a shell or an agent reads them, and the one write memsync makes: an agent's,
+opt-in, atomic (a temporary file in the same folder renamed over the note)."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .errors import ArgumentError
+from .vault import SkipFile, read_note
+
+MAX_LINES = 400  # lines one read returns
+MAX_BYTES = 64 * 1024  # bytes one read returns
+MAX_WRITE_BYTES = 256 * 1024  # bytes one write may add
+WRITE_MODES = ("append", "create", "replace")
+# an agent must not rewrite its own instructions (a prompt-injection defence)
+PROTECTED = ("AGENTS.md", "SOUL.md", "USER.md", "IDENTITY.md", "MEMORY.md", ".memsyncignore")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+NEW_FILE_MODE = 0o666 & ~_umask()  # read once, at import: os.umask is process-wide
+
+
+@dataclass(frozen=True)
+class Lines:
+    path: str
+    start_line: int
+    end_line: int  # the last line returned; start_line - 1 when none
+    total_lines: int
+    text: str  # the lines, joined by newlines
+    truncated: bool  # more lines were asked for than one read returns
+
+    @property
+    def citation(self) -> str:
+        return f"{self.path}#L{self.start_line}-L{self.end_line}"
+
+    def numbered(self) -> str:
+        if self.end_line < self.start_line:
+            return ""
+        lines = self.text.split("\n")
+        width = len(str(self.end_line))
+        return "\n".join(
+            f"{n:>{width}} | {line}" for n, line in enumerate(lines, start=self.start_line)
+        )
+
+    def rest(self) -> str | None:
+        """What to ask for next when the read was cut."""
+        if not self.truncated:
+            return None
+        return (
+            f"lines {self.start_line}-{self.end_line} of {self.total_lines} shown (a read returns "
+            f"at most {MAX_LINES} lines or {MAX_BYTES // 1024} KB): ask for start_line="
+            f"{self.end_line + 1} for the rest"
+        )
+
+    def as_dict(self) -> dict[str, object]:
+        return {**asdict(self), "citation": self.citation, "note": self.rest()}
+
+
+def read_lines(
+    root: Path, rel: str, start: int | None, end: int | None, max_file_bytes: int
+) -> Lines:
+    """Lines start..end (1-based, inclusive; whole note by default) of a note, read from disk now,
+    capped at MAX_LINES lines and MAX_BYTES bytes. `rel` must come from vault.checked_path."""
+    try:
+        note = read_note(root, rel, max_file_bytes)
+    except SkipFile as skip:
+        raise ArgumentError(f"{rel}: {skip}") from None
+    lines = note.text.splitlines()
+    total = len(lines)
+    first = 1 if start is None else start
+    last = total if end is None else end
+    if first < 1 or last < first - 1 or (first > total and total > 0) or (total == 0 and first > 1):
+        raise ArgumentError(f"{rel} has {total} lines: lines {first}-{last} are out of range")
+    last = min(last, total)
+    shown: list[str] = []
+    size = 0
+    for line in lines[first - 1 : last]:
+        size += len(line.encode("utf-8", "replace")) + 1
+        if len(shown) == MAX_LINES or (shown and size > MAX_BYTES):
+            break
+        shown.append(line)
+    end_line = first + len(shown) - 1
+    return Lines(rel, first, end_line, total, "\n".join(shown), end_line < last)
+
+
+def protected(rel: str, patterns: tuple[str, ...]) -> bool:
+    """A glob without `/` matches a note's name in any folder; one with `/`, the whole path."""
+    name = rel.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(rel if "/" in p else name, p) for p in (*PROTECTED, *patterns))
+
+
+def check_content(content: object) -> str:
+    if not isinstance(content, str):
+        raise ArgumentError("content must be text")
+    if not content.strip():
+        raise ArgumentError("content is empty")
+    if len(content.encode("utf-8", "surrogatepass")) > MAX_WRITE_BYTES:
+        raise ArgumentError(f"content is larger than {MAX_WRITE_BYTES // 1024} KB: write less")
+    if "\x00" in content or any(0xD800 <= ord(c) <= 0xDFFF for c in content):
+        raise ArgumentError("content is not text (NUL bytes or broken characters)")
+    return content
+
+
+def write_note(root: Path, rel: str, content: str, mode: str, heading: str = "") -> tuple[int, int]:
+    """Write an agent's text into a note and return the line range it now holds. `append` adds at
+    the end (a missing note is created, `heading` first), `create` fails if the note exists,
+    `replace` rewrites an existing one. Line endings and permissions of an existing note are kept.
+    `rel` must come from vault.checked_path."""
+    if mode not in WRITE_MODES:
+        raise ArgumentError(f"mode must be one of {', '.join(WRITE_MODES)}, not {mode!r}")
+    path = root / rel
+    try:
+        old = path.read_bytes()
+    except FileNotFoundError:
+        old = None
+    if mode == "create" and old is not None:
+        raise ArgumentError(f"{rel} exists: use mode append or replace")
+    if mode == "replace" and old is None:
+        raise ArgumentError(f"no note at {rel}: use mode create")
+    try:
+        before = old.decode("utf-8") if old is not None and mode == "append" else ""
+    except UnicodeDecodeError:
+        raise ArgumentError(f"{rel} is not UTF-8 text: memsync will not append to it") from None
+    newline = "\r\n" if old is not None and b"\r\n" in old else "\n"
+    body = content.replace("\r\n", "\n")
+    if old is None and heading:
+        body = f"{heading}\n\n{body}"
+    if not body.endswith("\n"):
+        body += "\n"
+    if before and not before.endswith("\n"):
+        before += newline
+    start = before.count("\n") + 1
+    added = body.count("\n")
+    text = before + body.replace("\n", newline)
+    if old is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    _replace_atomically(path, text.encode("utf-8"), None if old is None else os.stat(path).st_mode)
+    first = start + (2 if old is None and heading else 0)
+    return first, start + added - 1
+
+
+def _replace_atomically(path: Path, data: bytes, mode: int | None) -> None:
+    """The new bytes land whole or not at all: a crash leaves the old note or the new one."""
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".memsync-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, (mode & 0o7777) if mode is not None else NEW_FILE_MODE)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)

@@ -1,0 +1,357 @@
+"""`memsync mcp` driven as an agent's client drives it: the SDK's ClientSession over stdio, the
+server a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from conftest import EmbeddingServer, write
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from memsync.cli import main
+
+
+def _vault(root: Path) -> Path:
+    write(root, "MEMORY.md", "# MEMORY\n\n- Coffee: flat white with oat milk.\n")
+    write(root, "tech/redis.md", "# Redis\n\nThe staging Redis listens on port 6380.\n")
+    write(root, "tech/ssh.md", "# SSH\n\nThe test server's SSH port is 2222.\n")
+    write(root, "projects/heron.md", "# Heron\n\nHeron syncs with Postgres 16.\n")
+    write(root, "笔记/测试服务器.md", "# 测试服务器\n\n- 测试服务器的SSH端口是2222。\n")
+    write(root, ".obsidian/workspace.md", "# hidden\n")
+    write(root, "drafts/secret.md", "# draft\n")
+    write(root, ".memsyncignore", "drafts/\n")
+    write(root, "long.md", "".join(f"line {i}\n" for i in range(1, 1001)))
+    return root
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    keep = ("MEMSYNC_", "OPENAI_", "HOME", "XDG_")
+    return {k: v for k, v in os.environ.items() if k.startswith(keep)} | (extra or {})
+
+
+def with_server(
+    args: list[str],
+    use: Callable[[ClientSession], Awaitable[Any]],
+    env: dict[str, str] | None = None,
+) -> Any:
+    """Start `memsync mcp ARGS`, hand an initialised session to `use`, return what it returns."""
+
+    async def run() -> Any:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "memsync", "mcp", *args], env=_env(env)
+        )
+        with open(os.devnull, "w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write_),
+                ClientSession(read, write_) as session,
+            ):
+                await session.initialize()
+                return await use(session)
+
+    return anyio.run(run)
+
+
+def calls(
+    args: list[str], *requests: tuple[str, dict[str, Any]], env: dict[str, str] | None = None
+):  # type: ignore[no-untyped-def]
+    """Each (tool, arguments) called in turn on one server: [(is_error, text, structured)]."""
+
+    async def use(session: ClientSession) -> list[tuple[bool, str, Any]]:
+        out = []
+        for name, arguments in requests:
+            result = await session.call_tool(name, arguments)
+            text = "\n".join(c.text for c in result.content if c.type == "text")
+            out.append((bool(result.is_error), text, result.structured_content))
+        return out
+
+    return with_server(args, use, env)
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> tuple[Path, Path]:
+    vault = _vault(tmp_path / "notes")
+    db = tmp_path / "i.sqlite"
+    result = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
+    assert result.exit_code == 0, result.output
+    return vault, db
+
+
+def test_tools_are_listed_with_schemas_and_write_only_when_writable(
+    indexed: tuple[Path, Path],
+) -> None:
+    _, db = indexed
+
+    async def names(session: ClientSession) -> dict[str, bool]:
+        listed = (await session.list_tools()).tools
+        return {t.name: t.output_schema is not None for t in listed}
+
+    read_only = with_server(["--db", str(db)], names)
+    assert read_only == dict.fromkeys(
+        ["memory_search", "memory_get", "memory_tree", "memory_status"], True
+    )
+    writable = with_server(["--db", str(db), "--writable"], names)
+    assert writable == {**read_only, "memory_write": True}
+    [(error, text, _)] = calls(["--db", str(db)], ("memory_write", {"content": "x"}))
+    assert error and "memory_write" in text
+
+
+def test_memory_search_returns_what_memsync_query_returns(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    vault = _vault(tmp_path / "notes")
+    db = tmp_path / "i.sqlite"
+    env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
+    runner = CliRunner()
+    assert (
+        runner.invoke(
+            main, ["index", str(vault), "--db", str(db), "--provider", "openai"], env=env
+        ).exit_code
+        == 0
+    )
+    for query, limit in (("ssh port 2222", 3), ("heron postgres", 6), ("redis 6380", 2)):
+        cli = json.loads(
+            runner.invoke(
+                main, ["query", query, "--db", str(db), "-n", str(limit), "--json"], env=env
+            ).stdout
+        )
+        [(error, text, found)] = calls(
+            ["--db", str(db)], ("memory_search", {"query": query, "limit": limit}), env=env
+        )
+        assert not error and found["mode"] == cli["mode"] == "hybrid"
+        assert [
+            (r["path"], r["start_line"], r["end_line"], r["score"]) for r in found["results"]
+        ] == [(r["path"], r["start_line"], r["end_line"], r["score"]) for r in cli["results"]]
+        assert found["results"], (query, cli, found)
+        top = found["results"][0]
+        assert top["citation"] == f"{top['path']}#L{top['start_line']}-L{top['end_line']}"
+        assert top["citation"] in text
+        assert top["hybrid_match"] == (
+            top["vector_score"] is not None and top["text_score"] is not None
+        )
+    [(_, _, within)] = calls(
+        ["--db", str(db)],
+        ("memory_search", {"query": "port", "path": "tech/", "mode": "keyword"}),
+        env=env,
+    )
+    assert within["results"] and all(r["path"].startswith("tech/") for r in within["results"])
+
+
+def test_memory_get_reads_ranges_from_disk_and_caps_long_reads(indexed: tuple[Path, Path]) -> None:
+    vault, db = indexed
+    (vault / "tech/redis.md").write_text("# Redis\n\nNow on port 6390.\n")  # fresher than the index
+    results = calls(
+        ["--db", str(db)],
+        ("memory_get", {"path": "tech/redis.md"}),
+        ("memory_get", {"path": "long.md", "start_line": 10, "end_line": 12}),
+        ("memory_get", {"path": "long.md"}),
+        ("memory_get", {"path": "long.md", "start_line": 401}),
+        ("memory_get", {"path": "long.md", "start_line": 2000}),
+    )
+    (e1, whole, data), (e2, some, part), (e3, capped, cut), (e4, _, rest), (e5, past, _) = results
+    assert not (e1 or e2 or e3 or e4) and e5
+    assert data["text"] == "# Redis\n\nNow on port 6390." and "3 | Now on port 6390." in whole
+    assert part["text"] == "line 10\nline 11\nline 12" and "11 | line 11" in some
+    assert cut["truncated"] and (cut["start_line"], cut["end_line"]) == (1, 400)
+    assert "start_line=401" in capped and "start_line=401" in cut["note"]
+    assert (rest["start_line"], rest["end_line"]) == (401, 800)
+    assert "out of range" in past
+
+
+@pytest.mark.parametrize(
+    "path, why",
+    [
+        ("../outside.md", "'..'"),
+        ("/etc/passwd", "relative to the vault"),
+        ("~/notes.md", "relative to the vault"),
+        ("link-out.md", "outside the vault"),
+        (".obsidian/workspace.md", "hidden or ignored"),
+        ("drafts/secret.md", "hidden or ignored"),
+        ("tech/notes.txt", "not a Markdown note"),
+        ("tech/\x00.md", "NUL"),
+        ("a" * 300 + ".md", "too long"),
+        ("nowhere.md", "no note at nowhere.md"),
+    ],
+)
+def test_paths_outside_the_notes_are_refused_and_the_server_goes_on(
+    indexed: tuple[Path, Path], tmp_path: Path, path: str, why: str
+) -> None:
+    vault, db = indexed
+    write(tmp_path, "outside.md", "SECRET outside the vault\n")
+    os.symlink(tmp_path / "outside.md", vault / "link-out.md")
+    (error, text, _), (after, _, fine) = calls(
+        ["--db", str(db), "--writable"],
+        ("memory_get", {"path": path}),
+        ("memory_get", {"path": "tech/ssh.md", "start_line": 3, "end_line": 3}),
+    )
+    assert error and why in text and "SECRET" not in text and text.count("\n") == 0
+    assert not after and fine["text"] == "The test server's SSH port is 2222."
+    if path == "nowhere.md":
+        return  # a write may create a note that does not exist yet
+    [(werror, wtext, _)] = calls(
+        ["--db", str(db), "--writable"], ("memory_write", {"content": "x", "path": path})
+    )
+    assert werror and why in wtext and "SECRET" not in wtext
+    assert (tmp_path / "outside.md").read_text() == "SECRET outside the vault\n"
+
+
+def test_memory_tree_lists_what_is_indexed(indexed: tuple[Path, Path]) -> None:
+    _, db = indexed
+    (e1, text, everything), (e2, _, tech), (e3, _, top) = calls(
+        ["--db", str(db)],
+        ("memory_tree", {}),
+        ("memory_tree", {"path": "tech"}),
+        ("memory_tree", {"depth": 1}),
+    )
+    assert not (e1 or e2 or e3)
+    paths = [n["path"] for n in everything["notes"]]
+    assert "tech/redis.md" in paths and "笔记/测试服务器.md" in paths
+    assert not any(p.startswith((".obsidian", "drafts")) for p in paths)
+    assert all(n["chunks"] >= 1 and n["size"] > 0 for n in everything["notes"])
+    assert [n["path"] for n in tech["notes"]] == ["tech/redis.md", "tech/ssh.md"]
+    assert {n["path"] for n in top["notes"]} == {"MEMORY.md", "long.md"}
+    assert {f["path"]: f["notes"] for f in top["folders"]} == {
+        "projects": 1,
+        "tech": 2,
+        "笔记": 1,
+    }
+    assert "tech/redis.md" in text
+
+
+def test_memory_status_is_what_status_json_says(indexed: tuple[Path, Path]) -> None:
+    _, db = indexed
+    [(error, text, facts)] = calls(["--db", str(db)], ("memory_status", {}))
+    cli = json.loads(CliRunner().invoke(main, ["status", "--db", str(db), "--json"]).stdout)
+    assert not error and "state:" in text
+    for key in ("vault", "files_indexed", "chunks", "text_up_to_date", "skipped"):
+        assert facts[key] == cli[key], key
+
+
+def test_memory_write_appends_to_today_then_search_finds_it(indexed: tuple[Path, Path]) -> None:
+    from datetime import date
+
+    vault, db = indexed
+    today = date.today().isoformat()
+    (e1, said, first), (e2, _, second), (e3, _, found) = calls(
+        ["--db", str(db), "--writable"],
+        ("memory_write", {"content": "- Saw a quokka at the office"}),
+        ("memory_write", {"content": "- And a second quokka\n- with a friend"}),
+        ("memory_search", {"query": "quokka friend", "mode": "keyword"}),
+    )
+    assert not (e1 or e2 or e3)
+    daily = f"daily/{today}.md"
+    assert (vault / daily).read_text() == (
+        f"# {today}\n\n- Saw a quokka at the office\n- And a second quokka\n- with a friend\n"
+    )
+    assert first == {
+        "path": daily,
+        "start_line": 3,
+        "end_line": 3,
+        "citation": f"{daily}#L3-L3",
+        "indexed": True,
+    }
+    assert (second["start_line"], second["end_line"]) == (4, 5) and f"{daily}#L3-L3" in said
+    assert found["results"][0]["path"] == daily
+    assert not list(vault.rglob(".memsync-*"))  # no temporary file left behind
+
+
+def test_create_replace_line_endings_modes_and_protected_notes(indexed: tuple[Path, Path]) -> None:
+    vault, db = indexed
+    (vault / "crlf.md").write_bytes(b"# Windows\r\n\r\nold line\r\n")
+    (vault / "crlf.md").chmod(0o600)
+    results = calls(
+        ["--db", str(db), "--writable", "--protect", "projects/*"],
+        ("memory_write", {"content": "new line", "path": "crlf.md"}),
+        ("memory_write", {"content": "# New\n\nfresh", "path": "ideas/new.md", "mode": "create"}),
+        ("memory_write", {"content": "again", "path": "ideas/new.md", "mode": "create"}),
+        ("memory_write", {"content": "# Replaced\n", "path": "ideas/new.md", "mode": "replace"}),
+        ("memory_write", {"content": "x", "path": "MEMORY.md"}),
+        ("memory_write", {"content": "x", "path": "sub/AGENTS.md"}),
+        ("memory_write", {"content": "x", "path": "projects/heron.md"}),
+        ("memory_write", {"content": "x" * (300 * 1024), "path": "big.md"}),
+        ("memory_write", {"content": "bad\x00bytes", "path": "nul.md"}),
+        ("memory_write", {"content": "x", "path": "missing.md", "mode": "replace"}),
+    )
+    errors = [e for e, _, _ in results]
+    assert errors == [False, False, True, False, True, True, True, True, True, True]
+    assert (vault / "crlf.md").read_bytes() == b"# Windows\r\n\r\nold line\r\nnew line\r\n"
+    assert (vault / "crlf.md").stat().st_mode & 0o777 == 0o600
+    assert results[0][2]["start_line"] == 4
+    assert (vault / "ideas/new.md").read_text() == "# Replaced\n"
+    assert (
+        "exists" in results[2][1] and "protected" in results[4][1] and "protected" in results[6][1]
+    )
+    assert "256 KB" in results[7][1] and "not text" in results[8][1]
+    assert (vault / "MEMORY.md").read_text().startswith("# MEMORY")
+    assert not (vault / "big.md").exists()
+
+
+def test_a_write_while_a_watcher_runs_is_indexed_by_the_watcher(indexed: tuple[Path, Path]) -> None:
+    from memsync.config import load_config
+    from memsync.watcher import Watcher
+
+    vault, db = indexed
+    watcher = Watcher(vault.resolve(), db, load_config(debounce_ms=100), None)
+    thread = threading.Thread(target=watcher.run)
+    thread.start()
+    try:
+        assert watcher.ready.wait(15)
+        (error, _, written), (_, _, found) = calls(
+            ["--db", str(db), "--writable"],
+            ("memory_write", {"content": "- walrus on the roof", "path": "log.md"}),
+            ("memory_search", {"query": "walrus", "mode": "keyword"}),
+        )
+        assert not error and written["indexed"] is True
+        assert [r["path"] for r in found["results"]] == ["log.md"]
+    finally:
+        watcher.request_stop()
+        thread.join(15)
+
+
+def test_a_missing_index_is_reported_not_crashed_on(tmp_path: Path) -> None:
+    (error, text, _), (again, _, _) = calls(
+        ["--db", str(tmp_path / "none.sqlite")],
+        ("memory_search", {"query": "x"}),
+        ("memory_status", {}),
+    )
+    assert error and again and "no index at" in text
+
+
+@pytest.mark.parametrize("ending", ["stdin", "SIGTERM", "SIGINT"])
+def test_the_server_exits_0_when_stdin_closes_or_on_a_signal(
+    indexed: tuple[Path, Path], ending: str
+) -> None:
+    _, db = indexed
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memsync", "mcp", "--db", str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
+    )
+    try:
+        assert process.stderr is not None and process.stdin is not None
+        assert "serving MCP" in process.stderr.readline().decode()  # started: stdout stays clean
+        if ending == "stdin":
+            process.stdin.close()
+        else:
+            process.send_signal(getattr(signal, ending))
+        assert process.wait(timeout=20) == 0
+        assert process.stdout.read() == b""  # type: ignore[union-attr]
+    finally:
+        process.kill()
+        process.wait(10)
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
