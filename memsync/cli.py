@@ -242,15 +242,34 @@ def status(vault: Path | None, db: Path | None, as_json: bool) -> None:
     "--path",
     "paths",
     multiple=True,
-    help="Search only notes under this folder (projects/) or matching this glob "
-    "(daily/2026-11-*.md); repeatable, any may match.",
+    shell_complete=lambda ctx, param, incomplete: _vault_paths(incomplete),
+    help="Only notes under this folder (projects/) or matching this glob (daily/2026-11-*.md); "
+    "repeatable, any may match.",
 )
+@click.option(
+    "--since", help="Only notes dated on or after: YYYY-MM-DD, today, yesterday, 7d, 2w, 3m."
+)
+@click.option("--until", help="Only notes dated on or before (same forms as --since).")
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    help="Only notes with this tag (front matter or #inline; a nested tag matches its parents); "
+    "repeatable, all must match.",
+)
+@click.option("--files", is_flag=True, help="Print the matching notes' paths only, best first.")
+@click.option("--explain", is_flag=True, help="Show how each score came about.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def query(
     text: str,
     vault: Path | None,
     db: Path | None,
     paths: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    tags: tuple[str, ...],
+    files: bool,
+    explain: bool,
     as_json: bool,
     **flags: Any,
 ) -> None:
@@ -262,26 +281,78 @@ def query(
         from . import output
         from .errors import ArgumentError
         from .memory import Memory
-        from .search import Options, path_globs, query_words
+        from .search import Options, note_filter, query_words
 
         config = _config(db=db, **flags)
         try:
-            globs = path_globs(paths)
+            only = note_filter(paths, since, until, tags)
         except ArgumentError as exc:
-            raise click.BadParameter(str(exc), param_hint="--path") from exc
-        options = replace(Options.from_settings(config), paths=globs)
+            raise click.UsageError(str(exc)) from exc
+        options = replace(Options.from_settings(config), only=only, explain=explain)
         with Memory(config, _locate(config, vault)) as memory:
             outcome = memory.search(text, options)
+            root = memory.vault
         if as_json:
             click.echo(output.as_json(outcome.as_dict()))
+        elif files:
+            for notice in outcome.notices:
+                click.echo(f"memsync: note: {notice}", err=True)
+            for path in dict.fromkeys(hit.path for hit in outcome.results):
+                click.echo(path)
         else:
             color = output.wants_color(sys.stdout.isatty(), dict(os.environ))
             if outcome.results or outcome.notices:
-                click.echo(output.query_text(outcome, query_words(text), color))
+                links = root if color else None
+                click.echo(output.query_text(outcome, query_words(text), color, links))
         if not outcome.results:
             click.echo(f"memsync: no results for {text!r}", err=True)
 
     run(action)
+
+
+@main.command()
+@click.argument("location", shell_complete=lambda ctx, param, incomplete: _vault_paths(incomplete))
+@click.option("--vault", type=click.Path(path_type=Path), help="The vault the note is in.")
+@click.option("--db", type=click.Path(path_type=Path), help="The index of that vault.")
+@click.option("--raw", is_flag=True, help="The lines only, without line numbers.")
+def get(location: str, vault: Path | None, db: Path | None, raw: bool) -> None:
+    """Print lines of a note: LOCATION is PATH, PATH:N or PATH:N-M, as `query` prints them."""
+
+    def action() -> None:
+        from . import notes
+        from .errors import ArgumentError
+        from .memory import Memory
+        from .vault import checked_path
+
+        try:
+            path, start, end = notes.parse_location(location)
+        except ArgumentError as exc:
+            raise click.BadParameter(str(exc), param_hint="LOCATION") from exc
+        config = _config(db=db)
+        with Memory(config, _locate(config, vault)) as memory:
+            root = memory.vault_root()
+            rel = checked_path(root, path, memory.rules())
+        lines = notes.read_lines(root, rel, start, end, config.max_file_bytes, capped=False)
+        if lines.end_line >= lines.start_line:
+            click.echo(lines.text if raw else lines.numbered())
+
+    run(action)
+
+
+def _vault_paths(incomplete: str) -> list[Any]:
+    """Shell completion of a note path: the indexed notes of the vault around the cwd."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        from .config import load_config
+        from .locate import locate
+        from .store import Store
+
+        with Store(locate(load_config(), None), create=False) as store:
+            paths = [row[0] for row in store.listing()]
+    except Exception:  # noqa: BLE001 - completion must never print an error
+        return []
+    return [CompletionItem(p) for p in paths if p.startswith(incomplete)][:200]
 
 
 @main.command()

@@ -27,7 +27,7 @@ from . import notes
 from .config import Config
 from .errors import ArgumentError, MemsyncError
 from .memory import Memory
-from .search import Options, Outcome, path_globs
+from .search import Options, Outcome, note_filter, path_globs
 from .store import database_error
 from .vault import checked_path
 
@@ -235,11 +235,15 @@ class MemoryServer:
         decay: bool | None = None,
         mmr: bool | None = None,
         path: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        tags: list[str] | None = None,
     ) -> Annotated[CallToolResult, SearchResult]:
         """Search the user's notes by keyword and by meaning (English and Chinese); returns the
         best chunks with path, line range, scores and a citation path#Lstart-Lend. `path`: a
-        folder (projects/) or glob (daily/2026-11-*.md) to search within. Defaults (mode,
-        min_score, decay, mmr) come from the user's memsync configuration."""
+        folder (projects/) or glob (daily/2026-11-*.md) to search within; `since`/`until`: the
+        notes' dates (YYYY-MM-DD, today, yesterday, 7d, 2w, 3m); `tags`: all must match.
+        Defaults (mode, min_score, decay, mmr) come from the user's memsync configuration."""
         if not query.strip():
             raise ToolError("query is empty")
         if not 1 <= limit <= 1000:
@@ -249,10 +253,11 @@ class MemoryServer:
 
         def work(memory: Memory) -> CallToolResult:
             flags = {"min_score": min_score, "mode": mode, "decay": decay, "mmr": mmr}
+            only = note_filter([path] if path else [], since, until, tags or [])
             options = replace(
                 Options.from_settings(self.config),
                 limit=limit,
-                paths=path_globs([path] if path else []),
+                only=only,
                 **{k: v for k, v in flags.items() if v is not None},
             )
             result = search_result(memory.search(query, options))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,11 +66,26 @@ class Lines:
         return {**asdict(self), "citation": self.citation, "note": self.rest()}
 
 
+def parse_location(location: str) -> tuple[str, int | None, int | None]:
+    """`path`, `path:N` or `path:N-M`, exactly as `memsync query` prints a result."""
+    path, sep, lines = location.rpartition(":")
+    if not sep or not re.fullmatch(r"\d+(-\d+)?", lines):
+        return location, None, None
+    first, _, last = lines.partition("-")
+    return path, int(first), int(last) if last else int(first)
+
+
 def read_lines(
-    root: Path, rel: str, start: int | None, end: int | None, max_file_bytes: int
+    root: Path,
+    rel: str,
+    start: int | None,
+    end: int | None,
+    max_file_bytes: int,
+    capped: bool = True,
 ) -> Lines:
-    """Lines start..end (1-based, inclusive; whole note by default) of a note, read from disk now,
-    capped at MAX_LINES lines and MAX_BYTES bytes. `rel` must come from vault.checked_path."""
+    """Lines start..end (1-based, inclusive; whole note by default) of a note, read from disk now;
+    `capped` (an agent's read): at most MAX_LINES lines and MAX_BYTES bytes.
+    `rel` must come from vault.checked_path."""
     try:
         note = read_note(root, rel, max_file_bytes)
     except SkipFile as skip:
@@ -85,7 +101,7 @@ def read_lines(
     size = 0
     for line in lines[first - 1 : last]:
         size += len(line.encode("utf-8", "replace")) + 1
-        if len(shown) == MAX_LINES or (shown and size > MAX_BYTES):
+        if capped and (len(shown) == MAX_LINES or (shown and size > MAX_BYTES)):
             break
         shown.append(line)
     end_line = first + len(shown) - 1

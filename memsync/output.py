@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -103,6 +104,9 @@ def status_text(facts: dict[str, Any]) -> str:
     if facts["skipped"]:
         lines.append(f"skipped:  {len(facts['skipped'])} file(s)")
         lines += [f"  {s['path']}: {s['reason']}" for s in facts["skipped"]]
+    if facts["warnings"]:
+        lines.append(f"warnings: {len(facts['warnings'])} note(s), indexed anyway")
+        lines += [f"  {w['path']}: {w['warning']}" for w in facts["warnings"]]
     return "\n".join(lines)
 
 
@@ -120,8 +124,31 @@ def _highlight(text: str, terms: list[str], color: bool) -> str:
     return pattern.sub(lambda m: f"\033[1;33m{m.group()}\033[0m", text)
 
 
-def query_text(outcome: Any, terms: list[str], color: bool) -> str:
-    """Rank, score, path:start-end (editors jump there), and the best-matching lines."""
+def hyperlink(text: str, target: Path) -> str:
+    """OSC-8: the terminal shows `text` and opens `target` when it is clicked."""
+    return f"\033]8;;{target.as_uri()}\033\\{text}\033]8;;\033\\"
+
+
+def explanation(why: dict[str, Any]) -> str:
+    def number(value: Any) -> str:
+        return "-" if value is None else f"{value:g}"
+
+    parts = [
+        f"bm25 {number(why['bm25'])} -> text {number(why['text_score'])}",
+        f"cosine {number(why['cosine'])} -> vector {number(why['vector_score'])}",
+        f"fused {number(why['fused'])}"
+        + (" (exact match: at least 0.9)" if why["exact_match"] else ""),
+    ]
+    if why["decay"] != 1.0:
+        parts.append(f"decay x{number(why['decay'])}")
+    if why["mmr_penalty"]:
+        parts.append(f"mmr -{number(why['mmr_penalty'])}")
+    return "; ".join(parts)
+
+
+def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None = None) -> str:
+    """Rank, score, path:start-end (editors jump there; with `links`, the vault, a terminal link
+    to the file too), and the best-matching lines."""
     lines = []
     if outcome.mode != outcome.requested_mode:
         lines.append(f"(ran {outcome.mode} search; {outcome.requested_mode} was asked for)")
@@ -129,10 +156,14 @@ def query_text(outcome: Any, terms: list[str], color: bool) -> str:
         lines.append(f"note: {notice}")
     for rank, hit in enumerate(outcome.results, start=1):
         where = f"{hit.path}:{hit.start_line}-{hit.end_line}"
+        if links is not None:
+            where = hyperlink(where, links / hit.path)
         if color:
             where = f"\033[36m{where}\033[0m"
         flag = "  exact match" if hit.exact else ""
         lines.append(f"{rank}. {hit.score:.2f}  {where}{flag}")
         for offset, line in enumerate(hit.snippet.split("\n")):
             lines.append(f"   {hit.snippet_start + offset:>5} | {_highlight(line, terms, color)}")
+        if hit.explain is not None:
+            lines.append(f"   why: {explanation(hit.explain)}")
     return "\n".join(lines)

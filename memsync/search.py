@@ -30,11 +30,9 @@ from . import fts
 from .config import Config
 from .embedders import Embedder
 from .errors import ArgumentError, EmbeddingError
-from .store import Store
+from .metadata import expand, note_date, parse_day
+from .store import NoteFilter, Store
 
-DAILY_NAME = re.compile(
-    r"(?:^|/)(?:daily|memory)/(?:.*/)?(\d{4})-(\d{2})-(\d{2})\.(?:md|markdown)$"
-)
 _IDENTIFIER = re.compile(r"\S*\d\S*|\S+[-_./:#]\S+")
 RRF_K = 60
 
@@ -53,7 +51,8 @@ class Options:
     mmr_lambda: float = _SETTINGS.mmr_lambda
     vector_weight: float = _SETTINGS.vector_weight
     text_weight: float = _SETTINGS.text_weight
-    paths: tuple[str, ...] = ()  # GLOB patterns from path_globs: search only these notes
+    only: NoteFilter = NoteFilter()  # search only these notes (paths from path_globs)
+    explain: bool = False  # attach how each score came about
     today: date | None = None  # for decay; None means the real today
 
     @classmethod
@@ -73,6 +72,8 @@ class Candidate:
     vector_score: float | None
     text_score: float | None
     exact: bool = False
+    bm25: float | None = None  # the raw leg values, for --explain
+    cosine: float | None = None
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,10 @@ class Hit:
     snippet_start: int
     relevance: float  # the score before temporal decay, which the threshold saw
     exact: bool
+    explain: dict[str, object] | None = None  # with --explain: how the score came about
 
     def as_dict(self) -> dict[str, object]:
+        extra = {} if self.explain is None else {"explain": self.explain}
         return {
             "path": self.path,
             "start_line": self.start_line,
@@ -101,6 +104,7 @@ class Hit:
             "relevance": round(self.relevance, 4),
             "exact_match": self.exact,
             "hybrid_match": self.vector_score is not None and self.text_score is not None,
+            **extra,
         }
 
 
@@ -149,7 +153,9 @@ def _stems(term: str) -> list[str]:
     return [w[:-1] if len(w) > 4 and w.endswith("s") else w for w in term.split()]
 
 
-def calibrate_bm25(ranks: dict[int, float], covered: dict[int, float]) -> dict[int, float]:
+def calibrate_bm25(
+    ranks: dict[int, float], covered: dict[int, float], best: float | None = None
+) -> dict[int, float]:
     """BM25 ranks -> [0, 1]. The best match gets (-r)/(1-r), which says how strong a keyword match
     it is in this index; the others get that times their BM25 relative to the best, which keeps
     BM25's spread (the mapping alone crowds every good match near 0.95). Each is floored at half
@@ -158,7 +164,7 @@ def calibrate_bm25(ranks: dict[int, float], covered: dict[int, float]) -> dict[i
     """
     if not ranks:
         return {}
-    best = min(ranks.values())
+    best = min(ranks.values()) if best is None else min(best, *ranks.values())
     top = fts.bm25_score(best)
     return {
         i: max(top * (r / best if best < 0 else 1.0), 0.5 * covered.get(i, 0.0))
@@ -226,17 +232,6 @@ def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candid
     return sorted(scored, key=lambda pair: (-pair[1], pair[0].path, pair[0].start_line))
 
 
-def note_date(path: str) -> date | None:
-    """The date of a daily note (daily/ or memory/ YYYY-MM-DD.md); None for everything else."""
-    match = DAILY_NAME.search(path)
-    if not match:
-        return None
-    try:
-        return date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
-    except ValueError:
-        return None
-
-
 def decay_factor(path: str, today: date, half_life: float) -> float:
     """exp(-ln2 / half_life x age); MEMORY.md and undated notes never decay; the future is age 0."""
     when = note_date(path)
@@ -261,7 +256,10 @@ DUPLICATE = 0.9  # token Jaccard at which two chunks say the same thing
 
 
 def mmr(
-    ranked: Sequence[tuple[Candidate, float]], lam: float, limit: int
+    ranked: Sequence[tuple[Candidate, float]],
+    lam: float,
+    limit: int,
+    penalties: dict[int, float] | None = None,
 ) -> list[tuple[Candidate, float]]:
     """Greedy maximal marginal relevance over token Jaccard similarity, and a chunk that nearly
     copies one already chosen (>= DUPLICATE) is dropped, not merely penalised. Jaccard rather than
@@ -283,6 +281,9 @@ def mmr(
             if value > best_value:
                 best_index, best_value = index, value
         pick = remaining.pop(best_index)
+        if penalties is not None:
+            overlap = max((similarity(pick[0], c) for c, _ in chosen), default=0.0)
+            penalties[pick[0].id] = (1 - lam) * overlap
         chosen.append(pick)
         remaining = [item for item in remaining if similarity(item[0], pick[0]) < DUPLICATE]
     return chosen
@@ -304,8 +305,11 @@ def drop_overlapping(
     return kept
 
 
-def rank(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candidate, float, float]]:
-    """(candidate, final score, relevance before decay): fuse, threshold, decay, sort, MMR, limit."""
+def rank(
+    candidates: Sequence[Candidate], options: Options, penalties: dict[int, float] | None = None
+) -> list[tuple[Candidate, float, float]]:
+    """(candidate, final score, relevance before decay): fuse, threshold, decay, sort, MMR, limit.
+    `penalties` receives each chunk's MMR penalty (for --explain)."""
     fused = [(c, s) for c, s in fuse(candidates, options) if s >= options.min_score]
     today = options.today or date.today()
     if options.decay:
@@ -316,7 +320,7 @@ def rank(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candid
     decayed = drop_overlapping(decayed)
     if options.mmr:
         relevance = {c.id: r for c, _, r in decayed}
-        picked = mmr([(c, s) for c, s, _ in decayed], options.mmr_lambda, options.limit)
+        picked = mmr([(c, s) for c, s, _ in decayed], options.mmr_lambda, options.limit, penalties)
         return [(c, s, relevance[c.id]) for c, s in picked]
     return decayed[: options.limit]
 
@@ -348,6 +352,30 @@ def snippet(text: str, words: list[str], start_line: int, width: int = 3) -> tup
         chosen.pop()
     clipped = [line if len(line) <= 240 else line[:237] + "..." for line in chosen]
     return "\n".join(clipped), start_line + best
+
+
+def note_filter(
+    paths: Sequence[str] = (),
+    since: str | None = None,
+    until: str | None = None,
+    tags: Sequence[str] = (),
+    today: date | None = None,
+) -> NoteFilter:
+    """A search's filters from what a user typed; ArgumentError names the one that is wrong."""
+    today = today or date.today()
+    days = []
+    for name, value in (("since", since), ("until", until)):
+        try:
+            days.append(parse_day(value, today).isoformat() if value else None)
+        except ValueError as exc:
+            raise ArgumentError(f"--{name}: {exc}") from None
+    wanted = []
+    for tag in tags:
+        expanded = expand(tag)
+        if not expanded:
+            raise ArgumentError(f"--tag {tag!r} names no tag")
+        wanted.append(expanded[0])
+    return NoteFilter(path_globs(paths), days[0], days[1], tuple(dict.fromkeys(wanted)))
 
 
 def path_globs(patterns: Sequence[str]) -> tuple[str, ...]:
@@ -385,6 +413,7 @@ def search(
     wants_text = options.mode in ("hybrid", "keyword", "rrf")
     outcome = Outcome(query, options.mode, options.mode)
     vector_scores: dict[int, float] = {}
+    cosines_by_id: dict[int, float] = {}
     query_vector = None
     if wants_vector:
         reason = _vector_unavailable(store, embedder, unavailable)
@@ -397,22 +426,29 @@ def search(
             except EmbeddingError as exc:
                 outcome.notices.append(f"vector search unavailable: {exc}")
         if query_vector is not None:
-            hits = store.vector_search(query_vector, pool, options.paths)
+            hits = store.vector_search(query_vector, pool, options.only)
             if hits:
                 cosines = np.array([1.0 - d for _, d in hits])
                 background = store.sample_vectors(512) @ query_vector
                 calibrated = calibrate_cosine(cosines, background)
                 vector_scores = {i: float(s) for (i, _), s in zip(hits, calibrated)}
+                cosines_by_id = {i: 1.0 - d for i, d in hits}
     bm25: dict[int, float] = {}
+    anchor: float | None = None
     terms = fts.query_terms(query) if wants_text else []
     ran_text = False
     if wants_text:
         if terms:
             ran_text = True
-            rows = store.keyword_search(fts.match_expression(terms, "AND"), pool, options.paths)
+            match = fts.match_expression(terms, "AND")
+            rows = store.keyword_search(match, pool, options.only)
             if len(rows) < options.limit and len(terms) > 1:
-                rows = store.keyword_search(fts.match_expression(terms, "OR"), pool, options.paths)
+                match = fts.match_expression(terms, "OR")
+                rows = store.keyword_search(match, pool, options.only)
             bm25 = dict(rows)
+            if options.only and rows:  # calibrate against the whole index's best, as unfiltered
+                best = store.keyword_search(match, 1)
+                anchor = best[0][1] if best else None
         elif options.mode == "keyword":
             outcome.notices.append("the query has no words to search for")
     ran_vector = query_vector is not None
@@ -429,7 +465,7 @@ def search(
     rows_by_id = store.chunks(list(dict.fromkeys([*vector_scores, *bm25])))
     found = [i for i in bm25 if i in rows_by_id]
     text_scores = calibrate_bm25(
-        {i: bm25[i] for i in found}, {i: coverage(rows_by_id[i].text, terms) for i in found}
+        {i: bm25[i] for i in found}, {i: coverage(rows_by_id[i].text, terms) for i in found}, anchor
     )
     candidates = [
         Candidate(
@@ -441,12 +477,17 @@ def search(
             vector_score=vector_scores.get(row.id),
             text_score=text_scores.get(row.id),
             exact=is_exact(row.text, idents, others),
+            bm25=bm25.get(row.id),
+            cosine=cosines_by_id.get(row.id),
         )
         for row in rows_by_id.values()
     ]
     words = query_words(query)
-    for candidate, score, relevance in rank(candidates, replace(options, mode=outcome.mode)):
+    penalties: dict[int, float] = {}
+    ranked = rank(candidates, replace(options, mode=outcome.mode), penalties)
+    for candidate, score, relevance in ranked:
         text, first = snippet(candidate.text, words, candidate.start_line)
+        why = explain(candidate, score, relevance, penalties) if options.explain else None
         outcome.results.append(
             Hit(
                 candidate.path,
@@ -459,9 +500,31 @@ def search(
                 first,
                 relevance,
                 candidate.exact,
+                why,
             )
         )
     return outcome
+
+
+def explain(
+    candidate: Candidate, score: float, relevance: float, penalties: dict[int, float]
+) -> dict[str, object]:
+    """Why a result scored what it did: each leg raw and calibrated, the exact-match rule, the
+    decay factor and the MMR penalty."""
+
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 4)
+
+    return {
+        "bm25": rounded(candidate.bm25),
+        "text_score": rounded(candidate.text_score),
+        "cosine": rounded(candidate.cosine),
+        "vector_score": rounded(candidate.vector_score),
+        "exact_match": candidate.exact,
+        "fused": round(relevance, 4),
+        "decay": round(score / relevance, 4) if relevance else 1.0,
+        "mmr_penalty": rounded(penalties.get(candidate.id)),
+    }
 
 
 def _vector_unavailable(store: Store, embedder: Embedder | None, unavailable: str) -> str:

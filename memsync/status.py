@@ -19,6 +19,7 @@ def gather(db: Path) -> dict[str, Any]:
         counts = store.counts()
         index_rows = store.file_rows()
         skips = store.skip_rows()
+        warnings = store.file_warnings()
         backend = store.vector_backend
         read_only = store.read_only
     vault = Path(meta["vault_path"]) if meta.get("vault_path") else None
@@ -57,6 +58,7 @@ def gather(db: Path) -> dict[str, Any]:
         "last_sync_age_s": round(time.time() - last_sync, 1) if last_sync else None,
         "writer": holder,
         "read_only": read_only,
+        "warnings": [{"path": p, "warning": w} for p, w in warnings],
         "skipped": [
             {"path": s.path, "reason": s.reason}
             for s in sorted(skips.values(), key=lambda s: s.path)

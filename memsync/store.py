@@ -41,6 +41,44 @@ class NewChunk:
 
 
 @dataclass(frozen=True)
+class FileFacts:
+    """What a note says about itself (metadata.parse), stored beside its files row."""
+
+    title: str | None = None
+    date: str | None = None  # YYYY-MM-DD
+    tags: tuple[str, ...] = ()
+    warning: str | None = None
+
+
+@dataclass(frozen=True)
+class NoteFilter:
+    """Which notes a search may return: any of the path globs, a date range (inclusive,
+    YYYY-MM-DD), every one of the tags. Applied inside both legs, before the top k."""
+
+    paths: tuple[str, ...] = ()
+    since: str | None = None
+    until: str | None = None
+    tags: tuple[str, ...] = ()
+
+    def sql(self, column: str) -> tuple[str, list[str]]:
+        """` AND ...` conditions on a column holding a note's path, and their arguments."""
+        where, args = _any_glob(column, self.paths)
+        if self.since:
+            where += f" AND {column} IN (SELECT path FROM files WHERE date >= ?)"
+            args.append(self.since)
+        if self.until:
+            where += f" AND {column} IN (SELECT path FROM files WHERE date <= ?)"
+            args.append(self.until)
+        for tag in self.tags:
+            where += f" AND {column} IN (SELECT path FROM tags WHERE tag = ?)"
+            args.append(tag)
+        return where, args
+
+    def __bool__(self) -> bool:
+        return bool(self.paths or self.since or self.until or self.tags)
+
+
+@dataclass(frozen=True)
 class SkipRow:
     """A file left out and why; (mtime_ns, size) when the reason lasts until the file changes."""
 
@@ -98,6 +136,16 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE skipped ADD COLUMN mtime INTEGER;
     ALTER TABLE skipped ADD COLUMN size INTEGER;
+    """,
+    # 3: what a note says about itself, for filters: its title, the date it is about, its tags
+    # (a nested tag with its ancestors), and a warning such as malformed front matter
+    """
+    ALTER TABLE files ADD COLUMN title TEXT;
+    ALTER TABLE files ADD COLUMN date TEXT;
+    ALTER TABLE files ADD COLUMN warning TEXT;
+    CREATE INDEX idx_files_date ON files(date);
+    CREATE TABLE tags(path TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(tag, path));
+    CREATE INDEX idx_tags_path ON tags(path);
     """,
 ]
 # the tables that say a database is a memsync index (and not someone else's file)
@@ -376,10 +424,18 @@ class Store:
             )
         )
 
-    def touch_file(self, row: FileRow) -> None:
+    def touch_file(self, row: FileRow, day: str | None = None) -> None:
+        """Same bytes, new mtime (and so, for a note dated by it, a new date)."""
         self.conn.execute(
-            "UPDATE files SET mtime = ?, size = ? WHERE path = ?",
-            (row.mtime_ns, row.size, row.path),
+            "UPDATE files SET mtime = ?, size = ?, date = coalesce(?, date) WHERE path = ?",
+            (row.mtime_ns, row.size, day, row.path),
+        )
+
+    def file_warnings(self) -> list[tuple[str, str]]:
+        return list(
+            self.conn.execute(
+                "SELECT path, warning FROM files WHERE warning IS NOT NULL ORDER BY path"
+            )
         )
 
     def _delete_chunks(self, path: str) -> None:
@@ -392,7 +448,9 @@ class Store:
             self.conn.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", ids)
         self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", ids)
 
-    def replace_file(self, row: FileRow, chunks: Sequence[NewChunk]) -> None:
+    def replace_file(
+        self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
+    ) -> None:
         """A file's new chunks, reusing cached vectors of chunks seen before."""
         key = self.model_key()
         cached = self.cached_embeddings(key, [c.hash for c in chunks]) if key else {}
@@ -431,8 +489,23 @@ class Store:
                         "INSERT INTO chunks_vec(rowid, embedding) VALUES(?, ?)", (chunk_id, blob)
                     )
             self.conn.execute(
-                "INSERT OR REPLACE INTO files(path, source, hash, mtime, size) VALUES(?,?,?,?,?)",
-                (row.path, SOURCE, row.hash, row.mtime_ns, row.size),
+                "INSERT OR REPLACE INTO files(path, source, hash, mtime, size, title, date, "
+                "warning) VALUES(?,?,?,?,?,?,?,?)",
+                (
+                    row.path,
+                    SOURCE,
+                    row.hash,
+                    row.mtime_ns,
+                    row.size,
+                    facts.title,
+                    facts.date,
+                    facts.warning,
+                ),
+            )
+            self.conn.execute("DELETE FROM tags WHERE path = ?", (row.path,))
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO tags(path, tag) VALUES(?, ?)",
+                [(row.path, tag) for tag in facts.tags],
             )
             self.conn.execute("DELETE FROM skipped WHERE path = ?", (row.path,))
 
@@ -447,6 +520,8 @@ class Store:
             )
             self.conn.execute("UPDATE chunks SET path = ? WHERE path = ?", (row.path, old))
             self.conn.execute("UPDATE chunks_fts SET path = ? WHERE path = ?", (row.path, old))
+            self.conn.execute("DELETE FROM tags WHERE path = ?", (row.path,))
+            self.conn.execute("UPDATE tags SET path = ? WHERE path = ?", (row.path, old))
             self.conn.execute("DELETE FROM skipped WHERE path IN (?, ?)", (old, row.path))
 
     def remove_file(self, path: str, skip: SkipRow | None = None) -> None:
@@ -454,6 +529,7 @@ class Store:
         with self.transaction():
             self._delete_chunks(path)
             self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+            self.conn.execute("DELETE FROM tags WHERE path = ?", (path,))
             if skip is not None:
                 self._insert_skips([skip])
 
@@ -623,11 +699,11 @@ class Store:
         return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1)
 
     def keyword_search(
-        self, match: str, limit: int, paths: Sequence[str] = ()
+        self, match: str, limit: int, only: NoteFilter = NoteFilter()
     ) -> list[tuple[int, float]]:
         """(chunk id, bm25 rank) best first; `match` must come from fts.match_expression;
-        `paths`: GLOB patterns, any of which a chunk's note must match (applied before the limit)."""
-        where, args = _any_glob("path", paths)
+        `only` is applied before the limit."""
+        where, args = only.sql("path")
         return list(
             self.conn.execute(
                 "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
@@ -637,17 +713,17 @@ class Store:
         )
 
     def vector_search(
-        self, query: np.ndarray, limit: int, paths: Sequence[str] = ()
+        self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
     ) -> list[tuple[int, float]]:
         """(chunk id, cosine distance) nearest first: sqlite-vec, or numpy over the stored vectors
-        (kept in memory between queries by a store opened with vectors_in_memory). `paths` filters
+        (kept in memory between queries by a store opened with vectors_in_memory). `only` filters
         before the k nearest are chosen, so a filtered query still gets its exact top k."""
         import numpy as np
 
-        where, args = _any_glob("path", paths)
+        where, args = only.sql("path")
         if self._has_vec_table() and not self.vectors_in_memory:
             blob = np.asarray(query, dtype="<f4").tobytes()
-            subset = f" AND rowid IN (SELECT id FROM chunks WHERE 1{where})" if paths else ""
+            subset = f" AND rowid IN (SELECT id FROM chunks WHERE 1{where})" if only else ""
             rows = self.conn.execute(
                 f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?{subset} "
                 "ORDER BY distance",
@@ -656,7 +732,7 @@ class Store:
             # a vector stored by an older memsync may be NaN: it has no distance, and no place
             return [(i, d) for i, d in rows if d is not None and d == d]
         ids, matrix = self._vector_matrix()
-        if paths:
+        if only:
             allowed = [
                 r[0] for r in self.conn.execute(f"SELECT id FROM chunks WHERE 1{where}", args)
             ]

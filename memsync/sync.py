@@ -10,20 +10,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import fts
+from . import fts, metadata
 from .chunking import CHUNKER, chunk_text, embed_input
 from .embedders import Embedder, to_blob
 from .errors import EmbeddingError, EmbeddingResponseError, VaultError
-from .store import FileRow, NewChunk, SkipRow, Store, database_error
+from .store import FileFacts, FileRow, NewChunk, SkipRow, Store, database_error
 from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan, shown
 
 log = logging.getLogger("memsync.sync")
 
 # how notes become rows; an index made under other rules is rebuilt (vectors of unchanged chunks kept)
-INDEX_RULES = f"{CHUNKER}; {fts.SPELLING}"
+INDEX_RULES = f"{CHUNKER}; {fts.SPELLING}; {metadata.RULES}"
 
 Progress = Callable[[int], None]
 # opens a progress display for (label, total) and returns its update function
@@ -108,11 +108,23 @@ class Report:
         }
 
 
-def _new_chunks(note: Note) -> list[NewChunk]:
+def _new_chunks(note: Note, meta: metadata.NoteMeta) -> list[NewChunk]:
+    """The note's chunks; in a note without a `#` heading, its front-matter title stands in front
+    of every chunk's embedding input, where a heading path would."""
+    chunks = chunk_text(note.text)
+    if meta.title and not meta.has_heading:
+        chunks = [replace(c, context=meta.title) for c in chunks]
     return [
         NewChunk(c.start_line, c.end_line, c.hash, c.text, c.context, fts.index_text(c.text))
-        for c in chunk_text(note.text)
+        for c in chunks
     ]
+
+
+def _facts(note: Note, meta: metadata.NoteMeta) -> FileFacts:
+    warnings = [w for w in (note.warning, meta.warning) if w]
+    return FileFacts(
+        meta.title, metadata.day_of(meta, note.mtime_ns), meta.tags, "; ".join(warnings) or None
+    )
 
 
 class Syncer:
@@ -233,7 +245,8 @@ class Syncer:
                 continue
             row = index.get(path)
             if row is not None and row.hash == note.hash and not rechunk:
-                self.store.touch_file(FileRow(path, note.hash, note.mtime_ns, note.size))
+                day = metadata.day_of(metadata.parse(path, note.text), note.mtime_ns)
+                self.store.touch_file(FileRow(path, note.hash, note.mtime_ns, note.size), day)
                 report.touched += 1
                 if progress:
                     progress(1)
@@ -256,11 +269,14 @@ class Syncer:
         for path, note in notes.items():
             if self.should_stop():
                 return False
-            if note.warning:
-                report.warnings.append((path, note.warning))
-                log.warning("%s: %s", path, note.warning)
-            chunks = _new_chunks(note)
-            self.store.replace_file(FileRow(path, note.hash, note.mtime_ns, note.size), chunks)
+            meta = metadata.parse(path, note.text)
+            facts = _facts(note, meta)
+            if facts.warning:
+                report.warnings.append((path, facts.warning))
+                log.warning("%s: %s", path, facts.warning)
+            chunks = _new_chunks(note, meta)
+            row = FileRow(path, note.hash, note.mtime_ns, note.size)
+            self.store.replace_file(row, chunks, facts)
             report.chunks_written += len(chunks)
             if path in index:
                 report.changed += 1

@@ -28,9 +28,9 @@ from .vault import IGNORE_FILE, IgnoreRules
 log = logging.getLogger("memsync.watch")
 
 RESCAN = "\0rescan"  # a queue item meaning: events were lost, reconcile everything
-STOP = "\0stop"  # a queue item meaning: finish the batch in progress, then leave
 RELOAD = "\0reload"  # a queue item meaning: .memsyncignore changed, apply its rules
 MAX_BATCH_WAIT = 2.0  # seconds: a steady stream of events still gets applied this often
+STOP_CHECK = 0.25  # seconds between looks at the stop flag while idle
 STOP_GRACE = 1.0  # seconds a stopping watcher waits for the embedding batch in flight
 
 
@@ -308,11 +308,10 @@ class Watcher:
                 self._guarded(self._reconcile, syncer, "periodic")
                 next_reconcile = time.monotonic() + self._interval()
             try:
-                first = self.changes.get(timeout=max(next_reconcile - time.monotonic(), 0.0))
+                wait = min(max(next_reconcile - time.monotonic(), 0.0), STOP_CHECK)
+                first = self.changes.get(timeout=wait)
             except queue.Empty:
                 continue
-            if first == STOP:
-                break
             batch = [first]
             started = time.monotonic()
             while time.monotonic() - started < MAX_BATCH_WAIT:  # debounce: wait for quiet
@@ -320,8 +319,6 @@ class Watcher:
                     batch.append(self.changes.get(timeout=debounce))
                 except queue.Empty:
                     break
-            if STOP in batch:
-                self.stop.set()
             self.lock.update(last_event=sink.last_event)
             if RELOAD in batch:
                 syncer.reload_rules()
@@ -393,6 +390,7 @@ class Watcher:
             self._embedding.wake.set()
 
     def request_stop(self) -> None:
-        """From a signal handler: finish the batch in progress, then leave."""
+        """Safe from a signal handler: it only sets an event (taking the queue's lock there could
+        deadlock against the very get() the signal interrupted); the loop sees it within
+        STOP_CHECK, the batch in progress finishes first."""
         self.stop.set()
-        self.changes.put(STOP)

@@ -298,10 +298,10 @@ def test_a_first_run_killed_midway_resumes_without_rechunking_what_it_wrote(
     written: list[str] = []
     real_replace = Store.replace_file
 
-    def crash_after_two(self: Store, row: FileRow, chunks: object) -> None:
+    def crash_after_two(self: Store, row: FileRow, *rest: object) -> None:
         if len(written) == 2:
             raise KeyboardInterrupt  # as if killed: nothing after this point runs
-        real_replace(self, row, chunks)  # type: ignore[arg-type]
+        real_replace(self, row, *rest)  # type: ignore[arg-type]
         written.append(row.path)
 
     with Store(tmp_path / "i.sqlite") as store:

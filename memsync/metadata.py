@@ -1,0 +1,138 @@
+"""What a note says about itself, pure: its date, title and tags, from its name, its YAML front
+matter and its inline #tags; and the dates a user types (`7d`, `yesterday`, `2026-11-01`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+
+DAILY_NAME = re.compile(
+    r"(?:^|/)(?:daily|memory)/(?:.*/)?(\d{4})-(\d{2})-(\d{2})\.(?:md|markdown)$"
+)
+_FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*\r?$", re.S | re.M)
+_FENCE = re.compile(r"^[ \t]*(```|~~~).*?^[ \t]*\1[ \t]*$", re.S | re.M)
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+# a tag starts after a space, a line start or an opening bracket (never inside a URL: page#part),
+# holds letters (any script), digits, _ - /, and at least one character that is not a digit
+_TAG = re.compile(r"(?:(?<=^)|(?<=[\s(\[{,;]))#([^\W\d_/-][\w/-]*|[\w/-]*[^\W\d][\w/-]*)", re.M)
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+# recorded with the index's rules: when these change, every note is read again
+RULES = "meta-1"
+
+
+@dataclass(frozen=True)
+class NoteMeta:
+    title: str | None
+    date: str | None  # YYYY-MM-DD the note is about: its daily name, else its front matter
+    tags: tuple[str, ...]  # lower case, without '#'; a nested tag also gives its ancestors
+    warning: str | None = None  # front matter that could not be read
+    has_heading: bool = False
+
+
+def note_date(path: str) -> date | None:
+    """The date in a daily note's name (daily/ or memory/ YYYY-MM-DD.md); None for others."""
+    match = DAILY_NAME.search(path)
+    if not match:
+        return None
+    try:
+        return date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+    except ValueError:
+        return None
+
+
+def expand(tag: str) -> list[str]:
+    """`project/heron` -> itself and `project`: a nested tag matches its ancestors, never its
+    last part alone."""
+    parts = [p for p in tag.strip().lstrip("#").lower().split("/") if p]
+    return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def _front_matter(text: str) -> tuple[dict[str, object], str | None, int]:
+    """The front matter as a mapping, a warning if it is malformed, and where the body starts."""
+    match = _FRONT_MATTER.match(text)
+    if not match:
+        return {}, None, 0
+    import yaml
+
+    try:
+        data = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 2})" if where is not None else ""
+        return {}, f"front matter is not valid YAML{line}: indexed as text", match.end()
+    if data is None:
+        return {}, None, match.end()
+    if not isinstance(data, dict):
+        return {}, "front matter is not a mapping of keys: indexed as text", match.end()
+    return data, None, match.end()
+
+
+def _listed(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [t for t in re.split(r"[,\s]+", value) if t]
+    if isinstance(value, (list, tuple)):
+        return [str(t) for t in value if t is not None and str(t).strip()]
+    return []
+
+
+def _as_day(value: object) -> str | None:
+    if isinstance(value, datetime):
+        return value.date().isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value.strip()[:10]).isoformat()
+        except ValueError:
+            return None
+    return None
+
+
+def inline_tags(body: str) -> list[str]:
+    """#tags in the text, not in code (fenced or inline), not in URLs, not headings."""
+    text = _INLINE_CODE.sub(" ", _FENCE.sub(" ", body))
+    return _TAG.findall(text)
+
+
+def parse(path: str, text: str) -> NoteMeta:
+    data, warning, body_start = _front_matter(text)
+    body = text[body_start:]
+    tags: list[str] = []
+    for raw in _listed(data.get("tags")) + _listed(data.get("tag")) + inline_tags(body):
+        tags += expand(raw)
+    heading = _HEADING.search(body)
+    title = data.get("title")
+    named = note_date(path)
+    return NoteMeta(
+        title=str(title).strip() if title else (heading.group(1).strip() if heading else None),
+        date=named.isoformat() if named else _as_day(data.get("date")),
+        tags=tuple(dict.fromkeys(t for t in tags if t)),
+        warning=warning,
+        has_heading=heading is not None,
+    )
+
+
+def day_of(meta: NoteMeta, mtime_ns: int) -> str:
+    """The date a filter sees: the note's own, else its modification day (local time)."""
+    return meta.date or datetime.fromtimestamp(mtime_ns / 1e9).date().isoformat()
+
+
+def parse_day(text: str, today: date) -> date:
+    """`YYYY-MM-DD`, `today`, `yesterday`, or N days/weeks/months ago (`7d`, `2w`, `3m`: a month
+    is 30 days). ValueError says what is accepted."""
+    value = text.strip().lower()
+    if value == "today":
+        return today
+    if value == "yesterday":
+        return today - timedelta(days=1)
+    match = re.fullmatch(r"(\d{1,5})([dwm])", value)
+    if match:
+        days = int(match.group(1)) * {"d": 1, "w": 7, "m": 30}[match.group(2)]
+        return today - timedelta(days=days)
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a date: use YYYY-MM-DD, today, yesterday, or Nd / Nw / Nm ago"
+        ) from None
