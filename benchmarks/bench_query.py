@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from memsync import fts  # noqa: E402
 from memsync.embedders import LocalEmbedder, to_blob  # noqa: E402
-from memsync.search import Options, search  # noqa: E402
+from memsync.search import Options, note_filter, search  # noqa: E402
 from memsync.store import FileRow, NewChunk, Store  # noqa: E402
 
 
@@ -85,18 +85,18 @@ def build(db: Path, chunks: int, embedder: LocalEmbedder) -> None:
 
 
 def in_process(
-    db: Path, embedder: LocalEmbedder, runs: int, in_memory: bool
+    db: Path, embedder: LocalEmbedder, runs: int, in_memory: bool, options: Options = Options()
 ) -> tuple[float, float, float]:
     timings, embed_only = [], []
     with Store(db, create=False, vectors_in_memory=in_memory) as store:
-        search(store, "warm up", Options(), embedder)
+        search(store, "warm up", options, embedder)
         for i in range(runs):
             query = QUERIES[i % len(QUERIES)]
             started = time.perf_counter()
             embedder.embed_query(query)
             embed_only.append(time.perf_counter() - started)
             started = time.perf_counter()
-            search(store, query, Options(), embedder)
+            search(store, query, options, embedder)
             timings.append(time.perf_counter() - started)
     q = statistics.quantiles(timings, n=20)
     return statistics.median(timings) * 1000, q[18] * 1000, statistics.median(embed_only) * 1000
@@ -135,11 +135,15 @@ def main() -> None:
     for size in args.chunks or [10_000, 100_000]:
         db = workdir / f"q{size}.sqlite"
         build(db, size, embedder)
+        # the filter keeps one folder of 100 notes: 0.5% of the chunks
+        filtered = Options(only=note_filter(paths=["n1/"]))
         for in_memory, how in ((False, "sqlite-vec"), (True, "vectors in memory")):
-            p50, p95, embed = in_process(db, embedder, args.runs, in_memory)
-            print(
-                f"| {size:,} chunks, in-process hybrid, {how} | {p50:.1f} | {p95:.1f} | {embed:.1f} |"
-            )
+            for options, what in ((Options(), ""), (filtered, ", filtered to 0.5% (--path)")):
+                p50, p95, embed = in_process(db, embedder, args.runs, in_memory, options)
+                print(
+                    f"| {size:,} chunks, in-process hybrid, {how}{what} | {p50:.1f} | {p95:.1f} "
+                    f"| {embed:.1f} |"
+                )
     p50, p95 = whole_process(min(args.runs, 20), workdir)
     print(
         f"| sample_vault, whole `memsync query` process | {p50 * 1000:.0f} | {p95 * 1000:.0f} | - |"

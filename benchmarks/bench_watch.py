@@ -44,7 +44,7 @@ def _start(root: Path, db: Path, embedder: object) -> tuple[Watcher, threading.T
 
 
 def _found(store: Store, word: str, need_vector: bool) -> bool:
-    rows = store.keyword_search(fts.match_expression([word]), 5)
+    rows, _ = store.keyword_search(fts.match_expression([word]), 5)
     if not rows:
         return False
     if not need_vector:

@@ -44,7 +44,7 @@ def note_date(path: str) -> date | None:
 def expand(tag: str) -> list[str]:
     """`project/heron` -> itself and `project`: a nested tag matches its ancestors, never its
     last part alone."""
-    parts = [p for p in tag.strip().lstrip("#").lower().split("/") if p]
+    parts = [p for p in tag.strip().strip("'\"").lstrip("#").lower().split("/") if p]
     return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
 
 

@@ -440,15 +440,14 @@ def search(
     if wants_text:
         if terms:
             ran_text = True
-            match = fts.match_expression(terms, "AND")
-            rows = store.keyword_search(match, pool, options.only)
+            rows, anchor = store.keyword_search(
+                fts.match_expression(terms, "AND"), pool, options.only
+            )
             if len(rows) < options.limit and len(terms) > 1:
-                match = fts.match_expression(terms, "OR")
-                rows = store.keyword_search(match, pool, options.only)
+                rows, anchor = store.keyword_search(
+                    fts.match_expression(terms, "OR"), pool, options.only
+                )
             bm25 = dict(rows)
-            if options.only and rows:  # calibrate against the whole index's best, as unfiltered
-                best = store.keyword_search(match, 1)
-                anchor = best[0][1] if best else None
         elif options.mode == "keyword":
             outcome.notices.append("the query has no words to search for")
     ran_vector = query_vector is not None

@@ -700,17 +700,31 @@ class Store:
 
     def keyword_search(
         self, match: str, limit: int, only: NoteFilter = NoteFilter()
-    ) -> list[tuple[int, float]]:
-        """(chunk id, bm25 rank) best first; `match` must come from fts.match_expression;
-        `only` is applied before the limit."""
+    ) -> tuple[list[tuple[int, float]], float | None]:
+        """(chunk id, bm25 rank) best first, and the best rank in the whole index (a filtered
+        search calibrates against it, as the unfiltered one would); `match` must come from
+        fts.match_expression; `only` is applied before the limit. BM25 is computed once."""
+        if not only:
+            rows = list(
+                self.conn.execute(
+                    "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts "
+                    "WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+                    (match, limit),
+                )
+            )
+            return rows, rows[0][1] if rows else None
         where, args = only.sql("path")
-        return list(
+        rows = list(
             self.conn.execute(
-                "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
-                f"{where} ORDER BY rank LIMIT ?",
+                "WITH m AS MATERIALIZED (SELECT rowid AS id, bm25(chunks_fts) AS rank, path "
+                "FROM chunks_fts WHERE chunks_fts MATCH ?) "
+                f"SELECT * FROM (SELECT id, rank FROM m WHERE 1{where} ORDER BY rank LIMIT ?) "
+                "UNION ALL SELECT NULL, min(rank) FROM m",
                 (match, *args, limit),
             )
         )
+        best = rows.pop()[1]
+        return rows, best
 
     def vector_search(
         self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
@@ -732,12 +746,14 @@ class Store:
             # a vector stored by an older memsync may be NaN: it has no distance, and no place
             return [(i, d) for i, d in rows if d is not None and d == d]
         ids, matrix = self._vector_matrix()
-        if only:
-            allowed = [
-                r[0] for r in self.conn.execute(f"SELECT id FROM chunks WHERE 1{where}", args)
-            ]
-            keep = np.isin(ids, np.array(allowed, dtype=np.int64))
-            ids, matrix = ids[keep], matrix[keep]
+        if only and len(ids):  # the rows of the allowed chunks (ids sorted): a product over those
+            allowed = np.array(
+                [r[0] for r in self.conn.execute(f"SELECT id FROM chunks WHERE 1{where}", args)],
+                dtype=np.int64,
+            )
+            rows = np.searchsorted(ids, allowed)
+            rows = rows[(rows < len(ids)) & (ids[np.minimum(rows, len(ids) - 1)] == allowed)]
+            ids, matrix = ids[rows], matrix[rows]
         if not len(ids):
             return []
         q = np.asarray(query, dtype=np.float32)
@@ -756,7 +772,9 @@ class Store:
         if self._matrix is not None and self._matrix[0] == version:
             return self._matrix[1], self._matrix[2]
         rows = list(
-            self.conn.execute("SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL")
+            self.conn.execute(
+                "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY id"
+            )
         )
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         if rows:

@@ -92,7 +92,7 @@ def _paths(store: Store, query: str, op: str = "AND") -> set[str]:
     terms = fts.query_terms(query)
     if not terms:
         return set()
-    ids = [i for i, _ in store.keyword_search(fts.match_expression(terms, op), 10)]
+    ids = [i for i, _ in store.keyword_search(fts.match_expression(terms, op), 10)[0]]
     return {c.path for c in store.chunks(ids).values()}
 
 

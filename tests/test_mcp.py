@@ -33,6 +33,7 @@ def _vault(root: Path) -> Path:
     write(root, "drafts/secret.md", "# draft\n")
     write(root, ".memsyncignore", "drafts/\n")
     write(root, "long.md", "".join(f"line {i}\n" for i in range(1, 1001)))
+    write(root, "ops/runbook.md", "# Runbook\n\nRestart the port forwarder. #ops/network\n")
     return root
 
 
@@ -146,6 +147,14 @@ def test_memory_search_returns_what_memsync_query_returns(
         env=env,
     )
     assert within["results"] and all(r["path"].startswith("tech/") for r in within["results"])
+    [(_, _, tagged), (bad, why, _)] = calls(
+        ["--db", str(db)],
+        ("memory_search", {"query": "port", "tags": ["ops"], "mode": "keyword"}),
+        ("memory_search", {"query": "port", "since": "last week"}),
+        env=env,
+    )
+    assert [r["path"] for r in tagged["results"]] == ["ops/runbook.md"]
+    assert bad and "--since" in why
 
 
 def test_memory_get_reads_ranges_from_disk_and_caps_long_reads(indexed: tuple[Path, Path]) -> None:
@@ -222,6 +231,7 @@ def test_memory_tree_lists_what_is_indexed(indexed: tuple[Path, Path]) -> None:
     assert [n["path"] for n in tech["notes"]] == ["tech/redis.md", "tech/ssh.md"]
     assert {n["path"] for n in top["notes"]} == {"MEMORY.md", "long.md"}
     assert {f["path"]: f["notes"] for f in top["folders"]} == {
+        "ops": 1,
         "projects": 1,
         "tech": 2,
         "笔记": 1,

@@ -165,3 +165,100 @@ def test_when_the_text_cannot_be_refreshed_the_query_says_results_may_be_stale(
         gone = refresh_text(store, tmp_path / "scratch.sqlite", tmp_path / "missing", 1 << 20)
         assert "could not bring the index up to date" in gone
         assert refresh_text(store, tmp_path / "scratch.sqlite", keyword_vault, 1 << 20) == ""
+
+
+def test_get_prints_exactly_what_query_points_at(keyword_vault: Path, tmp_path: Path) -> None:
+    import os
+
+    base = ["--vault", str(keyword_vault)]
+    whole = _run("get", "tech/redis.md", *base)
+    assert (
+        whole.exit_code == 0
+        and whole.stdout.splitlines()[2] == "3 | The staging Redis listens on port 6380."
+    )
+    assert (
+        _run("get", "tech/redis.md:3", *base).stdout
+        == "3 | The staging Redis listens on port 6380.\n"
+    )
+    assert _run("get", "tech/redis.md:3-4", *base, "--raw").stdout == (
+        "The staging Redis listens on port 6380.\nTicket OPS-1432 tracks the lag.\n"
+    )
+    location = json.loads(_run("query", "OPS-1432", *base, "--json").stdout)["results"][0]
+    printed = f"{location['path']}:{location['start_line']}-{location['end_line']}"
+    assert "OPS-1432" in _run("get", printed, *base).stdout  # query's output composes with get
+    write(tmp_path, "outside.md", "SECRET\n")
+    os.symlink(tmp_path / "outside.md", keyword_vault / "out.md")
+    for refused, why in (
+        ("../outside.md", "'..'"),
+        ("/etc/passwd", "relative to the vault"),
+        ("out.md", "outside the vault"),
+        ("tech/redis.md:9-12", "out of range"),
+        ("nothing.md", "no note at"),
+    ):
+        result = CliRunner().invoke(main, ["get", refused, *base])
+        assert result.exit_code == 1 and why in result.output and "SECRET" not in result.output
+
+
+def test_files_lists_unique_paths_best_first_and_notices_go_to_stderr(keyword_vault: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["query", "heron postgres", "--vault", str(keyword_vault), "--files"]
+    )
+    listed = result.stdout.splitlines()
+    assert sorted(listed) == ["daily/2026-10-02.md", "daily/2026-11-20.md"]  # each note once
+    best = json.loads(
+        _run("query", "heron postgres", "--vault", str(keyword_vault), "--json").stdout
+    )
+    assert listed[0] == best["results"][0]["path"]
+    assert "vector search unavailable" in result.stderr
+
+
+def test_explain_says_how_each_score_came_about(keyword_vault: Path) -> None:
+    base = ["query", "OPS-1432", "--vault", str(keyword_vault)]
+    text = _run(*base, "--explain").stdout
+    assert "why: bm25 -" in text and "(exact match: at least 0.9)" in text
+    why = json.loads(_run(*base, "--explain", "--json").stdout)["results"][0]["explain"]
+    assert why["exact_match"] and why["bm25"] < 0 and why["cosine"] is None
+    assert why["decay"] == 1.0 and why["mmr_penalty"] is None
+    assert "explain" not in json.loads(_run(*base, "--json").stdout)["results"][0]
+
+
+def test_filter_flags_narrow_the_cli_query_and_bad_values_exit_2(keyword_vault: Path) -> None:
+    base = ["query", "heron postgres", "--vault", str(keyword_vault), "--json"]
+    only = json.loads(_run(*base, "--path", "daily/2026-11-*.md").stdout)["results"]
+    assert [r["path"] for r in only] == ["daily/2026-11-20.md"]
+    dated = json.loads(_run(*base, "--until", "2026-10-31").stdout)["results"]
+    assert [r["path"] for r in dated] == ["daily/2026-10-02.md"]
+    for bad in (["--since", "last week"], ["--path", "../x"], ["--tag", "#"]):
+        result = CliRunner().invoke(main, [*base, *bad])
+        assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_terminal_links_only_for_a_person_at_a_terminal() -> None:
+    from memsync.output import query_text
+    from memsync.search import Hit, Outcome
+
+    outcome = Outcome("q", "keyword", "keyword")
+    outcome.results.append(Hit("a b.md", 1, 2, 0.9, None, 0.9, "text", 1, 0.9, False))
+    linked = query_text(outcome, [], True, Path("/notes"))
+    assert "\033]8;;file:///notes/a%20b.md\033\\a b.md:1-2\033]8;;\033\\" in linked
+    assert "\033]8" not in query_text(outcome, [], False, None)
+
+
+def test_shell_completion_offers_modes_and_note_paths(
+    keyword_vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(keyword_vault)
+    env = {
+        "_MEMSYNC_COMPLETE": "bash_complete",
+        "COMP_WORDS": "memsync query x --mode h",
+        "COMP_CWORD": "4",
+    }
+    result = CliRunner().invoke(main, [], env=env, prog_name="memsync")
+    assert "hybrid" in result.output
+    env = {
+        "_MEMSYNC_COMPLETE": "bash_complete",
+        "COMP_WORDS": "memsync get tech/",
+        "COMP_CWORD": "2",
+    }
+    result = CliRunner().invoke(main, [], env=env, prog_name="memsync")
+    assert "tech/redis.md" in result.output

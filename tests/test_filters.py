@@ -1,0 +1,143 @@
+"""Filters by path, date and tag: inside both legs, before the top k, in every mode."""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import replace
+from datetime import date, datetime
+from pathlib import Path
+
+import pytest
+from conftest import HashEmbedder, write
+
+from memsync.search import Options, note_filter, search
+from memsync.store import Store
+from memsync.sync import index_vault
+
+MB = 1 << 20
+TODAY = date(2026, 11, 30)
+
+
+def _vault(root: Path) -> Path:
+    write(root, "daily/2026-11-28.md", "# 2026-11-28\n\nheron deploy went fine #incident/minor\n")
+    write(root, "daily/2026-11-02.md", "# 2026-11-02\n\nheron deploy rolled back #incident/major\n")
+    write(root, "daily/2026-10-01.md", "# 2026-10-01\n\nheron planning, no deploy\n")
+    write(
+        root,
+        "projects/heron.md",
+        "---\ntitle: Heron\ntags: [project/heron, ops]\ndate: 2026-06-01\n---\nheron deploy plan\n",
+    )
+    write(root, "projects/kestrel.md", "---\ntags: [project/kestrel]\n---\nkestrel deploy plan\n")
+    write(root, "笔记/部署.md", "# 部署\n\n部署流程 heron deploy #运维\n")
+    write(root, "broken.md", "---\ntags: [unclosed\n---\nheron deploy notes #rescued\n")
+    old = datetime(2025, 1, 1, 12).timestamp()  # undated notes are dated by mtime: make it fixed
+    for note in root.rglob("*.md"):
+        os.utime(note, (old, old))
+    return root
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    root = _vault(tmp_path / "v")
+    s = Store(tmp_path / "i.sqlite")
+    index_vault(s, root, MB, HashEmbedder())
+    return s
+
+
+def _paths(store: Store, text: str, mode: str, **filters: object) -> list[str]:
+    options = Options(
+        mode=mode,
+        min_score=0.0,
+        limit=20,
+        only=note_filter(today=TODAY, **filters),  # type: ignore[arg-type]
+    )
+    outcome = search(store, text, options, HashEmbedder())
+    return sorted({hit.path for hit in outcome.results})
+
+
+@pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid", "rrf"])
+def test_each_filter_alone_and_combined_in_every_mode(store: Store, mode: str) -> None:
+    assert _paths(store, "heron deploy", mode, paths=["projects/"]) == [
+        "projects/heron.md",
+        "projects/kestrel.md",
+    ]
+    assert _paths(store, "heron deploy", mode, paths=["daily/2026-11-*.md"]) == [
+        "daily/2026-11-02.md",
+        "daily/2026-11-28.md",
+    ]
+    assert _paths(store, "heron deploy", mode, since="7d") == ["daily/2026-11-28.md"]
+    assert _paths(store, "heron deploy", mode, until="2025-01-01") == [
+        "broken.md",
+        "projects/kestrel.md",
+        "笔记/部署.md",
+    ]
+    assert _paths(store, "heron deploy", mode, since="2026-11-01", until="2026-11-27") == [
+        "daily/2026-11-02.md"
+    ]
+    assert _paths(store, "heron deploy", mode, tags=["incident"]) == [
+        "daily/2026-11-02.md",
+        "daily/2026-11-28.md",
+    ]
+    assert _paths(store, "heron deploy", mode, tags=["#Incident/Major"]) == ["daily/2026-11-02.md"]
+    assert _paths(store, "heron deploy", mode, tags=["project"]) == [
+        "projects/heron.md",
+        "projects/kestrel.md",
+    ]
+    assert _paths(store, "heron deploy", mode, tags=["heron"]) == []  # never the last part alone
+    assert _paths(store, "heron deploy", mode, tags=["project", "ops"]) == ["projects/heron.md"]
+    assert _paths(store, "heron deploy", mode, tags=["incident"], since="7d") == [
+        "daily/2026-11-28.md"
+    ]
+    assert _paths(store, "heron deploy", mode, tags=["rescued"]) == ["broken.md"]
+    assert _paths(store, "部署", mode, tags=["运维"]) == ["笔记/部署.md"]
+
+
+def test_front_matter_dates_and_warnings_are_stored(store: Store) -> None:
+    dates = dict(store.conn.execute("SELECT path, date FROM files"))
+    assert (
+        dates["projects/heron.md"] == "2026-06-01" and dates["daily/2026-10-01.md"] == "2026-10-01"
+    )
+    assert [p for p, _ in store.file_warnings()] == ["broken.md"]
+
+
+def test_a_filtered_query_ranks_exactly_as_the_unfiltered_one_does(tmp_path: Path) -> None:
+    """The filter keeps 1% of the chunks; a brute-force reference ranks every chunk unfiltered
+    and keeps the ones that pass: the filtered top k must be its first k, in order."""
+    rng = random.Random(3)
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
+    root = tmp_path / "v"
+    for i in range(600):
+        folder = "keep" if i % 100 == 0 else f"other{i % 7}"
+        body = " ".join(rng.choice(words) for _ in range(30))
+        write(root, f"{folder}/n{i}.md", f"# Note {i}\n\n{body} sierra\n")
+    embedder = HashEmbedder()
+    with Store(tmp_path / "i.sqlite") as store:
+        index_vault(store, root, MB, embedder)
+        for mode in ("keyword", "vector", "hybrid"):
+            base = Options(mode=mode, min_score=0.0)
+            full = search(store, "sierra alpha", replace(base, limit=1000), embedder)
+            reference = [
+                (h.path, round(h.score, 6)) for h in full.results if h.path.startswith("keep/")
+            ]
+            only = note_filter(paths=["keep/"])
+            filtered = search(store, "sierra alpha", replace(base, limit=4, only=only), embedder)
+            assert [(h.path, round(h.score, 6)) for h in filtered.results] == reference[:4], mode
+
+
+def test_vectors_in_memory_filter_like_sqlite_vec(store: Store) -> None:
+    options = Options(mode="vector", min_score=0.0, only=note_filter(tags=["project"]))
+    on_disk = [h.path for h in search(store, "deploy plan", options, HashEmbedder()).results]
+    store.vectors_in_memory = True
+    in_memory = [h.path for h in search(store, "deploy plan", options, HashEmbedder()).results]
+    assert on_disk == in_memory and set(on_disk) == {"projects/heron.md", "projects/kestrel.md"}
+
+
+def test_a_touch_moves_the_date_of_a_note_dated_by_its_mtime(store: Store, tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    old = datetime(2025, 1, 2, 12).timestamp()
+    os.utime(root / "projects/kestrel.md", (old, old))
+    index_vault(store, root, MB, HashEmbedder())
+    dates = dict(store.conn.execute("SELECT path, date FROM files"))
+    assert dates["projects/kestrel.md"] == "2025-01-02"
+    assert dates["projects/heron.md"] == "2026-06-01"  # its front matter wins over any mtime
