@@ -104,25 +104,17 @@ def _result(text: str, structured: Any) -> CallToolResult:
 
 
 def search_result(outcome: Outcome) -> SearchResult:
-    hits: list[SearchHit] = [
-        {
-            "path": hit.path,
-            "start_line": hit.start_line,
-            "end_line": hit.end_line,
-            "score": round(hit.score, 4),
-            "vector_score": None if hit.vector_score is None else round(hit.vector_score, 4),
-            "text_score": None if hit.text_score is None else round(hit.text_score, 4),
-            "hybrid_match": hit.vector_score is not None and hit.text_score is not None,
-            "snippet": hit.snippet,
-            "citation": f"{hit.path}#L{hit.start_line}-L{hit.end_line}",
-        }
-        for hit in outcome.results
-    ]
+    """`memsync query --json`'s results, with the fields the tool's schema names and a citation."""
+    hits = []
+    for hit in outcome.results:
+        data = hit.as_dict()
+        data["citation"] = f"{hit.path}#L{hit.start_line}-L{hit.end_line}"
+        hits.append({key: data[key] for key in SearchHit.__annotations__})
     return {
         "query": outcome.query,
         "mode": outcome.mode,
         "notices": outcome.notices,
-        "results": hits,
+        "results": hits,  # type: ignore[typeddict-item]
     }
 
 

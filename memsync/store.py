@@ -703,7 +703,7 @@ class Store:
     ) -> tuple[list[tuple[int, float]], float | None]:
         """(chunk id, bm25 rank) best first, and the best rank in the whole index (a filtered
         search calibrates against it, as the unfiltered one would); `match` must come from
-        fts.match_expression; `only` is applied before the limit. BM25 is computed once."""
+        fts.match_expression; `only` is applied before the limit."""
         if not only:
             rows = list(
                 self.conn.execute(
@@ -716,15 +716,19 @@ class Store:
         where, args = only.sql("path")
         rows = list(
             self.conn.execute(
-                "WITH m AS MATERIALIZED (SELECT rowid AS id, bm25(chunks_fts) AS rank, path "
-                "FROM chunks_fts WHERE chunks_fts MATCH ?) "
-                f"SELECT * FROM (SELECT id, rank FROM m WHERE 1{where} ORDER BY rank LIMIT ?) "
-                "UNION ALL SELECT NULL, min(rank) FROM m",
+                "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?"
+                f"{where} ORDER BY rank LIMIT ?",
                 (match, *args, limit),
             )
         )
-        best = rows.pop()[1]
-        return rows, best
+        best = _first(
+            self.conn.execute(
+                "SELECT bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? "
+                "ORDER BY rank LIMIT 1",
+                (match,),
+            )
+        )
+        return rows, best[0] if best else None
 
     def vector_search(
         self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
