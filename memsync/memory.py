@@ -9,6 +9,7 @@ nothing changed); an agent's write is indexed before the write returns.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from pathlib import Path
 
@@ -17,10 +18,11 @@ from .embedders import Embedder, embedder_for_index
 from .errors import IndexNotFound, LockError
 from .lock import WriterLock, read_holder
 from .search import Options, Outcome, search
-from .store import ModelKey, Store
+from .store import ModelKey, Store, database_error
 from .sync import Report, Syncer, refresh_text
 from .vault import IgnoreRules
 
+log = logging.getLogger("memsync.memory")
 WRITE_SYNC_WAIT = 5.0  # seconds an agent's write waits for a running watcher to index it
 
 
@@ -92,6 +94,9 @@ class Memory:
                     )
             except LockError:
                 pass  # an index run or a watcher that just started: it will see the file
+            except Exception as exc:  # noqa: BLE001 - the note is written; say it is not indexed
+                log.warning("wrote %s but could not index it: %s", rel, database_error(exc) or exc)
+                return False
         deadline = time.monotonic() + WRITE_SYNC_WAIT
         while True:
             row = self.store.file_row(rel)
