@@ -245,11 +245,10 @@ def _tokens(text: str) -> set[str]:
     return set(fts.index_text(text.lower()).split())
 
 
-def jaccard(a: str, b: str) -> float:
-    ta, tb = _tokens(a), _tokens(b)
-    if not ta and not tb:
-        return 0.0
-    return len(ta & tb) / len(ta | tb)
+def jaccard(a: set[str], b: set[str]) -> float:
+    """Shared words over all words; two empty texts say the same (nothing)."""
+    union = a | b
+    return len(a & b) / len(union) if union else 1.0
 
 
 DUPLICATE = 0.9  # token Jaccard at which two chunks say the same thing
@@ -268,8 +267,7 @@ def mmr(
     words = {c.id: _tokens(c.text) for c, _ in ranked}
 
     def similarity(a: Candidate, b: Candidate) -> float:
-        union = words[a.id] | words[b.id]
-        return len(words[a.id] & words[b.id]) / len(union) if union else 1.0
+        return jaccard(words[a.id], words[b.id])
 
     remaining = list(ranked)
     chosen: list[tuple[Candidate, float]] = []

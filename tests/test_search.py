@@ -112,7 +112,7 @@ def test_mmr_prefers_a_different_note_over_a_near_duplicate() -> None:
     c = _c(3, 0.8, 0.8, text="garden shed roof sheets")
     picked = mmr([(a, 0.9), (b, 0.88), (c, 0.8)], 0.7, 2)
     assert [x.id for x, _ in picked] == [1, 3]
-    assert jaccard("a b", "a b") == 1.0 and jaccard("a", "b") == 0.0
+    assert jaccard({"a", "b"}, {"a", "b"}) == 1.0 and jaccard({"a"}, {"b"}) == 0.0
 
 
 def test_snippet_shows_the_best_matching_lines_not_the_first() -> None:
