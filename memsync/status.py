@@ -17,7 +17,7 @@ def gather(db: Path) -> dict[str, Any]:
     with Store(db, create=False) as store:
         meta = store.meta()
         counts = store.counts()
-        index_rows = store.file_rows()
+        index_rows = store.file_stats()
         skips = store.skip_rows()
         warnings = store.file_warnings()
         backend = store.vector_backend

@@ -42,7 +42,7 @@ class Plan:
 
 def plan(
     disk: Mapping[str, FileStat],
-    index: Mapping[str, FileRow],
+    index: Mapping[str, tuple[int, int]],
     skipped: Mapping[str, SkipRow] | None = None,
 ) -> Plan:
     """Pure: compare stats; equal (mtime, size) means unchanged and the file is never read, be it
@@ -51,9 +51,8 @@ def plan(
     unchanged = 0
     skipped = skipped or {}
     for path, st in disk.items():
-        row = index.get(path)
         skip = skipped.get(path)
-        if row is not None and row.mtime_ns == st.mtime_ns and row.size == st.size:
+        if index.get(path) == (st.mtime_ns, st.size):
             unchanged += 1
         elif skip is not None and (skip.mtime_ns, skip.size) == (st.mtime_ns, st.size):
             still_skipped.append(path)
@@ -155,7 +154,7 @@ class Syncer:
         if not self.root.is_dir():  # unmounted or moved: an empty walk must not empty the index
             raise VaultError(f"vault folder not found: {self.root}; the index is left as it is")
         found = scan(self.root, self.rules)
-        index = self.store.file_rows()
+        index = self.store.file_stats()
         meta = self.store.meta()
         if not index or meta.get("vault_path") != str(self.root):
             # recorded before the first file, so that a run killed midway resumes like any other
@@ -191,7 +190,7 @@ class Syncer:
     def sync_paths(self, paths: Iterable[str], report: Report) -> None:
         """Re-check the given paths only (from watcher events), judged by the same rules as a
         walk: stat, then as sync_all."""
-        index = self.store.file_rows()
+        index = self.store.file_stats()
         skips = self.store.skip_rows()
         disk: dict[str, FileStat] = {}
         new_skips: list[SkipRow] = []
@@ -217,7 +216,7 @@ class Syncer:
         self,
         to_read: list[str],
         removed: list[str],
-        index: Mapping[str, FileRow],
+        index: Mapping[str, tuple[int, int]],
         disk: Mapping[str, FileStat],
         report: Report,
         progress: Progress | None,
@@ -225,6 +224,7 @@ class Syncer:
     ) -> bool:
         """Returns False when it stopped early (should_stop)."""
         notes: dict[str, Note] = {}
+        hashes = self.store.file_hashes([p for p in to_read if p in index] + removed)
         for path in to_read:
             if self.should_stop():
                 return False
@@ -243,8 +243,7 @@ class Syncer:
                 if progress:
                     progress(1)
                 continue
-            row = index.get(path)
-            if row is not None and row.hash == note.hash and not rechunk:
+            if hashes.get(path) == note.hash and not rechunk:
                 day = metadata.day_of(metadata.parse(path, note.text), note.mtime_ns)
                 self.store.touch_file(FileRow(path, note.hash, note.mtime_ns, note.size), day)
                 report.touched += 1
@@ -254,7 +253,7 @@ class Syncer:
             notes[path] = note
 
         fresh = {p: n.hash for p, n in notes.items() if p not in index}
-        moves = match_moves(fresh, {p: index[p].hash for p in removed})
+        moves = match_moves(fresh, {p: hashes[p] for p in removed})
         for new, old in moves.items():
             note = notes.pop(new)
             self.store.move_file(old, FileRow(new, note.hash, note.mtime_ns, note.size))

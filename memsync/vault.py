@@ -113,6 +113,8 @@ def shown(rel: str) -> str:
 
 
 def _utf8_name(name: str) -> bool:
+    if name.isascii():  # nearly every name, and a C-speed check
+        return True
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:  # surrogate escapes: the bytes on disk are not UTF-8

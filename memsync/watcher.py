@@ -356,7 +356,7 @@ class Watcher:
         for change in dict.fromkeys(changes):  # a burst names the same path many times
             if change.is_folder:
                 if indexed is None:
-                    indexed = list(syncer.store.file_rows())
+                    indexed = list(syncer.store.file_stats())
                 prefix = change.path + "/"
                 paths.update(p for p in indexed if p.startswith(prefix))
                 paths.update(syncer.notes_under(change.path))

@@ -20,11 +20,7 @@ def test_plan_reads_only_new_or_changed_stats_and_lists_removed() -> None:
         "touched.md": FileStat("touched.md", 20, 5),
         "new.md": FileStat("new.md", 30, 5),
     }
-    index = {
-        "same.md": FileRow("same.md", "h1", 10, 5),
-        "touched.md": FileRow("touched.md", "h2", 11, 5),
-        "gone.md": FileRow("gone.md", "h3", 12, 5),
-    }
+    index = {"same.md": (10, 5), "touched.md": (11, 5), "gone.md": (12, 5)}
     result = plan(disk, index)
     assert result.to_read == ["new.md", "touched.md"]
     assert result.removed == ["gone.md"]
