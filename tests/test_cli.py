@@ -242,3 +242,15 @@ def test_provider_none_sends_no_query_to_the_index_s_provider(
     )
     assert len(embedding_server.requests) == sent
     assert "provider is none" in " ".join(json.loads(result.output)["notices"])
+
+
+def test_status_lists_notes_indexed_with_a_warning(tmp_path: Path) -> None:
+    vault = _vault(tmp_path / "notes")
+    write(vault, "broken.md", "---\ntags: [unclosed\n---\nstill indexed #rescued\n")
+    assert _invoke("index", str(vault), "--provider", "none").exit_code == 0
+    facts = json.loads(_invoke("status", "--vault", str(vault), "--json").output)
+    assert facts["warnings"] == [
+        {"path": "broken.md", "warning": "front matter is not valid YAML (line 3): indexed as text"}
+    ]
+    text = _invoke("status", "--vault", str(vault)).output
+    assert "warnings: 1 note(s), indexed anyway" in text and "broken.md: front matter" in text
