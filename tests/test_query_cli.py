@@ -248,17 +248,15 @@ def test_shell_completion_offers_modes_and_note_paths(
     keyword_vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(keyword_vault)
-    env = {
-        "_MEMSYNC_COMPLETE": "bash_complete",
-        "COMP_WORDS": "memsync query x --mode h",
-        "COMP_CWORD": "4",
-    }
-    result = CliRunner().invoke(main, [], env=env, prog_name="memsync")
-    assert "hybrid" in result.output
-    env = {
-        "_MEMSYNC_COMPLETE": "bash_complete",
-        "COMP_WORDS": "memsync get tech/",
-        "COMP_CWORD": "2",
-    }
-    result = CliRunner().invoke(main, [], env=env, prog_name="memsync")
-    assert "tech/redis.md" in result.output
+    for words, expected in (
+        ("memsync query x --mode h", "hybrid"),
+        ("memsync get tech/", "tech/redis.md"),
+        ("memsync query x --path da", "daily/2026-10-02.md"),
+    ):
+        env = {
+            "_MEMSYNC_COMPLETE": "bash_complete",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split()) - 1),
+        }
+        result = CliRunner().invoke(main, [], env=env, prog_name="memsync")
+        assert expected in result.output, words
