@@ -147,13 +147,35 @@ def tree_of(listing: list[tuple[str, int, int, int]], folder: str, depth: int | 
     return {"path": folder, "notes": shown, "folders": folders}
 
 
+def _size(size: int) -> str:
+    return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
+
+
 def tree_text(tree: Tree) -> str:
+    """An indented tree: each folder once, its notes and folded subfolders below it."""
     if not tree["notes"] and not tree["folders"]:
         return f"no indexed notes under {tree['path'] or 'the vault'}"
-    lines = [
-        f"{n['path']}  {n['size']} B  {n['modified']}  {n['chunks']} chunks" for n in tree["notes"]
+    base = len(tree["path"].split("/")) if tree["path"] else 0
+    entries = [(n["path"], n) for n in tree["notes"]] + [
+        (f["path"] + "/", f) for f in tree["folders"]
     ]
-    lines += [f"{f['path']}/  ({f['notes']} notes below)" for f in tree["folders"]]
+    lines: list[str] = []
+    shown: set[str] = set()
+    for path, entry in sorted(entries, key=lambda item: item[0].split("/")):
+        parts = path.rstrip("/").split("/")
+        for depth in range(base + 1, len(parts)):
+            folder = "/".join(parts[:depth])
+            if folder not in shown:
+                shown.add(folder)
+                lines.append("  " * (depth - base - 1) + parts[depth - 1] + "/")
+        indent = "  " * (len(parts) - base - 1)
+        if path.endswith("/"):
+            lines.append(f"{indent}{parts[-1]}/  ({entry['notes']} notes below)")
+        else:
+            lines.append(
+                f"{indent}{parts[-1]}  {_size(entry['size'])}  {entry['modified']}  "
+                f"{entry['chunks']} chunks"
+            )
     return "\n".join(lines)
 
 

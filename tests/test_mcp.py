@@ -236,7 +236,7 @@ def test_memory_tree_lists_what_is_indexed(indexed: tuple[Path, Path]) -> None:
         "tech": 2,
         "笔记": 1,
     }
-    assert "tech/redis.md" in text
+    assert "tech/\n  redis.md  " in text and "笔记/\n  测试服务器.md" in text  # an indented tree
 
 
 def test_memory_status_is_what_status_json_says(indexed: tuple[Path, Path]) -> None:
