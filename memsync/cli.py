@@ -25,19 +25,17 @@ def run(action: Callable[[], Any]) -> Any:
     """The boundary: MemsyncError -> one line and exit 1; anything else is a bug and says so."""
     try:
         return action()
-    except MemsyncError as exc:
-        _fail(exc)
     except KeyboardInterrupt:
         click.echo("memsync: interrupted", err=True)
         sys.exit(130)
     except Exception as exc:
-        from .store import database_error
+        from .store import user_error
 
-        if os.environ.get("MEMSYNC_RAISE_ERRORS"):
-            raise
-        problem = database_error(exc)
+        problem = user_error(exc)
         if problem is not None:
             _fail(problem)
+        if os.environ.get("MEMSYNC_RAISE_ERRORS"):
+            raise
         if not isinstance(exc, (OSError, RuntimeError)):
             raise  # a bug: its traceback is what a report needs
         click.echo(f"memsync: error: {exc.__class__.__name__}: {exc}", err=True)

@@ -25,10 +25,10 @@ from typing_extensions import TypedDict  # pydantic needs this one before Python
 
 from . import notes
 from .config import Config
-from .errors import ArgumentError, MemsyncError
+from .errors import ArgumentError
 from .memory import Memory
 from .search import Options, Outcome, note_filter, path_globs
-from .store import database_error
+from .store import user_error
 from .vault import checked_path
 
 log = logging.getLogger("memsync.mcp")
@@ -225,16 +225,12 @@ class MemoryServer:
         with self._lock:
             try:
                 return work(self.memory())
-            except MemsyncError as exc:
-                raise ToolError(str(exc)) from None
             except Exception as exc:
-                problem = database_error(exc)
-                if problem is not None:
-                    raise ToolError(str(problem)) from None
-                log.exception("%s failed", name)
-                raise ToolError(
-                    f"{name} failed unexpectedly ({exc.__class__.__name__}); see the server's log"
-                ) from None
+                problem = user_error(exc)
+                if problem is None:
+                    log.exception("%s failed", name)
+                    problem = f"{name} failed unexpectedly ({exc.__class__.__name__}); see the log"
+                raise ToolError(str(problem)) from None
             finally:
                 log.debug("%s: %.1f ms", name, (time.perf_counter() - started) * 1000)
 

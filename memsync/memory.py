@@ -18,7 +18,7 @@ from .embedders import Embedder, embedder_for_index
 from .errors import IndexNotFound, LockError
 from .lock import WriterLock, read_holder
 from .search import Options, Outcome, search
-from .store import ModelKey, Store, database_error
+from .store import ModelKey, Store, user_error
 from .sync import Report, Syncer, refresh_text
 from .vault import IgnoreRules
 
@@ -95,12 +95,11 @@ class Memory:
             except LockError:
                 pass  # an index run or a watcher that just started: it will see the file
             except Exception as exc:  # noqa: BLE001 - the note is written; say it is not indexed
-                log.warning("wrote %s but could not index it: %s", rel, database_error(exc) or exc)
+                log.warning("wrote %s but could not index it: %s", rel, user_error(exc) or exc)
                 return False
         deadline = time.monotonic() + WRITE_SYNC_WAIT
         while True:
-            row = self.store.file_row(rel)
-            if row is not None and row.hash == digest:
+            if self.store.file_hashes([rel]).get(rel) == digest:
                 return True
             if time.monotonic() >= deadline:
                 return False

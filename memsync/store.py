@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from .errors import StoreError
+from .errors import MemsyncError, StoreError
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
@@ -60,19 +60,19 @@ class NoteFilter:
     until: str | None = None
     tags: tuple[str, ...] = ()
 
-    def sql(self, column: str) -> tuple[str, list[str]]:
-        """` AND ...` conditions on a column holding a note's path, and their arguments."""
-        where, args = _any_glob(column, self.paths)
+    def chunk_ids(self) -> tuple[str, list[str]]:
+        """The SELECT of the ids of the chunks that pass, and its arguments."""
+        where, args = _any_glob("path", self.paths)
         if self.since:
-            where += f" AND {column} IN (SELECT path FROM files WHERE date >= ?)"
+            where += " AND path IN (SELECT path FROM files WHERE date >= ?)"
             args.append(self.since)
         if self.until:
-            where += f" AND {column} IN (SELECT path FROM files WHERE date <= ?)"
+            where += " AND path IN (SELECT path FROM files WHERE date <= ?)"
             args.append(self.until)
         for tag in self.tags:
-            where += f" AND {column} IN (SELECT path FROM tags WHERE tag = ?)"
+            where += " AND path IN (SELECT path FROM tags WHERE tag = ?)"
             args.append(tag)
-        return where, args
+        return f"SELECT id FROM chunks WHERE 1{where}", args
 
     def __bool__(self) -> bool:
         return bool(self.paths or self.since or self.until or self.tags)
@@ -207,6 +207,12 @@ def database_error(exc: BaseException) -> StoreError | None:
     if isinstance(exc, apsw.Error):
         return StoreError(describe(exc) + " (the index is intact)")
     return None
+
+
+def user_error(exc: BaseException) -> MemsyncError | None:
+    """What to tell a user about `exc`: memsync's own error as it is, a database error in words
+    (database_error); None for anything else, which is a bug and deserves its traceback."""
+    return exc if isinstance(exc, MemsyncError) else database_error(exc)
 
 
 class Store:
@@ -423,12 +429,6 @@ class Store:
                 self.conn.execute(f"SELECT path, hash FROM files WHERE path IN ({marks})", part)
             )
         return found
-
-    def file_row(self, path: str) -> FileRow | None:
-        row = _first(
-            self.conn.execute("SELECT path, hash, mtime, size FROM files WHERE path = ?", (path,))
-        )
-        return FileRow(*row) if row else None
 
     def listing(self, folder: str = "") -> list[tuple[str, int, int, int]]:
         """(path, size, mtime_ns, chunks) of every indexed note below `folder`, by path."""
@@ -733,11 +733,11 @@ class Store:
             return rows, rows[0][1] if rows else None
         # `+rowid` keeps the planner from handing the id list to FTS5 as a rowid constraint (a
         # lookup per id, 10x slower): FTS5 scans its matches and each is checked against the list
-        where, args = only.sql("path")
+        ids, args = only.chunk_ids()
         rows = list(
             self.conn.execute(
                 "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? "
-                f"AND +rowid IN (SELECT id FROM chunks WHERE 1{where}) ORDER BY rank LIMIT ?",
+                f"AND +rowid IN ({ids}) ORDER BY rank LIMIT ?",
                 (match, *args, limit),
             )
         )
@@ -758,10 +758,10 @@ class Store:
         before the k nearest are chosen, so a filtered query still gets its exact top k."""
         import numpy as np
 
-        where, args = only.sql("path")
+        allowed_ids, args = only.chunk_ids()
         if self._has_vec_table() and not self.vectors_in_memory:
             blob = np.asarray(query, dtype="<f4").tobytes()
-            subset = f" AND rowid IN (SELECT id FROM chunks WHERE 1{where})" if only else ""
+            subset = f" AND rowid IN ({allowed_ids})" if only else ""
             rows = self.conn.execute(
                 f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?{subset} "
                 "ORDER BY distance",
@@ -772,7 +772,7 @@ class Store:
         ids, matrix = self._vector_matrix()
         if only and len(ids):  # the rows of the allowed chunks (ids sorted): a product over those
             allowed = np.array(
-                [r[0] for r in self.conn.execute(f"SELECT id FROM chunks WHERE 1{where}", args)],
+                [r[0] for r in self.conn.execute(allowed_ids, args)],
                 dtype=np.int64,
             )
             rows = np.searchsorted(ids, allowed)

@@ -17,7 +17,7 @@ from . import fts, metadata
 from .chunking import CHUNKER, chunk_text, embed_input
 from .embedders import Embedder, to_blob
 from .errors import EmbeddingError, EmbeddingResponseError, VaultError
-from .store import FileFacts, FileRow, NewChunk, SkipRow, Store, database_error
+from .store import FileFacts, FileRow, NewChunk, SkipRow, Store, user_error
 from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan, shown
 
 log = logging.getLogger("memsync.sync")
@@ -393,7 +393,7 @@ def refresh_text(store: Store, db: Path, root: Path, max_file_bytes: int) -> str
         Syncer(store, root, max_file_bytes).sync_all(Report())
         return ""
     except Exception as exc:  # noqa: BLE001 - a read-only index or vault must still answer queries
-        problem = database_error(exc) or exc
+        problem = user_error(exc) or exc
         return f"could not bring the index up to date ({problem}); results may be stale"
     finally:
         lock.release()

@@ -21,7 +21,7 @@ from .config import Config
 from .embedders import Embedder
 from .errors import EmbeddingError, MemsyncError
 from .lock import WriterLock
-from .store import Store, database_error
+from .store import Store, user_error
 from .sync import Report, Syncer, embed_pending
 from .vault import IGNORE_FILE, IgnoreRules
 
@@ -119,7 +119,7 @@ class Embedding(threading.Thread):
                 with Store(self.db) as store:
                     self._serve(store)
             except Exception as exc:  # noqa: BLE001 - a worker must not die silently
-                self._failed(database_error(exc) or exc)
+                self._failed(user_error(exc) or exc)
                 self.wake.wait(self._backoff())
 
     def _serve(self, store: Store) -> None:
@@ -340,14 +340,12 @@ class Watcher:
         """Bad input or a passing database error never stops the daemon."""
         try:
             work(*args)
-        except MemsyncError as exc:
-            log.error("%s", exc)
         except Exception as exc:  # noqa: BLE001 - the daemon must survive anything
-            problem = database_error(exc)
-            if problem is not None:
-                log.error("%s; will reconcile on the next cycle", problem)
-            else:
+            problem = user_error(exc)
+            if problem is None:
                 log.exception("unexpected error; will reconcile on the next cycle")
+            else:
+                log.error("%s; will reconcile on the next cycle", problem)
 
     def _apply(self, syncer: Syncer, changes: list[Change]) -> None:
         started = time.monotonic()
