@@ -108,7 +108,7 @@ def search_result(outcome: Outcome) -> SearchResult:
     hits = []
     for hit in outcome.results:
         data = hit.as_dict()
-        data["citation"] = f"{hit.path}#L{hit.start_line}-L{hit.end_line}"
+        data["citation"] = notes.citation(hit.path, hit.start_line, hit.end_line)
         hits.append({key: data[key] for key in SearchHit.__annotations__})
     return {
         "query": outcome.query,
@@ -341,13 +341,13 @@ class MemoryServer:
             if notes.protected(rel, self.protect):
                 raise ArgumentError(f"{rel} is protected: memsync does not let an agent write it")
             heading = f"# {today}" if path is None else ""
-            first, last = notes.write_note(root, rel, text, mode, heading)
-            indexed = memory.sync_note(rel, (root / rel).read_bytes())
+            written = notes.write_note(root, rel, text, mode, heading)
+            indexed = memory.sync_note(rel, written.sha256)
             result: Written = {
                 "path": rel,
-                "start_line": first,
-                "end_line": last,
-                "citation": f"{rel}#L{first}-L{last}",
+                "start_line": written.start_line,
+                "end_line": written.end_line,
+                "citation": notes.citation(rel, written.start_line, written.end_line),
                 "indexed": indexed,
             }
             said = f"wrote {result['citation']}" + ("" if indexed else " (not indexed yet)")

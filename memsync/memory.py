@@ -8,7 +8,6 @@ nothing changed); an agent's write is indexed before the write returns.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from pathlib import Path
@@ -80,11 +79,10 @@ class Memory:
             self._embedder = (key, embedder, why)
         return self._embedder[1], self._embedder[2]
 
-    def sync_note(self, rel: str, data: bytes) -> bool:
+    def sync_note(self, rel: str, digest: str) -> bool:
         """Index a note just written, before the write returns: under the writer lock when nobody
         holds it, else by waiting (WRITE_SYNC_WAIT at most) for the watcher to see it. True when
-        the index holds exactly these bytes."""
-        digest = hashlib.sha256(data).hexdigest()
+        the index holds the note whose bytes hash to `digest`."""
         holder = read_holder(self.db)
         if holder is None or holder.get("role") != "watch":
             try:

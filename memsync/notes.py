@@ -4,11 +4,13 @@ opt-in, atomic (a temporary file in the same folder renamed over the note)."""
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from .errors import ArgumentError
 from .vault import SkipFile, read_note
@@ -41,7 +43,7 @@ class Lines:
 
     @property
     def citation(self) -> str:
-        return f"{self.path}#L{self.start_line}-L{self.end_line}"
+        return citation(self.path, self.start_line, self.end_line)
 
     def numbered(self) -> str:
         if self.end_line < self.start_line:
@@ -64,6 +66,17 @@ class Lines:
 
     def as_dict(self) -> dict[str, object]:
         return {**asdict(self), "citation": self.citation, "note": self.rest()}
+
+
+def citation(path: str, start: int, end: int) -> str:
+    """How an agent cites lines of a note: `path#Lstart-Lend`."""
+    return f"{path}#L{start}-L{end}"
+
+
+class WrittenLines(NamedTuple):
+    start_line: int
+    end_line: int
+    sha256: str  # of the note's bytes now: what the index must hold once it has seen the write
 
 
 def parse_location(location: str) -> tuple[str, int | None, int | None]:
@@ -126,7 +139,7 @@ def check_content(content: object) -> str:
     return content
 
 
-def write_note(root: Path, rel: str, content: str, mode: str, heading: str = "") -> tuple[int, int]:
+def write_note(root: Path, rel: str, content: str, mode: str, heading: str = "") -> WrittenLines:
     """Write an agent's text into a note and return the line range it now holds. `append` adds at
     the end (a missing note is created, `heading` first), `create` fails if the note exists,
     `replace` rewrites an existing one. Line endings and permissions of an existing note are kept.
@@ -159,9 +172,10 @@ def write_note(root: Path, rel: str, content: str, mode: str, heading: str = "")
     text = before + body.replace("\n", newline)
     if old is None:
         path.parent.mkdir(parents=True, exist_ok=True)
-    _replace_atomically(path, text.encode("utf-8"), None if old is None else os.stat(path).st_mode)
+    data = text.encode("utf-8")
+    _replace_atomically(path, data, None if old is None else os.stat(path).st_mode)
     first = start + (2 if old is None and heading else 0)
-    return first, start + added - 1
+    return WrittenLines(first, start + added - 1, hashlib.sha256(data).hexdigest())
 
 
 def _replace_atomically(path: Path, data: bytes, mode: int | None) -> None:

@@ -173,11 +173,9 @@ class Syncer:
         kept = [skips[p] for p in work.still_skipped] + [
             SkipRow(s.path, s.reason) for s in found.skipped
         ]
-        if sorted(kept, key=_by_path) != sorted(
-            (s for p, s in skips.items() if p not in work.to_read), key=_by_path
-        ):
+        if set(kept) != set(skips.values()):  # a skipped file that changed is read again below
             self.store.update_skips(kept, replace_all=True)
-        report.skipped.extend((s.path, s.reason) for s in sorted(kept, key=_by_path))
+        report.skipped.extend(sorted((s.path, s.reason) for s in kept))
         if self._apply(work.to_read, work.removed, index, found.files, report, update, rechunk):
             self.store.mark_synced(chunker=INDEX_RULES)
 
@@ -285,10 +283,6 @@ class Syncer:
                 progress(1)
         report.pending = self.store.pending_count()
         return True
-
-
-def _by_path(skip: SkipRow) -> str:
-    return skip.path
 
 
 def embed_pending(
