@@ -68,7 +68,8 @@ class Number(click.ParamType):
         try:
             number = self.kind(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not {'a whole number' if self.kind is int else 'a number'}")
+            what = "a whole number" if self.kind is int else "a number"
+            self.fail(f"{value!r} is not {what}", param, ctx)
         allowed = RANGES[self.setting]
         if not allowed.admits(number):
             self.fail(f"{value} is out of range: it must be {allowed}", param, ctx)
@@ -118,13 +119,30 @@ def writer_options(command: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
+def reader_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--vault, --db: which index a reading command (query, get, status, mcp) uses."""
+    command = click.option(
+        "--db", type=click.Path(path_type=Path), help="The index file (env MEMSYNC_DB)."
+    )(command)
+    return click.option(
+        "--vault",
+        type=click.Path(path_type=Path),
+        help="The vault whose index to use (default: the vault around the current folder, "
+        "else the only one indexed).",
+    )(command)
+
+
+def number_option(*decls: str, kind: type = float, help: str) -> Callable[..., Any]:
+    """A numeric flag, checked at parse time against its setting's range (a bad one exits 2);
+    the setting is the flag's own name unless a parameter name is given."""
+    names = [d for d in decls if not d.startswith("-")]
+    setting = names[0] if names else decls[-1].lstrip("-").replace("-", "_")
+    return click.option(*decls, type=Number(setting, kind), help=help)
+
+
 @main.command()
 @writer_options
-@click.option(
-    "--max-file-mb",
-    type=Number("max_file_mb", float),
-    help="Skip notes larger than this (default 10).",
-)
+@number_option("--max-file-mb", help="Skip notes larger than this (default 10).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def index(
     vault: Path,
@@ -174,8 +192,7 @@ def index(
 
 
 @main.command()
-@click.option("--vault", type=click.Path(path_type=Path), help="The vault whose index to show.")
-@click.option("--db", type=click.Path(path_type=Path), help="The index file to show.")
+@reader_options
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def status(vault: Path | None, db: Path | None, as_json: bool) -> None:
     """What is indexed, with which model, and whether it matches the notes on disk."""
@@ -193,16 +210,9 @@ def status(vault: Path | None, db: Path | None, as_json: bool) -> None:
 
 @main.command()
 @click.argument("text")
-@click.option("--vault", type=click.Path(path_type=Path), help="The vault to search.")
-@click.option("--db", type=click.Path(path_type=Path), help="The index file to search.")
-@click.option(
-    "-n", "--limit", type=Number("limit", int), help="How many results, 1-1000 (default 6)."
-)
-@click.option(
-    "--min-score",
-    type=Number("min_score", float),
-    help="Drop results below this calibrated score, 0-1 (default 0.35).",
-)
+@reader_options
+@number_option("-n", "--limit", kind=int, help="How many results, 1-1000 (default 6).")
+@number_option("--min-score", help="Drop results below this calibrated score, 0-1 (default 0.35).")
 @click.option(
     "--mode",
     type=click.Choice(["hybrid", "vector", "keyword", "rrf"]),
@@ -213,29 +223,13 @@ def status(vault: Path | None, db: Path | None, as_json: bool) -> None:
     default=None,
     help="Rank older daily notes lower (half-life --half-life days).",
 )
-@click.option(
-    "--half-life",
-    type=Number("half_life", float),
-    help="Days for a daily note's score to halve (default 30).",
-)
+@number_option("--half-life", help="Days for a daily note's score to halve (default 30).")
 @click.option(
     "--mmr/--no-mmr", default=None, help="Diversify results (maximal marginal relevance)."
 )
-@click.option(
-    "--mmr-lambda",
-    type=Number("mmr_lambda", float),
-    help="MMR balance, 1 = relevance only (default 0.7).",
-)
-@click.option(
-    "--vector-weight",
-    type=Number("vector_weight", float),
-    help="Weight of the vector leg (default 0.7).",
-)
-@click.option(
-    "--text-weight",
-    type=Number("text_weight", float),
-    help="Weight of the keyword leg (default 0.3).",
-)
+@number_option("--mmr-lambda", help="MMR balance, 1 = relevance only (default 0.7).")
+@number_option("--vector-weight", help="Weight of the vector leg (default 0.7).")
+@number_option("--text-weight", help="Weight of the keyword leg (default 0.3).")
 @click.option(
     "--path",
     "paths",
@@ -310,22 +304,17 @@ def query(
 
 @main.command()
 @click.argument("location", shell_complete=lambda ctx, param, incomplete: _vault_paths(incomplete))
-@click.option("--vault", type=click.Path(path_type=Path), help="The vault the note is in.")
-@click.option("--db", type=click.Path(path_type=Path), help="The index of that vault.")
+@reader_options
 @click.option("--raw", is_flag=True, help="The lines only, without line numbers.")
 def get(location: str, vault: Path | None, db: Path | None, raw: bool) -> None:
     """Print lines of a note: LOCATION is PATH, PATH:N or PATH:N-M, as `query` prints them."""
 
     def action() -> None:
         from . import notes
-        from .errors import ArgumentError
         from .memory import Memory
         from .vault import checked_path
 
-        try:
-            path, start, end = notes.parse_location(location)
-        except ArgumentError as exc:
-            raise click.BadParameter(str(exc), param_hint="LOCATION") from exc
+        path, start, end = notes.parse_location(location)
         config = _config(db=db)
         with Memory(config, _locate(config, vault)) as memory:
             root = memory.vault_root()
@@ -355,10 +344,10 @@ def _vault_paths(incomplete: str) -> list[Any]:
 
 @main.command()
 @writer_options
-@click.option(
+@number_option(
     "--debounce",
     "debounce_ms",
-    type=Number("debounce_ms", int),
+    kind=int,
     help="Quiet time in ms before a batch of changes is applied (default 300).",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log every event (DEBUG).")
@@ -401,8 +390,7 @@ def watch(
 
 
 @main.command()
-@click.option("--vault", type=click.Path(path_type=Path), help="The vault to serve.")
-@click.option("--db", type=click.Path(path_type=Path), help="The index to serve.")
+@reader_options
 @click.option(
     "--writable", is_flag=True, help="Offer memory_write (off by default: the agent only reads)."
 )

@@ -20,6 +20,7 @@ else:  # pragma: no cover
 
 PROVIDERS = ("auto", "local", "openai", "ollama", "none")
 MODES = ("hybrid", "vector", "keyword", "rrf")
+OPENAI_URL = "https://api.openai.com/v1"
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class Config:
     db: Path | None = None
     max_file_mb: float = 10.0
     batch_size: int = 32
-    openai_base_url: str = "https://api.openai.com/v1"
+    openai_base_url: str = OPENAI_URL
     ollama_host: str = "http://127.0.0.1:11434"
     http_timeout: float = 60.0
     query_timeout: float = 5.0  # seconds a query waits for its embedding, retries included

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .config import Config
+from .config import OPENAI_URL, Config
 from .errors import (
     EmbeddingAuthError,
     EmbeddingConfigError,
@@ -38,7 +38,6 @@ DEFAULT_MODELS = {
     "openai": "text-embedding-3-small",
     "ollama": "nomic-embed-text",
 }
-OPENAI_URL = "https://api.openai.com/v1"
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
