@@ -181,9 +181,9 @@ def tree_text(tree: Tree) -> str:
 
 def _folder(path: str) -> str:
     """A folder argument: relative, without '..'; '' is the whole vault."""
-    globs = path_globs([path]) if path.strip().strip("/.") else ()
     if any(ch in path for ch in "*?["):
         raise ArgumentError("memory_tree takes a folder, not a glob")
+    globs = path_globs([path])  # refuses '..', absolute paths; (folder, folder/*) or nothing
     return globs[0] if globs else ""
 
 

@@ -97,8 +97,8 @@ class Hit:
             "start_line": self.start_line,
             "end_line": self.end_line,
             "score": round(self.score, 4),
-            "vector_score": None if self.vector_score is None else round(self.vector_score, 4),
-            "text_score": None if self.text_score is None else round(self.text_score, 4),
+            "vector_score": _rounded(self.vector_score),
+            "text_score": _rounded(self.text_score),
             "snippet": self.snippet,
             "snippet_start_line": self.snippet_start,
             "relevance": round(self.relevance, 4),
@@ -384,6 +384,8 @@ def path_globs(patterns: Sequence[str]) -> tuple[str, ...]:
         pattern = raw.strip()
         while pattern.startswith("./"):
             pattern = pattern[2:]
+        if pattern == ".":
+            pattern = ""  # the whole vault
         if "\0" in pattern or pattern.startswith(("/", "~")) or ".." in pattern.split("/"):
             raise ArgumentError(f"path filter {raw!r} must be relative to the vault, without '..'")
         if any(ch in pattern for ch in "*?["):
@@ -508,20 +510,21 @@ def explain(
 ) -> dict[str, object]:
     """Why a result scored what it did: each leg raw and calibrated, the exact-match rule, the
     decay factor and the MMR penalty."""
-
-    def rounded(value: float | None) -> float | None:
-        return None if value is None else round(value, 4)
-
     return {
-        "bm25": rounded(candidate.bm25),
-        "text_score": rounded(candidate.text_score),
-        "cosine": rounded(candidate.cosine),
-        "vector_score": rounded(candidate.vector_score),
+        "bm25": _rounded(candidate.bm25),
+        "text_score": _rounded(candidate.text_score),
+        "cosine": _rounded(candidate.cosine),
+        "vector_score": _rounded(candidate.vector_score),
         "exact_match": candidate.exact,
         "fused": round(relevance, 4),
         "decay": round(score / relevance, 4) if relevance else 1.0,
-        "mmr_penalty": rounded(penalties.get(candidate.id)),
+        "mmr_penalty": _rounded(penalties.get(candidate.id)),
     }
+
+
+def _rounded(value: float | None) -> float | None:
+    """A score as JSON shows it: four decimals, or null for a leg that did not run."""
+    return None if value is None else round(value, 4)
 
 
 def _vector_unavailable(store: Store, embedder: Embedder | None, unavailable: str) -> str:

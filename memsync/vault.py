@@ -107,6 +107,11 @@ def _inside(real: str, root_real: str) -> bool:
     return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
 
 
+def _relative(real: str, root_real: str) -> str:
+    """A real path inside the vault as a vault-relative path with `/` ("." for the vault)."""
+    return os.path.relpath(real, root_real).replace(os.sep, "/")
+
+
 def shown(rel: str) -> str:
     """A path as text that can be printed and stored: bytes that are not UTF-8 as \\xNN escapes."""
     return os.fsencode(rel).decode("utf-8", "backslashreplace")
@@ -144,7 +149,7 @@ def _judge_file(
             return Skip(rel, "symlink loop")
         return Skip(rel, f"cannot stat: {exc.strerror}")
     if is_link:
-        target = os.path.relpath(real, root_real).replace(os.sep, "/")
+        target = _relative(real, root_real)
         if target != rel and not rules.skips_path(target):
             return Skip(rel, f"another name for {target}, which is indexed under its own name")
     if not stat_mod.S_ISREG(st.st_mode):
@@ -204,7 +209,7 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
             if not _inside(real, root_real):
                 result.skipped.append(Skip(rel, "symlink to a folder outside the vault"))
                 continue
-            target = os.path.relpath(real, root_real).replace(os.sep, "/")
+            target = _relative(real, root_real)
             if target == "." or not rules.skips_folder(target):
                 where = "the vault itself" if target == "." else f"{target}/"
                 result.skipped.append(

@@ -197,23 +197,23 @@ class Watcher:
                 )
                 sink = _EventSink(self.root, syncer.rules, self.changes)
                 self._start_observer(sink)
-                self._reconcile(syncer, "start")
-                if self.embedder is not None:
-                    self._embedding = Embedding(
-                        self.db, self.embedder, self.stop, self.retry_base, self.lock.update
-                    )
-                    self._embedding.start()
-                self.ready.set()
-                self._loop(syncer, sink)
-                self._stop_observer()
-                abandoned = self._stop_embedding()
-                waiting = store.pending_count()
-                if waiting and self.embedder is not None:
+                try:
+                    self._reconcile(syncer, "start")
+                    if self.embedder is not None:
+                        self._embedding = Embedding(
+                            self.db, self.embedder, self.stop, self.retry_base, self.lock.update
+                        )
+                        self._embedding.start()
+                    self.ready.set()
+                    self._loop(syncer, sink)
+                finally:
+                    self._stop_observer()
+                    abandoned = self._stop_embedding()
+                waiting = store.pending_count() if self.embedder is not None else 0
+                if waiting:
                     log.info("%d chunks still wait for vectors; the next run embeds them", waiting)
         finally:
             watchdog_log.removeHandler(alarm)
-            self._stop_observer()
-            abandoned = abandoned or self._stop_embedding()
             if not abandoned:  # else the process exit frees the lock, after the thread's last write
                 self.lock.release()
 
