@@ -269,7 +269,9 @@ def checked_path(root: Path, rel: object, rules: IgnoreRules, *, existing: bool 
     if verdict is not None:
         return clean
     if existing:
-        raise ArgumentError(f"no note at {clean}")
+        raise ArgumentError(
+            f"no note at {clean}: give its path inside the vault, as query prints it"
+        )
     root_real = os.path.realpath(root)
     path = os.path.join(root_real, clean)
     if os.path.lexists(path):
