@@ -90,13 +90,13 @@ def edit_long_note(root: Path) -> None:
 
 def run(notes: int, embed: bool, workdir: Path) -> dict[str, object]:
     from memsync.embedders import LocalEmbedder
-    from memsync.store import Store
+    from memsync.sqlite_store import SqliteStore
     from memsync.sync import Report, embed_pending, index_vault
 
     root = make_vault(workdir / f"vault{notes}", notes)
     db = workdir / f"index{notes}.sqlite"
     row: dict[str, object] = {"notes": notes + 1}
-    with Store(db) as store:
+    with SqliteStore(db) as store:
         seconds, report = timed(lambda: index_vault(store, root, 10 << 20, None))
         row["text-only index (s)"] = round(seconds, 2)
         row["chunks"] = report.chunks_written

@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from memsync import fts  # noqa: E402
 from memsync.embedders import LocalEmbedder, to_blob  # noqa: E402
 from memsync.search import Options, note_filter, search  # noqa: E402
-from memsync.store import FileRow, NewChunk, Store  # noqa: E402
+from memsync.sqlite_store import SqliteStore  # noqa: E402
+from memsync.store import FileRow, NewChunk  # noqa: E402
 
 
 def vocabulary() -> tuple[list[str], list[int]]:
@@ -64,7 +65,7 @@ def build(db: Path, chunks: int, embedder: LocalEmbedder) -> None:
     words, weights = vocabulary()
     vectors = np.random.default_rng(1).normal(size=(chunks, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    with Store(db) as store:
+    with SqliteStore(db) as store:
         store.set_model(embedder.key, 384)
         per_note = 5
         for note in range(chunks // per_note):
@@ -88,7 +89,7 @@ def in_process(
     db: Path, embedder: LocalEmbedder, runs: int, in_memory: bool, options: Options = Options()
 ) -> tuple[float, float, float]:
     timings, embed_only = [], []
-    with Store(db, create=False, vectors_in_memory=in_memory) as store:
+    with SqliteStore(db, create=False, vectors_in_memory=in_memory) as store:
         search(store, "warm up", options, embedder)
         for i in range(runs):
             query = QUERIES[i % len(QUERIES)]

@@ -31,12 +31,14 @@ from bench_index import make_vault  # noqa: E402
 from memsync import fts  # noqa: E402
 from memsync.config import load_config  # noqa: E402
 from memsync.embedders import LocalEmbedder  # noqa: E402
+from memsync.locate import SqliteLocation  # noqa: E402
+from memsync.sqlite_store import SqliteStore  # noqa: E402
 from memsync.store import Store  # noqa: E402
 from memsync.watcher import Watcher  # noqa: E402
 
 
 def _start(root: Path, db: Path, embedder: object) -> tuple[Watcher, threading.Thread]:
-    watcher = Watcher(root, db, load_config(debounce_ms=300), embedder)  # type: ignore[arg-type]
+    watcher = Watcher(root, SqliteLocation(db), load_config(debounce_ms=300), embedder)  # type: ignore[arg-type]
     thread = threading.Thread(target=watcher.run)
     thread.start()
     watcher.ready.wait(600)
@@ -57,7 +59,7 @@ def edit_latency(root: Path, db: Path, edits: int, embedder: object) -> list[flo
     watcher, thread = _start(root, db, embedder)
     timings = []
     try:
-        with Store(db) as reader:
+        with SqliteStore(db) as reader:
             while embedder is not None and reader.pending_count():
                 time.sleep(0.5)  # let the start-up backlog drain first
             for i in range(edits):
@@ -81,7 +83,7 @@ def edit_latency(root: Path, db: Path, edits: int, embedder: object) -> list[flo
 def burst(root: Path, db: Path, notes: int) -> float:
     watcher, thread = _start(root, db, None)
     try:
-        with Store(db) as reader:
+        with SqliteStore(db) as reader:
             before = len(reader.file_rows())
             started = time.perf_counter()
             for i in range(notes):

@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from memsync.embedders import LocalEmbedder  # noqa: E402
 from memsync.evaluate import distinct, novelty_ndcg_at, score_run  # noqa: E402
 from memsync.search import Options, search  # noqa: E402
+from memsync.sqlite_store import SqliteStore  # noqa: E402
 from memsync.store import Store  # noqa: E402
 from memsync.sync import index_vault  # noqa: E402
 
@@ -89,7 +90,7 @@ def eval_sample(workdir: Path, embedder: LocalEmbedder) -> None:
     queries = {str(i): q["query"] for i, q in enumerate(labelled)}
     qrels = {str(i): set(q["relevant"]) for i, q in enumerate(labelled)}
     kinds = {str(i): q["kind"] for i, q in enumerate(labelled)}
-    with Store(workdir / "sample.sqlite", vectors_in_memory=True) as store:
+    with SqliteStore(workdir / "sample.sqlite", vectors_in_memory=True) as store:
         build(store, ROOT / "sample_vault", embedder)
         cached = CachedQueries(embedder)
         configs = {**CONFIGS, "hybrid + decay": Options(mode="hybrid", decay=True)}
@@ -152,7 +153,7 @@ def eval_duplicates(workdir: Path, embedder: LocalEmbedder) -> None:
         for lam in MMR_LAMBDAS
     }
     (workdir / "duplicates.sqlite").unlink(missing_ok=True)
-    with Store(workdir / "duplicates.sqlite", vectors_in_memory=True) as store:
+    with SqliteStore(workdir / "duplicates.sqlite", vectors_in_memory=True) as store:
         build(store, vault, embedder)
         cached = CachedQueries(embedder)
         print(f"\n### sample_vault with {COPIES} near-copies of each relevant note\n")
@@ -189,7 +190,7 @@ def eval_scifact(path: Path, workdir: Path, embedder: LocalEmbedder) -> None:
             for line in corpus:
                 doc = json.loads(line)
                 (vault / f"{doc['_id']}.md").write_text(f"# {doc['title']}\n\n{doc['text']}\n")
-    with Store(workdir / "scifact.sqlite", vectors_in_memory=True) as store:
+    with SqliteStore(workdir / "scifact.sqlite", vectors_in_memory=True) as store:
         build(store, vault, embedder)
         cached = CachedQueries(embedder)
         train_q, train_rel = _load_scifact(path, "train")

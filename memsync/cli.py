@@ -45,13 +45,17 @@ def run(action: Callable[[], Any]) -> Any:
 def _config(**flags: Any):  # type: ignore[no-untyped-def]
     from .config import load_config  # lazily, like every import here
     from .errors import ConfigError
+    from .locate import is_postgres
 
     try:
-        return load_config(**flags)
+        config = load_config(**flags)
     except ConfigError as exc:  # a bad combination of flags is a usage error, exit 2
         if any(flags.get(name) is not None for name in exc.settings):
             raise click.UsageError(str(exc)) from exc
         raise
+    if flags.get("name") is not None and not (config.db and is_postgres(config.db)):
+        raise click.UsageError("--name names a vault in a PostgreSQL database: add --db URL")
+    return config
 
 
 class Number(click.ParamType):
@@ -103,8 +107,12 @@ def writer_options(command: Callable[..., None]) -> Callable[..., None]:
             click.argument("vault", type=click.Path(path_type=Path)),
             click.option(
                 "--db",
-                type=click.Path(path_type=Path),
-                help="Index file (default: per vault, in the data folder; env MEMSYNC_DB).",
+                help="Index file, or a postgresql:// URL (default: a file per vault in the data "
+                "folder; env MEMSYNC_DB).",
+            ),
+            click.option(
+                "--name",
+                help="The vault's name in a PostgreSQL database (default: its folder's name).",
             ),
             click.option(
                 "--provider",
@@ -120,10 +128,14 @@ def writer_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def reader_options(command: Callable[..., None]) -> Callable[..., None]:
-    """--vault, --db: which index a reading command (query, get, status, mcp) uses."""
+    """--vault, --db, --name: which index a reading command (query, get, status, mcp) uses."""
     command = click.option(
-        "--db", type=click.Path(path_type=Path), help="The index file (env MEMSYNC_DB)."
+        "--name",
+        help="Which vault of a PostgreSQL --db (default: its only vault).",
     )(command)
+    command = click.option("--db", help="The index file, or a postgresql:// URL (env MEMSYNC_DB).")(
+        command
+    )
     return click.option(
         "--vault",
         type=click.Path(path_type=Path),
@@ -146,7 +158,8 @@ def number_option(*decls: str, kind: type = float, help: str) -> Callable[..., A
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def index(
     vault: Path,
-    db: Path | None,
+    db: str | None,
+    name: str | None,
     provider: str | None,
     model: str | None,
     max_file_mb: float | None,
@@ -157,15 +170,13 @@ def index(
     def action() -> None:
         from . import output
         from .embedders import make_embedder, resolve_provider
-        from .locate import db_for_vault
-        from .lock import WriterLock
-        from .store import Store
+        from .locate import for_vault
         from .sync import index_vault
         from .vault import vault_root
 
-        config = _config(db=db, provider=provider, model=model, max_file_mb=max_file_mb)
+        config = _config(db=db, name=name, provider=provider, model=model, max_file_mb=max_file_mb)
         root = vault_root(vault)
-        db_path = db_for_vault(root, config)
+        location = for_vault(root, config)
         chosen = resolve_provider(config)
         if chosen == "none" and config.provider == "auto":
             click.echo(
@@ -174,7 +185,7 @@ def index(
             )
         embedder = make_embedder(config, chosen)
         bars: list[Any] = []
-        with WriterLock(db_path, "index"), Store(db_path) as store:
+        with location.writer_lock("index"), location.open(create=True) as store:
             try:
                 report = index_vault(
                     store, root, config.max_file_bytes, embedder, _progress_factory(bars)
@@ -184,7 +195,9 @@ def index(
                     bar.__exit__(None, None, None)
         model_name = embedder.describe() if embedder else None
         if as_json:
-            click.echo(output.as_json({"vault": str(root), "db": str(db_path), **report.as_dict()}))
+            click.echo(
+                output.as_json({"vault": str(root), "db": str(location), **report.as_dict()})
+            )
         else:
             click.echo(output.index_summary(report, str(root), model_name))
 
@@ -194,14 +207,20 @@ def index(
 @main.command()
 @reader_options
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def status(vault: Path | None, db: Path | None, as_json: bool) -> None:
-    """What is indexed, with which model, and whether it matches the notes on disk."""
+def status(vault: Path | None, db: str | None, name: str | None, as_json: bool) -> None:
+    """What is indexed, with which model, and whether it matches the notes on disk; for a
+    PostgreSQL --db without --name, the vaults it holds."""
 
     def action() -> None:
         from . import output
-        from .status import gather
+        from .locate import is_postgres
+        from .status import gather, vaults_in
 
-        config = _config(db=db)
+        config = _config(db=db, name=name)
+        if config.db and is_postgres(config.db) and not config.name:
+            facts = vaults_in(config.db)
+            click.echo(output.as_json(facts) if as_json else output.vaults_text(facts))
+            return
         facts = gather(_locate(config, vault))
         click.echo(output.as_json(facts) if as_json else output.status_text(facts))
 
@@ -255,7 +274,8 @@ def status(vault: Path | None, db: Path | None, as_json: bool) -> None:
 def query(
     text: str,
     vault: Path | None,
-    db: Path | None,
+    db: str | None,
+    name: str | None,
     paths: tuple[str, ...],
     since: str | None,
     until: str | None,
@@ -275,7 +295,7 @@ def query(
         from .memory import Memory
         from .search import Options, note_filter, query_words
 
-        config = _config(db=db, **flags)
+        config = _config(db=db, name=name, **flags)
         try:
             only = note_filter(paths, since, until, tags)
         except ArgumentError as exc:
@@ -306,7 +326,7 @@ def query(
 @click.argument("location", shell_complete=lambda ctx, param, incomplete: _vault_paths(incomplete))
 @reader_options
 @click.option("--raw", is_flag=True, help="The lines only, without line numbers.")
-def get(location: str, vault: Path | None, db: Path | None, raw: bool) -> None:
+def get(location: str, vault: Path | None, db: str | None, name: str | None, raw: bool) -> None:
     """Print lines of a note: LOCATION is PATH, PATH:N or PATH:N-M, as `query` prints them."""
 
     def action() -> None:
@@ -315,7 +335,7 @@ def get(location: str, vault: Path | None, db: Path | None, raw: bool) -> None:
         from .vault import checked_path
 
         path, start, end = notes.parse_location(location)
-        config = _config(db=db)
+        config = _config(db=db, name=name)
         with Memory(config, _locate(config, vault)) as memory:
             root = memory.vault_root()
             rel = checked_path(root, path, memory.rules())
@@ -333,9 +353,8 @@ def _vault_paths(incomplete: str) -> list[Any]:
     try:
         from .config import load_config
         from .locate import locate
-        from .store import Store
 
-        with Store(locate(load_config(), None), create=False) as store:
+        with locate(load_config(), None).open() as store:
             paths = [row[0] for row in store.listing()]
     except Exception:  # noqa: BLE001 - completion must never print an error
         return []
@@ -357,7 +376,8 @@ def _vault_paths(incomplete: str) -> list[Any]:
 )
 def watch(
     vault: Path,
-    db: Path | None,
+    db: str | None,
+    name: str | None,
     debounce_ms: int | None,
     provider: str | None,
     model: str | None,
@@ -372,15 +392,15 @@ def watch(
         import signal
 
         from .embedders import make_embedder
-        from .locate import db_for_vault
+        from .locate import for_vault
         from .vault import vault_root
         from .watcher import Watcher
 
-        config = _config(db=db, debounce_ms=debounce_ms, provider=provider, model=model)
+        config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
         memsync_log = _log_to(log_file, level, "watchdog")
         root = vault_root(vault)
-        watcher = Watcher(root, db_for_vault(root, config), config, make_embedder(config))
+        watcher = Watcher(root, for_vault(root, config), config, make_embedder(config))
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: watcher.request_stop())
         watcher.run()
@@ -406,7 +426,8 @@ def watch(
 )
 def mcp(
     vault: Path | None,
-    db: Path | None,
+    db: str | None,
+    name: str | None,
     writable: bool,
     protect: tuple[str, ...],
     verbose: bool,
@@ -425,7 +446,7 @@ def mcp(
                 f"memsync mcp needs the MCP SDK ({exc.name} is missing): pip install 'memsync[mcp]'"
             ) from exc
 
-        config = _config(db=db, protect=protect or None)
+        config = _config(db=db, name=name, protect=protect or None)
         _log_to(log_file, logging.DEBUG if verbose else logging.INFO, "mcp")
         server = MemoryServer(config, lambda: _locate(config, vault), writable, config.protect)
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -451,7 +472,7 @@ def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
     return memsync_log
 
 
-def _locate(config: Any, vault: Path | None) -> Path:
+def _locate(config: Any, vault: Path | None) -> Any:
     from .locate import locate
     from .vault import vault_root
 

@@ -66,7 +66,8 @@ class Config:
 
     provider: str = "auto"
     model: str | None = None
-    db: Path | None = None
+    db: str | None = None  # a SQLite file, or a postgresql:// URL
+    name: str | None = None  # the vault's name in a PostgreSQL database
     max_file_mb: float = 10.0
     batch_size: int = 32
     openai_base_url: str = OPENAI_URL
@@ -157,8 +158,6 @@ def _coerce(name: str, raw: Any, kind: Any) -> Any:
         if kind.startswith("tuple"):  # a TOML list, or commas in an environment variable
             items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
             return tuple(str(item).strip() for item in items if str(item).strip())
-        if kind.startswith("Path"):
-            return Path(str(raw)).expanduser()
         return str(raw)
     except ValueError as exc:
         raise ConfigError(f"setting {name}: cannot read {raw!r} as {kind.split()[0]}") from exc

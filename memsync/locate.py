@@ -1,13 +1,140 @@
-"""Which index a command means: --db, MEMSYNC_DB, --vault, the vault around the cwd, or the only one."""
+"""Which index a command means: --db (a SQLite file or a postgresql:// URL with --name),
+MEMSYNC_DB, --vault, the vault around the cwd, or the only one.
+
+A `Location` is where one vault's index lives; it opens the store, makes the writer lock and reads
+who holds it, so nothing else needs to know which backend is behind it.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .config import Config, data_dir, default_db_path
-from .errors import AmbiguousIndex, IndexNotFound
+from .errors import AmbiguousIndex, ArgumentError, IndexNotFound
+
+if TYPE_CHECKING:
+    from .lock import WriterLock
+    from .store import Store
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+class Location(Protocol):
+    def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> Store: ...
+    def writer_lock(self, role: str) -> WriterLock: ...
+    def holder(self) -> dict[str, Any] | None: ...
+    def __str__(self) -> str:  # safe to print: never a password
+        ...
+
+
+@dataclass(frozen=True)
+class SqliteLocation:
+    path: Path
+
+    def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> Store:
+        from .sqlite_store import SqliteStore
+
+        return SqliteStore(self.path, create=create, vectors_in_memory=vectors_in_memory)
+
+    def writer_lock(self, role: str) -> WriterLock:
+        from .lock import FileLock
+
+        return FileLock(self.path, role)
+
+    def holder(self) -> dict[str, Any] | None:
+        from .lock import read_holder
+
+        return read_holder(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+@dataclass(frozen=True)
+class PostgresLocation:
+    url: str
+    name: str  # the vault's schema
+
+    def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> Store:
+        from .pg_store import PgStore
+
+        return PgStore(self.url, self.name, create=create)
+
+    def writer_lock(self, role: str) -> WriterLock:
+        from .pg_store import AdvisoryLock
+
+        return AdvisoryLock(self.url, self.name, role)
+
+    def holder(self) -> dict[str, Any] | None:
+        from .pg_store import read_holder
+
+        return read_holder(self.url, self.name)
+
+    def __str__(self) -> str:
+        return f"{redact(self.url)} (vault {self.name})"
+
+
+_PASSWORDS: set[str] = set()  # every password seen in a URL, scrubbed from any message
+
+
+def redact(url: str) -> str:
+    """The URL without its password (user info and `password=`), safe to print, log or store."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        if ":" in user:
+            _PASSWORDS.add(urllib.parse.unquote(user.partition(":")[2]))
+        netloc = f"{user.partition(':')[0]}@{host}"
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    _PASSWORDS.update(v for k, v in query if k == "password")
+    kept = urllib.parse.urlencode([(k, v) for k, v in query if k != "password"], safe="/")
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, kept, parts.fragment))
+
+
+def scrub(message: str) -> str:
+    """`message` with every password redact() has seen replaced."""
+    for password in _PASSWORDS:
+        if password:
+            message = message.replace(password, "***")
+    return message
+
+
+def is_postgres(db: str) -> bool:
+    return db.startswith(POSTGRES_SCHEMES)
+
+
+# a schema name PostgreSQL takes without surprises, and not one of its own
+VAULT_NAME = re.compile(r"[a-z0-9_][a-z0-9_-]{0,49}")
+RESERVED_NAMES = frozenset({"public", "memsync", "information_schema"})
+
+
+def checked_name(name: str) -> str:
+    if not VAULT_NAME.fullmatch(name) or name in RESERVED_NAMES or name.startswith("pg_"):
+        raise ArgumentError(
+            f"--name {name!r} cannot name a vault: use 1-50 lower-case letters, digits, _ or -, "
+            "not public, memsync or pg_*"
+        )
+    return name
+
+
+def default_name(vault: Path) -> str:
+    """The vault folder's name, as a schema name: `My Notes` -> `my_notes`."""
+    slug = re.sub(r"[^a-z0-9_-]+", "_", Path(os.path.realpath(vault)).name.lower()).strip("_-")
+    slug = slug[:50] or "vault"
+    return f"v_{slug}" if slug in RESERVED_NAMES or slug.startswith("pg_") else slug
+
+
+def for_vault(vault: Path, config: Config) -> Location:
+    """Where a writer (index, watch) keeps `vault`'s index."""
+    if config.db and is_postgres(config.db):
+        return PostgresLocation(config.db, checked_name(config.name or default_name(vault)))
+    return SqliteLocation(Path(config.db).expanduser() if config.db else default_db_path(vault))
 
 
 @dataclass(frozen=True)
@@ -17,14 +144,14 @@ class KnownIndex:
 
 
 def known_indexes() -> list[KnownIndex]:
-    """Every index in the data folder, with the vault each one records."""
-    from .store import Store
+    """Every SQLite index in the data folder, with the vault each one records."""
+    from .sqlite_store import SqliteStore
 
     folder = data_dir() / "vaults"
     found = []
     for db in sorted(folder.glob("*.sqlite")) if folder.is_dir() else []:
         try:
-            with Store(db, create=False) as store:
+            with SqliteStore(db, create=False) as store:
                 vault = store.meta().get("vault_path")
         except Exception:  # an unreadable index is listed without its vault
             vault = None
@@ -32,32 +159,59 @@ def known_indexes() -> list[KnownIndex]:
     return found
 
 
-def db_for_vault(vault: Path, config: Config) -> Path:
-    return config.db or default_db_path(vault)
+def vaults_at(url: str) -> list[Location]:
+    """Every vault indexed in the PostgreSQL database at `url`."""
+    from .pg_store import vault_names
+
+    return [PostgresLocation(url, name) for name in vault_names(url)]
 
 
-def locate(config: Config, vault: Path | None, cwd: Path | None = None) -> Path:
-    """The database to read; raises IndexNotFound listing the known vaults when it is ambiguous."""
-    if config.db is not None:
-        if not config.db.exists():
+def _postgres(config: Config) -> Location:
+    """The vault --name names in the server's database, or its only vault."""
+    from .pg_store import vault_names
+
+    assert config.db is not None
+    names = vault_names(config.db)
+    if config.name:
+        if config.name not in names:
             raise IndexNotFound(
-                f"no index at {config.db}: run memsync index VAULT --db {config.db}"
+                f"no vault {config.name!r} in {redact(config.db)}"
+                + (f" (it holds {', '.join(names)})" if names else "")
+                + f": run memsync index VAULT --db URL --name {config.name}"
             )
-        return config.db
+        return PostgresLocation(config.db, config.name)
+    if len(names) == 1:
+        return PostgresLocation(config.db, names[0])
+    if not names:
+        raise IndexNotFound(f"no vault is indexed in {redact(config.db)} yet: run memsync index")
+    raise AmbiguousIndex(
+        f"{redact(config.db)} holds several vaults, name one with --name: {', '.join(names)}"
+    )
+
+
+def locate(config: Config, vault: Path | None, cwd: Path | None = None) -> Location:
+    """The index to read; raises IndexNotFound listing the known vaults when it is ambiguous."""
+    if config.db is not None and is_postgres(config.db):
+        return _postgres(config)
+    if config.db is not None:
+        db = Path(config.db).expanduser()
+        if not db.exists():
+            raise IndexNotFound(f"no index at {db}: run memsync index VAULT --db {db}")
+        return SqliteLocation(db)
     if vault is not None:
         db = default_db_path(vault)
         if not db.exists():
             raise IndexNotFound(f"{vault} is not indexed yet: run memsync index {vault}")
-        return db
+        return SqliteLocation(db)
     known = known_indexes()
     here = os.path.realpath(cwd or Path.cwd())
     for entry in known:
         if entry.vault is not None:
             root = os.path.realpath(entry.vault)
             if here == root or here.startswith(root.rstrip(os.sep) + os.sep):
-                return entry.db
+                return SqliteLocation(entry.db)
     if len(known) == 1:
-        return known[0].db
+        return SqliteLocation(known[0].db)
     if not known:
         raise IndexNotFound("no vault is indexed yet: run memsync index VAULT")
     listing = "; ".join(str(k.vault or k.db) for k in known)

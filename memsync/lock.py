@@ -1,7 +1,9 @@
-"""One writer per index: an advisory lock file beside the database.
+"""One writer per index: the waiting policy, and its local form, a lock file beside the database.
 
 The kernel drops a flock when its process dies, so a lock left by a killed watcher is stale by
-construction and the next writer simply takes it; the pid inside is only for messages and status.
+construction and the next writer simply takes it; the facts inside (pid, host, role) are only for
+messages and status. The PostgreSQL backend keeps the same policy over an advisory lock, which
+the server drops when the holder's session ends.
 """
 
 from __future__ import annotations
@@ -9,10 +11,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import socket
 import threading
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from .errors import LockError
 
@@ -25,7 +28,84 @@ QUERY_REFRESH = "query-refresh"  # the role of a query that brings the text up t
 REFRESH_WAIT = 120.0  # seconds a writer waits for a query's refresh (text only: seconds at most)
 
 
-def _holder_of(handle: IO[str]) -> dict[str, object]:
+class WriterLock:
+    """The policy every backend shares: take the lock at once, or wait for a query's refresh (it
+    ends in moments), or fail naming the holder. Subclasses provide the four primitives."""
+
+    def __init__(self, index: str, role: str) -> None:
+        self.index = index  # for messages: the index as the user may see it
+        self.role = role
+        self.held = False
+        self._guard = threading.Lock()  # the watcher's threads both publish facts
+
+    # -- the primitives ---------------------------------------------------------------------
+
+    def _try(self) -> bool:
+        raise NotImplementedError
+
+    def _holder(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _write(self, facts: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _unlock(self) -> None:
+        raise NotImplementedError
+
+    # -- the policy -------------------------------------------------------------------------
+
+    def acquire(self) -> WriterLock:
+        """Take the lock, or raise LockError naming the holder. A writer waits for a query's
+        refresh rather than fail because someone ran a query."""
+        deadline = None
+        while not self._try():
+            holder = self._holder()
+            role = holder.get("role")
+            # a holder that has not written its name yet is given a moment to do so
+            patience = REFRESH_WAIT if role == QUERY_REFRESH else 1.0 if not role else 0.0
+            if self.role == QUERY_REFRESH:
+                patience = 0.0  # a refresh never waits: a writer is keeping the index fresh
+            deadline = deadline or time.monotonic() + patience
+            if time.monotonic() >= deadline:
+                self._unlock()
+                where = f" on {holder['host']}" if holder.get("host") else ""
+                raise LockError(
+                    f"index {self.index} is being written by memsync {role or 'writer'} "
+                    f"(pid {holder.get('pid')}{where}); stop it first or query while it runs",
+                    pid=holder.get("pid"),
+                )
+            time.sleep(0.02)
+        self.held = True
+        self._write(
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "role": self.role,
+                "started": time.time(),
+            }
+        )
+        return self
+
+    def update(self, **fields: object) -> None:
+        """Publish watcher facts (last event, last sync) for `status`, under the lock."""
+        with self._guard:
+            if self.held:
+                self._write({**self._holder(), **fields})
+
+    def release(self) -> None:
+        with self._guard:
+            if self.held:
+                self.held = False
+                self._unlock()
+
+    def __enter__(self) -> WriterLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _holder_of(handle: IO[str]) -> dict[str, Any]:
     handle.seek(0)
     try:
         return dict(json.loads(handle.read() or "{}"))
@@ -33,8 +113,8 @@ def _holder_of(handle: IO[str]) -> dict[str, object]:
         return {}
 
 
-def read_holder(db: Path) -> dict[str, object] | None:
-    """Who holds the writer lock now (pid, role, started), or None if nobody does."""
+def read_holder(db: Path) -> dict[str, Any] | None:
+    """Who holds the lock file of `db` now (pid, role, started), or None if nobody does."""
     try:
         handle = open(lock_path(db))  # read-only: status works where the index is not ours
     except OSError:
@@ -48,74 +128,36 @@ def read_holder(db: Path) -> dict[str, object] | None:
         return None
 
 
-class WriterLock:
+class FileLock(WriterLock):
+    """A flock on `<db>.lock`, its holder's facts as JSON inside."""
+
     def __init__(self, db: Path, role: str) -> None:
+        super().__init__(str(db), role)
         self.path = lock_path(db)
-        self.role = role
-        self._handle = None
-        self._guard = threading.Lock()  # the watcher's threads both publish facts
+        self._handle: IO[str] | None = None
 
-    def acquire(self) -> WriterLock:
-        """Take the lock, or raise LockError naming the holder. A writer waits for a query's
-        refresh (it ends in moments) rather than fail because someone ran a query."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+")
-        deadline = None
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = _holder_of(handle)
-                role = holder.get("role")
-                # a holder that has not written its name yet is given a moment to do so
-                patience = REFRESH_WAIT if role == QUERY_REFRESH else 1.0 if not role else 0.0
-                if self.role == QUERY_REFRESH:
-                    patience = 0.0  # a refresh never waits: a writer is keeping the index fresh
-                deadline = deadline or time.monotonic() + patience
-                if time.monotonic() >= deadline:
-                    handle.close()
-                    raise LockError(
-                        f"index {self.path.with_suffix('')} is being written by memsync "
-                        f"{role or 'writer'} (pid {holder.get('pid')}); stop it first or query "
-                        "while it runs",
-                        pid=holder.get("pid"),  # type: ignore[arg-type]
-                    ) from None
-                time.sleep(0.02)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "role": self.role, "started": time.time()}))
-        handle.flush()
-        self._handle = handle
-        return self
-
-    def update(self, **fields: object) -> None:
-        """Publish watcher facts (last event, last sync) for `status`, under the lock."""
-        with self._guard:
-            self._publish(fields)
-
-    def _publish(self, fields: dict[str, object]) -> None:
+    def _try(self) -> bool:
         if self._handle is None:
-            return
-        self._handle.seek(0)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.path, "a+")
         try:
-            current = json.loads(self._handle.read() or "{}")
-        except ValueError:
-            current = {}
-        current.update(fields)
+            fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    def _holder(self) -> dict[str, Any]:
+        return _holder_of(self._handle) if self._handle else {}
+
+    def _write(self, facts: dict[str, Any]) -> None:
+        assert self._handle is not None
         self._handle.seek(0)
         self._handle.truncate()
-        self._handle.write(json.dumps(current))
+        self._handle.write(json.dumps(facts))
         self._handle.flush()
 
-    def release(self) -> None:
+    def _unlock(self) -> None:
         if self._handle is not None:
             fcntl.flock(self._handle, fcntl.LOCK_UN)
             self._handle.close()
             self._handle = None
-
-    def __enter__(self) -> WriterLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import date, datetime
-from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -26,6 +25,7 @@ from typing_extensions import TypedDict  # pydantic needs this one before Python
 from . import notes
 from .config import Config
 from .errors import ArgumentError
+from .locate import Location
 from .memory import Memory
 from .search import Options, Outcome, note_filter, path_globs
 from .store import user_error
@@ -191,7 +191,11 @@ class MemoryServer:
     """The tools over one index, opened on first use and kept open (vectors in memory)."""
 
     def __init__(
-        self, config: Config, locate: Callable[[], Path], writable: bool, protect: tuple[str, ...]
+        self,
+        config: Config,
+        locate: Callable[[], Location],
+        writable: bool,
+        protect: tuple[str, ...],
     ) -> None:
         self.config = config
         self.locate = locate
@@ -317,7 +321,7 @@ class MemoryServer:
         from .status import gather
 
         def work(memory: Memory) -> CallToolResult:
-            facts = gather(memory.db)
+            facts = gather(memory.location)
             return _result(output.status_text(facts), facts)
 
         return self.call("memory_status", work)

@@ -15,9 +15,9 @@ from pathlib import Path
 from .config import Config
 from .embedders import Embedder, embedder_for_index
 from .errors import IndexNotFound, LockError
-from .lock import WriterLock, read_holder
+from .locate import Location
 from .search import Options, Outcome, search
-from .store import ModelKey, Store, user_error
+from .store import ModelKey, user_error
 from .sync import Report, Syncer, refresh_text
 from .vault import IgnoreRules
 
@@ -26,10 +26,10 @@ WRITE_SYNC_WAIT = 5.0  # seconds an agent's write waits for a running watcher to
 
 
 class Memory:
-    def __init__(self, config: Config, db: Path, *, long_lived: bool = False) -> None:
+    def __init__(self, config: Config, location: Location, *, long_lived: bool = False) -> None:
         self.config = config
-        self.db = db
-        self.store = Store(db, create=False, vectors_in_memory=long_lived)
+        self.location = location
+        self.store = location.open(vectors_in_memory=long_lived)
         self._embedder: tuple[ModelKey | None, Embedder | None, str] | None = None
 
     def __enter__(self) -> Memory:
@@ -50,7 +50,9 @@ class Memory:
         """The vault, for reading and writing notes; IndexNotFound if it is not there now."""
         root = self.vault
         if root is None or not root.is_dir():
-            raise IndexNotFound(f"the vault of {self.db} is not there now ({root}): is it mounted?")
+            raise IndexNotFound(
+                f"the vault of {self.location} is not there now ({root}): is it mounted?"
+            )
         return root
 
     def rules(self) -> IgnoreRules:
@@ -62,7 +64,7 @@ class Memory:
         root = self.vault
         stale = ""
         if root is not None and root.is_dir():
-            stale = refresh_text(self.store, self.db, root, self.config.max_file_bytes)
+            stale = refresh_text(self.store, self.location, root, self.config.max_file_bytes)
         embedder, why = (None, "")
         if options.mode != "keyword":
             embedder, why = self._query_embedder()
@@ -83,10 +85,10 @@ class Memory:
         """Index a note just written, before the write returns: under the writer lock when nobody
         holds it, else by waiting (WRITE_SYNC_WAIT at most) for the watcher to see it. True when
         the index holds the note whose bytes hash to `digest`."""
-        holder = read_holder(self.db)
+        holder = self.location.holder()
         if holder is None or holder.get("role") != "watch":
             try:
-                with WriterLock(self.db, "mcp-write"):
+                with self.location.writer_lock("mcp-write"):
                     Syncer(self.store, self.vault_root(), self.config.max_file_bytes).sync_paths(
                         [rel], Report()
                     )

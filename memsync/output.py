@@ -61,7 +61,9 @@ def status_text(facts: dict[str, Any]) -> str:
             f"files:    {facts['files_indexed']} indexed, {disk['files']} notes on disk{skipped}"
         )
     else:
-        lines.append(f"files:    {facts['files_indexed']} indexed; the vault folder is missing")
+        lines.append(
+            f"files:    {facts['files_indexed']} indexed; the vault folder is not on this machine"
+        )
     lines.append(
         f"chunks:   {facts['chunks']} ({facts['chunks_embedded']} with vectors, "
         f"{facts['chunks_pending']} waiting for embeddings)"
@@ -70,7 +72,10 @@ def status_text(facts: dict[str, Any]) -> str:
     if writer:
         started = writer.get("started")
         uptime = f", up {_ago(time.time() - float(started)).replace(' ago', '')}" if started else ""
-        detail = f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{uptime})"
+        host = f" on {writer['host']}" if writer.get("host") else ""
+        detail = (
+            f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{host}{uptime})"
+        )
         if writer.get("last_event"):
             detail += f", last event {_ago(time.time() - float(writer['last_event']))}"
         if writer.get("last_sync"):
@@ -91,7 +96,7 @@ def status_text(facts: dict[str, Any]) -> str:
     elif facts["text_up_to_date"] and not facts["model"]:
         state = "up to date for keyword search (no embedding model has run: memsync index VAULT)"
     elif not disk["present"]:
-        state = "vault folder not found"
+        state = "vault folder not on this machine: cannot compare it with the index"
     else:
         behind = [f"{disk[k]} {k}" for k in ("new", "changed", "removed") if disk.get(k)]
         parts = []
@@ -107,6 +112,26 @@ def status_text(facts: dict[str, Any]) -> str:
     if facts["warnings"]:
         lines.append(f"warnings: {len(facts['warnings'])} note(s), indexed anyway")
         lines += [f"  {w['path']}: {w['warning']}" for w in facts["warnings"]]
+    return "\n".join(lines)
+
+
+def vaults_text(facts: dict[str, Any]) -> str:
+    """The vaults of one PostgreSQL database, one line each."""
+    if not facts["vaults"]:
+        return f"{facts['db']}: no vault indexed yet (memsync index VAULT --db URL)"
+    lines = [f"{facts['db']}: {len(facts['vaults'])} vault(s)"]
+    for vault in facts["vaults"]:
+        writer = vault["writer"]
+        who = (
+            f"{writer.get('role')} pid {writer.get('pid')} on {writer.get('host')}"
+            if writer
+            else "no writer"
+        )
+        lines.append(
+            f"  {vault['name']}: {vault['vault'] or '(unknown folder)'}, {vault['files']} files, "
+            f"{vault['chunks']} chunks ({vault['chunks_pending']} without vectors), "
+            f"model {vault['model'] or 'none'}, {who}"
+        )
     return "\n".join(lines)
 
 

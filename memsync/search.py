@@ -440,13 +440,9 @@ def search(
     if wants_text:
         if terms:
             ran_text = True
-            rows, anchor = store.keyword_search(
-                fts.match_expression(terms, "AND"), pool, options.only
-            )
+            rows, anchor = store.keyword_search(terms, False, pool, options.only)
             if len(rows) < options.limit and len(terms) > 1:
-                rows, anchor = store.keyword_search(
-                    fts.match_expression(terms, "OR"), pool, options.only
-                )
+                rows, anchor = store.keyword_search(terms, True, pool, options.only)
             bm25 = dict(rows)
         elif options.mode == "keyword":
             outcome.notices.append("the query has no words to search for")

@@ -6,15 +6,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .lock import read_holder
-from .store import Store
+from .locate import Location, PostgresLocation, redact, vaults_at
 from .sync import plan
 from .vault import scan
 
 
-def gather(db: Path) -> dict[str, Any]:
+def gather(location: Location) -> dict[str, Any]:
     """Never claims 'up to date' unless every note on disk matches its files row by stat."""
-    with Store(db, create=False) as store:
+    with location.open() as store:
         meta = store.meta()
         counts = store.counts()
         index_rows = store.file_stats()
@@ -36,12 +35,12 @@ def gather(db: Path) -> dict[str, Any]:
             "removed": len(work.removed),
             "skipped": len(work.still_skipped) + len(found.skipped),
         }
-    holder = read_holder(db)
+    holder = location.holder()
     last_sync = float(meta["last_sync"]) if meta.get("last_sync") else None
     in_step = bool(disk["present"]) and not (disk["new"] or disk["changed"] or disk["removed"])
     return {
         "vault": str(vault) if vault else None,
-        "db": str(db),
+        "db": str(location),
         "schema_version": int(meta.get("schema_version", 0)),
         "provider": meta.get("provider"),
         "model": meta.get("model"),
@@ -64,3 +63,25 @@ def gather(db: Path) -> dict[str, Any]:
             for s in sorted(skips.values(), key=lambda s: s.path)
         ],
     }
+
+
+def vaults_in(url: str) -> dict[str, Any]:
+    """`memsync status --db postgresql://...` without --name: the vaults that database holds."""
+    vaults = []
+    for location in vaults_at(url):
+        assert isinstance(location, PostgresLocation)
+        with location.open() as store:
+            meta = store.meta()
+            counts = store.counts()
+        vaults.append(
+            {
+                "name": location.name,
+                "vault": meta.get("vault_path"),
+                "files": counts["files"],
+                "chunks": counts["chunks"],
+                "chunks_pending": counts["pending"],
+                "model": meta.get("model"),
+                "writer": location.holder(),
+            }
+        )
+    return {"db": redact(url), "vaults": vaults}

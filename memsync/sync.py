@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import fts, metadata
 from .chunking import CHUNKER, chunk_text, embed_input
@@ -19,6 +20,9 @@ from .embedders import Embedder, to_blob
 from .errors import EmbeddingError, EmbeddingResponseError, VaultError
 from .store import FileFacts, FileRow, NewChunk, SkipRow, Store, user_error
 from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan, shown
+
+if TYPE_CHECKING:
+    from .locate import Location
 
 log = logging.getLogger("memsync.sync")
 
@@ -369,16 +373,16 @@ def index_vault(
     return report
 
 
-def refresh_text(store: Store, db: Path, root: Path, max_file_bytes: int) -> str:
+def refresh_text(store: Store, location: Location, root: Path, max_file_bytes: int) -> str:
     """Before a query: if no watcher keeps this index fresh, sync the text (stat-only when nothing
     changed; never embeds). Returns a notice when the index could not be refreshed."""
     from .errors import LockError
-    from .lock import QUERY_REFRESH, WriterLock
+    from .lock import QUERY_REFRESH
 
     if store.read_only:
         return "the index is read-only for this user, so it was not refreshed; results may be stale"
     try:
-        lock = WriterLock(db, QUERY_REFRESH).acquire()
+        lock = location.writer_lock(QUERY_REFRESH).acquire()
     except LockError:
         return ""  # a watcher (or an index run) is keeping it fresh
     except OSError as exc:

@@ -20,7 +20,7 @@ from pathlib import Path
 from .config import Config
 from .embedders import Embedder
 from .errors import EmbeddingError, MemsyncError
-from .lock import WriterLock
+from .locate import Location
 from .store import Store, user_error
 from .sync import Report, Syncer, embed_pending
 from .vault import IGNORE_FILE, IgnoreRules
@@ -96,7 +96,7 @@ class Embedding(threading.Thread):
 
     def __init__(
         self,
-        db: Path,
+        location: Location,
         embedder: Embedder,
         stop: threading.Event,
         retry_base: float,
@@ -105,7 +105,7 @@ class Embedding(threading.Thread):
         super().__init__(name="memsync-embed", daemon=True)
         self.retry_base = retry_base
         self.publish = publish  # puts facts where `memsync status` reads them
-        self.db = db
+        self.location = location
         self.embedder = embedder
         self.stop = stop
         self.wake = threading.Event()
@@ -116,7 +116,7 @@ class Embedding(threading.Thread):
         """Never dies: any failure is logged, published for `status`, and retried with backoff."""
         while not self.stop.is_set():
             try:
-                with Store(self.db) as store:
+                with self.location.open(create=True) as store:
                     self._serve(store)
             except Exception as exc:  # noqa: BLE001 - a worker must not die silently
                 self._failed(user_error(exc) or exc)
@@ -163,19 +163,19 @@ class Watcher:
     def __init__(
         self,
         root: Path,
-        db: Path,
+        location: Location,
         config: Config,
         embedder: Embedder | None,
         retry_base: float = 5.0,
     ) -> None:
         self.retry_base = retry_base
         self.root = root
-        self.db = db
+        self.location = location
         self.config = config
         self.embedder = embedder
         self.stop = threading.Event()
         self.changes: queue.Queue[Change | str] = queue.Queue()
-        self.lock = WriterLock(db, "watch")
+        self.lock = location.writer_lock("watch")
         self._observer: object | None = None
         self._embedding: Embedding | None = None
         self.ready = threading.Event()
@@ -185,13 +185,13 @@ class Watcher:
     def run(self) -> None:
         """Blocks until stop is set; the writer lock is held throughout."""
         self.lock.acquire()
-        log.info("watching %s (index %s, pid %d)", self.root, self.db, os.getpid())
+        log.info("watching %s (index %s, pid %d)", self.root, self.location, os.getpid())
         alarm = _OverflowAlarm(self.changes)
         watchdog_log = logging.getLogger("watchdog")
         watchdog_log.addHandler(alarm)
         abandoned = False
         try:
-            with Store(self.db) as store:
+            with self.location.open(create=True) as store:
                 syncer = Syncer(
                     store, self.root, self.config.max_file_bytes, should_stop=self.stop.is_set
                 )
@@ -201,7 +201,11 @@ class Watcher:
                     self._reconcile(syncer, "start")
                     if self.embedder is not None:
                         self._embedding = Embedding(
-                            self.db, self.embedder, self.stop, self.retry_base, self.lock.update
+                            self.location,
+                            self.embedder,
+                            self.stop,
+                            self.retry_base,
+                            self.lock.update,
                         )
                         self._embedding.start()
                     self.ready.set()

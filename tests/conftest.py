@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
+import uuid
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -11,17 +14,18 @@ import numpy as np
 import pytest
 
 from memsync.embedders import Embedder, normalise
+from memsync.locate import Location, PostgresLocation, SqliteLocation
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_VAULT = ROOT / "sample_vault"
+# a PostgreSQL server of the tester's (read before isolated_env clears MEMSYNC_*); else pgserver
+TEST_PG_URL = os.environ.get("MEMSYNC_TEST_PG_URL")
 
 
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No test reads the real home, config or data folder, or a provider setting of the machine."""
     home = tmp_path_factory.mktemp("home")
-    import os
-
     for name in list(os.environ):
         if name.startswith(("MEMSYNC_", "OPENAI_", "OLLAMA_")) or name == "NO_COLOR":
             monkeypatch.delenv(name)
@@ -45,6 +49,49 @@ def no_leaked_threads() -> Iterator[None]:
             return
         time.sleep(0.05)
     pytest.fail(f"threads leaked: {leaked}")
+
+
+@pytest.fixture(scope="session")
+def pg_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real PostgreSQL with pgvector: MEMSYNC_TEST_PG_URL's, else one pgserver starts here."""
+    if TEST_PG_URL:
+        yield TEST_PG_URL
+        return
+    with warnings.catch_warnings():  # platformdirs warns that XDG_RUNTIME_DIR is not set
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield server.get_uri()
+    server.cleanup()
+
+
+def drop_vault(url: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        if conn.execute("SELECT to_regclass('memsync.vaults')").fetchone()[0]:
+            conn.execute("DELETE FROM memsync.vaults WHERE name = %s", (name,))
+            conn.execute("DELETE FROM memsync.writers WHERE name = %s", (name,))
+
+
+@pytest.fixture
+def pg_vault(pg_url: str) -> Iterator[tuple[str, str]]:
+    """(URL, a fresh vault name) in the test server; the vault is dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield pg_url, name
+    drop_vault(pg_url, name)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Location]:
+    """Where a contract test keeps its index: each test runs once per backend."""
+    if request.param == "sqlite":
+        yield SqliteLocation(tmp_path / "index.sqlite")
+    else:
+        url, name = request.getfixturevalue("pg_vault")
+        yield PostgresLocation(url, name)
 
 
 class HashEmbedder(Embedder):

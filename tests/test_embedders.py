@@ -180,12 +180,12 @@ def test_nan_vectors_are_never_stored_and_queries_still_work(
     tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
     from memsync.search import Options, search
-    from memsync.store import Store
+    from memsync.sqlite_store import SqliteStore
     from memsync.sync import index_vault
 
     write(tmp_path / "v", "a.md", "# A\n\nport 6380\n")
     embedding_server.transform = lambda vs: [[float("nan")] * len(v) for v in vs]
-    with Store(tmp_path / "i.sqlite") as store:
+    with SqliteStore(tmp_path / "i.sqlite") as store:
         with pytest.raises(EmbeddingResponseError):
             index_vault(store, tmp_path / "v", 1 << 20, _openai(embedding_server))
         assert store.counts()["embedded"] == 0 and store.pending_count() == 1

@@ -12,6 +12,7 @@ import pytest
 from conftest import HashEmbedder, write
 
 from memsync.search import Options, note_filter, search
+from memsync.sqlite_store import SqliteStore
 from memsync.store import Store
 from memsync.sync import index_vault
 
@@ -40,7 +41,7 @@ def _vault(root: Path) -> Path:
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     root = _vault(tmp_path / "v")
-    s = Store(tmp_path / "i.sqlite")
+    s = SqliteStore(tmp_path / "i.sqlite")
     index_vault(s, root, MB, HashEmbedder())
     return s
 
@@ -112,7 +113,7 @@ def test_a_filtered_query_ranks_exactly_as_the_unfiltered_one_does(tmp_path: Pat
         body = " ".join(rng.choice(words) for _ in range(30))
         write(root, f"{folder}/n{i}.md", f"# Note {i}\n\n{body} sierra\n")
     embedder = HashEmbedder()
-    with Store(tmp_path / "i.sqlite") as store:
+    with SqliteStore(tmp_path / "i.sqlite") as store:
         index_vault(store, root, MB, embedder)
         for mode in ("keyword", "vector", "hybrid"):
             base = Options(mode=mode, min_score=0.0)

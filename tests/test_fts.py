@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
 from memsync import fts
+from memsync.locate import Location
 from memsync.store import FileRow, NewChunk, Store
 
 HOSTILE = [
@@ -72,8 +73,8 @@ def test_cjk_runs_become_bigrams_in_index_and_query() -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(tmp_path / "i.sqlite")
+def store(location: Location) -> Iterator[Store]:
+    s = location.open(create=True)
     texts = {
         "zh.md": "测试服务器的SSH端口是2222",
         "ja.md": "サーバーのポート番号は8080です",
@@ -92,7 +93,7 @@ def _paths(store: Store, query: str, op: str = "AND") -> set[str]:
     terms = fts.query_terms(query)
     if not terms:
         return set()
-    ids = [i for i, _ in store.keyword_search(fts.match_expression(terms, op), 10)[0]]
+    ids = [i for i, _ in store.keyword_search(terms, op == "OR", 10)[0]]
     return {c.path for c in store.chunks(ids).values()}
 
 

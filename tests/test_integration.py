@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_VAULT, EmbeddingServer, write
 
-from memsync.store import Store
+from memsync.sqlite_store import SqliteStore
 
 
 def _offline_prefix() -> list[str]:
@@ -63,7 +63,7 @@ def test_sample_vault_with_the_real_local_model_offline_leaves_the_vault_untouch
     assert summary["added"] == notes >= 30
     assert summary["pending_embeddings"] == 0 and summary["embedded"] == summary["chunks_written"]
     assert _snapshot(SAMPLE_VAULT) == before
-    with Store(db, create=False) as store:
+    with SqliteStore(db, create=False) as store:
         assert store.model_key().provider == "local" and store.dims() == 384
         assert store.integrity_check() == "ok"
         long_note = list(
@@ -78,7 +78,7 @@ def test_sample_vault_with_the_real_local_model_offline_leaves_the_vault_untouch
 
 
 def _dump(db: Path) -> dict[str, object]:
-    with Store(db, create=False) as store:
+    with SqliteStore(db, create=False) as store:
         assert store.integrity_check() == "ok"
         conn = store.conn
         return {
@@ -103,7 +103,7 @@ def _dump(db: Path) -> dict[str, object]:
 
 def _counts(db: Path) -> dict[str, int] | None:
     try:
-        with Store(db, create=False) as store:
+        with SqliteStore(db, create=False) as store:
             return store.counts()
     except Exception:  # noqa: BLE001 - not created yet, or being created
         return None
@@ -161,7 +161,7 @@ def test_killing_the_indexer_mid_run_then_rerunning_equals_an_uninterrupted_run(
     for reached in milestones:
         at_kill = _kill_when(command, env, killed, reached)
         assert reached(at_kill), at_kill  # never killed before the run had written anything
-        with Store(killed) as store:
+        with SqliteStore(killed) as store:
             assert store.integrity_check() == "ok"
     assert at_kill["pending"] > 0  # the last kill landed with embeddings still to do
     embedding_server.delay = 0

@@ -309,10 +309,11 @@ def test_create_replace_line_endings_modes_and_protected_notes(indexed: tuple[Pa
 
 def test_a_write_while_a_watcher_runs_is_indexed_by_the_watcher(indexed: tuple[Path, Path]) -> None:
     from memsync.config import load_config
+    from memsync.locate import SqliteLocation
     from memsync.watcher import Watcher
 
     vault, db = indexed
-    watcher = Watcher(vault.resolve(), db, load_config(debounce_ms=100), None)
+    watcher = Watcher(vault.resolve(), SqliteLocation(db), load_config(debounce_ms=100), None)
     thread = threading.Thread(target=watcher.run)
     thread.start()
     try:

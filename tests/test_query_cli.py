@@ -155,16 +155,20 @@ def test_vector_leg_down_is_said_not_hidden(
 def test_when_the_text_cannot_be_refreshed_the_query_says_results_may_be_stale(
     keyword_vault: Path, tmp_path: Path
 ) -> None:
-    from memsync.store import Store
+    from memsync.locate import SqliteLocation
+    from memsync.sqlite_store import SqliteStore
     from memsync.sync import refresh_text
 
     (tmp_path / "a-file").write_text("not a folder")
-    with Store(tmp_path / "scratch.sqlite") as store:
-        blocked = refresh_text(store, tmp_path / "a-file" / "i.sqlite", keyword_vault, 1 << 20)
+    scratch = SqliteLocation(tmp_path / "scratch.sqlite")
+    with SqliteStore(scratch.path) as store:
+        blocked = refresh_text(
+            store, SqliteLocation(tmp_path / "a-file" / "i.sqlite"), keyword_vault, 1 << 20
+        )
         assert "could not check the vault" in blocked and "stale" in blocked
-        gone = refresh_text(store, tmp_path / "scratch.sqlite", tmp_path / "missing", 1 << 20)
+        gone = refresh_text(store, scratch, tmp_path / "missing", 1 << 20)
         assert "could not bring the index up to date" in gone
-        assert refresh_text(store, tmp_path / "scratch.sqlite", keyword_vault, 1 << 20) == ""
+        assert refresh_text(store, scratch, keyword_vault, 1 << 20) == ""
 
 
 def test_get_prints_exactly_what_query_points_at(keyword_vault: Path, tmp_path: Path) -> None:

@@ -30,8 +30,20 @@ def test_only_the_mcp_server_imports_mcp() -> None:
     assert _importers("mcp") == {"mcp_server"}
 
 
-def test_only_the_store_imports_apsw() -> None:
-    assert _importers("apsw") == {"store"}
+def test_only_the_sqlite_backend_and_its_tokenizer_import_apsw() -> None:
+    assert _importers("apsw") == {"sqlite_store", "tokenizer"}
+
+
+def test_only_the_postgres_backend_imports_psycopg_and_pgvector() -> None:
+    assert _importers("psycopg") == {"pg_store"}
+    assert _importers("pgvector") == {"pg_store"}
+
+
+def test_no_module_but_the_backends_and_locate_names_a_backend() -> None:
+    """Sync, search, the watcher, the CLI talk to store.Store; locate picks the backend."""
+    backends = re.compile(r"\b(sqlite_store|pg_store|SqliteStore|PgStore)\b")
+    naming = {name for name, text in SOURCES.items() if backends.search(text)}
+    assert naming == {"sqlite_store", "pg_store", "locate", "store", "tokenizer"}
 
 
 def test_a_no_op_sync_imports_no_numpy() -> None:
@@ -49,10 +61,10 @@ def test_a_no_op_sync_imports_no_numpy() -> None:
     assert result.stdout.strip() == "False"
 
 
-def test_only_the_store_speaks_sql() -> None:
+def test_only_the_backends_speak_sql() -> None:
     sql = re.compile(r"\b(SELECT .* FROM|INSERT INTO|DELETE FROM|CREATE TABLE|UPDATE \w+ SET)\b")
     speaking = {name for name, text in SOURCES.items() if sql.search(text)}
-    assert speaking == {"store"}
+    assert speaking == {"sqlite_store", "pg_store"}
 
 
 def test_pure_modules_import_only_the_standard_library() -> None:

@@ -6,17 +6,18 @@ import numpy as np
 import pytest
 
 from memsync.errors import StoreError
-from memsync.store import SCHEMA_VERSION, FileRow, ModelKey, NewChunk, Store
+from memsync.sqlite_store import SCHEMA_VERSION, SqliteStore
+from memsync.store import FileRow, ModelKey, NewChunk
 
 
-def _tables(store: Store) -> set[str]:
+def _tables(store: SqliteStore) -> set[str]:
     return {
         r[0] for r in store.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")
     }
 
 
 def test_migrations_build_the_schema_on_an_empty_database(tmp_path: Path) -> None:
-    with Store(tmp_path / "i.sqlite") as store:
+    with SqliteStore(tmp_path / "i.sqlite") as store:
         assert {"meta", "files", "chunks", "embedding_cache", "chunks_fts", "skipped"} <= _tables(
             store
         )
@@ -36,24 +37,24 @@ def test_migrations_build_the_schema_on_an_empty_database(tmp_path: Path) -> Non
             "embedding",
         ]
         assert store.integrity_check() == "ok"
-    with Store(tmp_path / "i.sqlite") as again:  # reopening applies nothing twice
+    with SqliteStore(tmp_path / "i.sqlite") as again:  # reopening applies nothing twice
         assert again.meta()["schema_version"] == str(SCHEMA_VERSION)
 
 
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
-    with Store(tmp_path / "i.sqlite") as store:
+    with SqliteStore(tmp_path / "i.sqlite") as store:
         store.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     with pytest.raises(StoreError, match="newer"):
-        Store(tmp_path / "i.sqlite")
+        SqliteStore(tmp_path / "i.sqlite")
 
 
 def test_missing_index_is_not_created_by_readers(tmp_path: Path) -> None:
     with pytest.raises(StoreError):
-        Store(tmp_path / "nope.sqlite", create=False)
+        SqliteStore(tmp_path / "nope.sqlite", create=False)
     assert not (tmp_path / "nope.sqlite").exists()
 
 
-def _fill(store: Store, vectors: np.ndarray) -> None:
+def _fill(store: SqliteStore, vectors: np.ndarray) -> None:
     key = ModelKey("test", "m", "")
     store.set_model(key, vectors.shape[1])
     chunks = [
@@ -71,12 +72,12 @@ def test_numpy_fallback_finds_the_same_neighbours_as_sqlite_vec(
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(50, 8)).astype(np.float32)
     query = rng.normal(size=8).astype(np.float32)
-    with Store(tmp_path / "vec.sqlite") as store:
+    with SqliteStore(tmp_path / "vec.sqlite") as store:
         assert store.vec_version
         _fill(store, vectors)
         with_vec = store.vector_search(query, 5)
     monkeypatch.setenv("MEMSYNC_DISABLE_VEC", "1")
-    with Store(tmp_path / "np.sqlite") as store:
+    with SqliteStore(tmp_path / "np.sqlite") as store:
         assert store.vector_backend.startswith("numpy")
         _fill(store, vectors)
         with_numpy = store.vector_search(query, 5)
@@ -85,7 +86,7 @@ def test_numpy_fallback_finds_the_same_neighbours_as_sqlite_vec(
 
 
 def test_vectors_are_float32_blobs(tmp_path: Path) -> None:
-    with Store(tmp_path / "i.sqlite") as store:
+    with SqliteStore(tmp_path / "i.sqlite") as store:
         _fill(store, np.eye(8, dtype=np.float32))
         blob = list(store.conn.execute("SELECT embedding FROM chunks LIMIT 1"))[0][0]
         assert isinstance(blob, bytes) and len(blob) == 32
@@ -95,15 +96,17 @@ def test_vectors_in_memory_match_sqlite_vec_and_see_other_writers(tmp_path: Path
     rng = np.random.default_rng(1)
     vectors = rng.normal(size=(40, 8)).astype(np.float32)
     query = rng.normal(size=8).astype(np.float32)
-    with Store(tmp_path / "i.sqlite") as writer:
+    with SqliteStore(tmp_path / "i.sqlite") as writer:
         _fill(writer, vectors)
         by_vec = writer.vector_search(query, 5)
-    with Store(tmp_path / "i.sqlite", vectors_in_memory=True) as reader:
+    with SqliteStore(tmp_path / "i.sqlite", vectors_in_memory=True) as reader:
         in_memory = reader.vector_search(query, 5)
         assert [i for i, _ in in_memory] == [i for i, _ in by_vec]
         assert np.allclose([d for _, d in in_memory], [d for _, d in by_vec], atol=1e-5)
         assert reader.sample_vectors(8).shape == (8, 8)
-        with Store(tmp_path / "i.sqlite") as other:  # another connection removes the best match
+        with SqliteStore(
+            tmp_path / "i.sqlite"
+        ) as other:  # another connection removes the best match
             best = in_memory[0][0]
             path = list(other.conn.execute("SELECT path FROM chunks WHERE id = ?", (best,)))[0][0]
             other.remove_file(path)
@@ -126,13 +129,13 @@ def test_a_database_that_memsync_did_not_make_is_refused_and_left_unchanged(
     before = hashlib.sha256(other.read_bytes()).hexdigest()
     for create in (False, True):
         with pytest.raises(StoreError, match="not a memsync index; it was left unchanged"):
-            Store(other, create=create)
+            SqliteStore(other, create=create)
     assert hashlib.sha256(other.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.sqlite"]  # no -wal, no -shm
     text = tmp_path / "notes.txt"
     text.write_text("not a database at all\n" * 100)
     with pytest.raises(StoreError, match="not a memsync index"):
-        Store(text, create=False)
+        SqliteStore(text, create=False)
     assert text.read_text() == "not a database at all\n" * 100
 
 
@@ -140,21 +143,21 @@ def test_an_index_this_user_cannot_write_opens_read_only(world_readable: Path) -
     from conftest import as_nobody
 
     db = world_readable / "i.sqlite"
-    with Store(db) as store:
+    with SqliteStore(db) as store:
         _fill(store, np.eye(3, dtype=np.float32))
     db.chmod(0o644)
 
     def read() -> str:
-        with Store(db, create=False) as store:
+        with SqliteStore(db, create=False) as store:
             return f"{store.read_only} {store.counts()['chunks']} {store.vector_search(np.eye(3)[0], 1)[0][0]}"
 
     assert as_nobody(read) == "True 3 1"
 
 
 def test_database_errors_become_one_line_that_says_what_to_do(tmp_path: Path) -> None:
-    from memsync.store import database_error
+    from memsync.sqlite_store import database_error
 
-    with Store(tmp_path / "i.sqlite") as store:
+    with SqliteStore(tmp_path / "i.sqlite") as store:
         pages = list(store.conn.execute("PRAGMA page_count"))[0][0]
         store.conn.execute(f"PRAGMA max_page_count={pages}")  # a full disk, as SQLite sees one
         with pytest.raises(Exception) as raised:
@@ -171,13 +174,13 @@ def test_database_errors_become_one_line_that_says_what_to_do(tmp_path: Path) ->
 def test_schema_1_indexes_are_upgraded_in_place(tmp_path: Path) -> None:
     import apsw
 
-    from memsync.store import MIGRATIONS
+    from memsync.sqlite_store import MIGRATIONS
 
     conn = apsw.Connection(str(tmp_path / "old.sqlite"))
     conn.execute(MIGRATIONS[0])
     conn.execute("PRAGMA user_version=1")
     conn.execute("INSERT INTO skipped(path, reason, at) VALUES('big.md', 'too large', 1)")
     conn.close()
-    with Store(tmp_path / "old.sqlite") as store:
+    with SqliteStore(tmp_path / "old.sqlite") as store:
         assert store.skip_rows()["big.md"].mtime_ns is None
         assert store.meta()["schema_version"] == str(SCHEMA_VERSION)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import HashEmbedder, write
 
+from memsync.locate import Location
 from memsync.store import FileRow, Store
 from memsync.sync import Report, Syncer, embed_pending, index_vault, match_moves, plan
 from memsync.vault import FileStat
@@ -32,6 +33,13 @@ def test_match_moves_pairs_identical_bytes_once() -> None:
     assert moves == {"b/new.md": "a/old.md"}
 
 
+def other_query(store: Store) -> object:
+    """A query vector of the index's size: every stored vector is among its 1,000 nearest."""
+    import numpy as np
+
+    return np.ones(store.dims() or 1, dtype=np.float32)
+
+
 def _index(store: Store, root: Path, embedder: HashEmbedder) -> Report:
     return index_vault(store, root, MB, embedder)
 
@@ -43,21 +51,23 @@ def _notes(root: Path, n: int = 5) -> None:
 
 
 @pytest.fixture
-def indexed(tmp_path: Path, hash_embedder: HashEmbedder) -> Iterator[tuple[Path, Store]]:
+def indexed(
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder
+) -> Iterator[tuple[Path, Store]]:
     """Two notes, indexed with the hash model: the start of most tests below."""
     root = tmp_path / "vault"
     _notes(root, 2)
-    with Store(tmp_path / "i.sqlite") as store:
+    with location.open(create=True) as store:
         _index(store, root, hash_embedder)
         yield root, store
 
 
 def test_unchanged_files_are_not_read_and_touch_is_not_rechunked(
-    tmp_path: Path, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "vault"
     _notes(root)
-    with Store(tmp_path / "i.sqlite") as store:
+    with location.open(create=True) as store:
         first = _index(store, root, hash_embedder)
         assert first.added == 5 and first.embedded == first.chunks_written > 0
 
@@ -78,11 +88,11 @@ def test_unchanged_files_are_not_read_and_touch_is_not_rechunked(
 
 
 def test_an_edit_reembeds_only_the_chunks_whose_text_changed(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder
 ) -> None:
     root = tmp_path / "vault"
     _notes(root)
-    with Store(tmp_path / "i.sqlite") as store:
+    with location.open(create=True) as store:
         _index(store, root, hash_embedder)
         hash_embedder.calls.clear()
         path = root / "notes/n2.md"
@@ -102,20 +112,21 @@ def test_delete_removes_rows_from_every_table(
     (root / "notes/n0.md").unlink()
     report = _index(store, root, hash_embedder)
     assert report.removed == 1
-    conn = store.conn
-    for table, column in (("chunks", "path"), ("chunks_fts", "path"), ("files", "path")):
-        rows = conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = 'notes/n0.md'")
-        assert list(rows)[0][0] == 0
-    vec = list(conn.execute("SELECT count(*) FROM chunks_vec"))[0][0]
-    assert vec == store.counts()["chunks"]
+    assert [path for path, *_ in store.listing()] == ["notes/n1.md"]
+    hits, _ = store.keyword_search(["paragraph"], False, 1000)
+    vectors = store.vector_search(hash_embedder.embed_query("note 0"), 1000)
+    for found in (hits, vectors):
+        paths = {row.path for row in store.chunks([i for i, _ in found]).values()}
+        assert paths == {"notes/n1.md"}
+        assert len(found) == store.counts()["chunks"]
 
 
 def test_rename_and_folder_move_reuse_embeddings(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder
 ) -> None:
     root = tmp_path / "vault"
     _notes(root, 3)
-    with Store(tmp_path / "i.sqlite") as store:
+    with location.open(create=True) as store:
         _index(store, root, hash_embedder)
         hash_embedder.calls.clear()
         (root / "notes/n0.md").rename(root / "notes/renamed.md")
@@ -127,10 +138,10 @@ def test_rename_and_folder_move_reuse_embeddings(
         assert store.counts()["pending"] == 0
 
 
-def test_case_only_rename(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
+def test_case_only_rename(tmp_path: Path, location: Location, hash_embedder: HashEmbedder) -> None:
     root = tmp_path / "vault"
     write(root, "Note.md", "# Note\n\nsome text\n")
-    with Store(tmp_path / "i.sqlite") as store:
+    with location.open(create=True) as store:
         _index(store, root, hash_embedder)
         os.rename(root / "Note.md", root / "note.md")
         report = _index(store, root, hash_embedder)
@@ -139,7 +150,7 @@ def test_case_only_rename(tmp_path: Path, hash_embedder: HashEmbedder) -> None:
 
 
 def test_bad_files_are_skipped_with_reasons_and_the_rest_is_indexed(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder
 ) -> None:
     root = tmp_path / "vault"
     write(root, "good.md", "# Good\n\nfine\n")
@@ -148,7 +159,7 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_is_indexed(
     (root / "latin1.md").write_bytes("na\xefve caf\xe9".encode("latin-1"))
     with open(root / "huge.md", "wb") as handle:
         handle.truncate(3 * MB)
-    with Store(tmp_path / "i.sqlite") as store:
+    with location.open(create=True) as store:
         report = index_vault(store, root, 2 * MB, hash_embedder)
         reasons = dict(report.skipped)
         assert set(reasons) == {"binary.md", "huge.md"}
@@ -159,11 +170,11 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_is_indexed(
 
 
 def test_a_note_that_becomes_unreadable_leaves_the_index(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder
 ) -> None:
     root = tmp_path / "vault"
     write(root, "a.md", "# A\n\ntext\n")
-    with Store(tmp_path / "i.sqlite") as store:
+    with location.open(create=True) as store:
         _index(store, root, hash_embedder)
         (root / "a.md").write_bytes(b"\x00binary now")
         report = _index(store, root, hash_embedder)
@@ -172,11 +183,11 @@ def test_a_note_that_becomes_unreadable_leaves_the_index(
 
 
 def test_keyword_only_run_leaves_chunks_pending_until_a_model_runs(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder
 ) -> None:
     root = tmp_path / "vault"
     _notes(root, 2)
-    with Store(tmp_path / "i.sqlite") as store:
+    with location.open(create=True) as store:
         report = index_vault(store, root, MB, None)
         assert report.pending == store.counts()["chunks"] > 0
         later = Report()
@@ -193,8 +204,8 @@ def test_changing_the_model_reembeds_and_never_mixes_vectors(
     report = _index(store, root, other)
     assert report.embedded == store.counts()["chunks"]
     assert store.model_key() == other.key and store.dims() == 32
-    sizes = {len(r[0]) for r in store.conn.execute("SELECT embedding FROM chunks")}
-    assert sizes == {32 * 4}
+    rows = store.chunks([i for i, _ in store.vector_search(other_query(store), 1000)])
+    assert {len(r.embedding or b"") for r in rows.values()} == {32 * 4}
 
 
 def test_sync_paths_applies_only_the_named_paths(
@@ -236,12 +247,12 @@ def test_new_chunking_rules_rechunk_every_note_and_keep_unchanged_vectors(
 
 
 def test_a_non_utf8_file_name_is_skipped_and_every_other_note_indexed(
-    tmp_path: Path, hash_embedder: HashEmbedder
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder
 ) -> None:
     root = tmp_path / "vault"
     _notes(root, 3)
     (root / "notes" / os.fsdecode(b"bad\xffname.md")).write_text("# Bad name\n")
-    with Store(tmp_path / "i.sqlite") as store:
+    with location.open(create=True) as store:
         report = _index(store, root, hash_embedder)
         assert report.added == 3
         assert dict(report.skipped) == {
@@ -256,7 +267,7 @@ def test_a_non_utf8_file_name_is_skipped_and_every_other_note_indexed(
 
 
 def test_a_skipped_file_is_not_read_again_until_it_changes(
-    tmp_path: Path, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import memsync.sync as sync_module
     from memsync.status import gather
@@ -264,8 +275,7 @@ def test_a_skipped_file_is_not_read_again_until_it_changes(
     root = tmp_path / "vault"
     write(root, "good.md", "# Good\n")
     (root / "binary.md").write_bytes(b"\x00" * 1000)
-    db = tmp_path / "i.sqlite"
-    with Store(db) as store:
+    with location.open(create=True) as store:
         first = _index(store, root, hash_embedder)
         assert [p for p, _ in first.skipped] == ["binary.md"]
         reads: list[str] = []
@@ -278,7 +288,7 @@ def test_a_skipped_file_is_not_read_again_until_it_changes(
         events = Report()
         Syncer(store, root, MB).sync_paths(["binary.md"], events)
         assert reads == [] and [p for p, _ in events.skipped] == ["binary.md"]
-        facts = gather(db)
+        facts = gather(location)
         assert facts["disk"]["new"] == 0 and facts["disk"]["skipped"] == 1
         assert facts["text_up_to_date"]
         (root / "binary.md").write_text("# Now text\n")
@@ -287,24 +297,25 @@ def test_a_skipped_file_is_not_read_again_until_it_changes(
 
 
 def test_a_first_run_killed_midway_resumes_without_rechunking_what_it_wrote(
-    tmp_path: Path, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "vault"
     _notes(root, 4)
     written: list[str] = []
-    real_replace = Store.replace_file
 
-    def crash_after_two(self: Store, row: FileRow, *rest: object) -> None:
-        if len(written) == 2:
-            raise KeyboardInterrupt  # as if killed: nothing after this point runs
-        real_replace(self, row, *rest)  # type: ignore[arg-type]
-        written.append(row.path)
+    with location.open(create=True) as store:
+        real_replace = store.replace_file
 
-    with Store(tmp_path / "i.sqlite") as store:
-        monkeypatch.setattr(Store, "replace_file", crash_after_two)
+        def crash_after_two(row: FileRow, *rest: object) -> None:
+            if len(written) == 2:
+                raise KeyboardInterrupt  # as if killed: nothing after this point runs
+            real_replace(row, *rest)  # type: ignore[arg-type]
+            written.append(row.path)
+
+        monkeypatch.setattr(store, "replace_file", crash_after_two)
         with pytest.raises(KeyboardInterrupt):
             index_vault(store, root, MB, None)
-        monkeypatch.setattr(Store, "replace_file", real_replace)
+        monkeypatch.setattr(store, "replace_file", real_replace)
         assert store.meta()["vault_path"] == str(root)
         report = _index(store, root, hash_embedder)
         assert report.changed == 0 and report.unchanged == 2 and report.added == 2
@@ -324,5 +335,5 @@ def test_a_model_that_changes_size_is_an_error_unless_indexing_adopts_it(
     assert store.dims() == 64 and store.pending_count() > 0
     report = _index(store, root, smaller)  # `memsync index`: every vector again, at 32
     assert store.dims() == 32 and report.pending == 0
-    sizes = {len(r[0]) for r in store.conn.execute("SELECT embedding FROM chunks")}
-    assert sizes == {32 * 4}
+    rows = store.chunks([i for i, _ in store.vector_search(other_query(store), 1000)])
+    assert {len(r.embedding or b"") for r in rows.values()} == {32 * 4}

@@ -17,8 +17,9 @@ from conftest import EmbeddingServer, write
 from memsync.config import load_config
 from memsync.embedders import OpenAIEmbedder
 from memsync.errors import LockError
+from memsync.locate import SqliteLocation
 from memsync.search import Options, search
-from memsync.store import Store
+from memsync.sqlite_store import SqliteStore
 from memsync.watcher import Watcher
 
 
@@ -34,8 +35,9 @@ def wait_until(check: Callable[[], bool], timeout: float = 15.0) -> None:
 class Running:
     def __init__(self, root: Path, db: Path, embedder: object = None, **config: object) -> None:
         self.db = db
+        self.location = SqliteLocation(db)
         self.watcher = Watcher(
-            root, db, load_config(debounce_ms=100, **config), embedder, retry_base=0.2
+            root, self.location, load_config(debounce_ms=100, **config), embedder, retry_base=0.2
         )  # type: ignore[arg-type]
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run)
@@ -50,11 +52,11 @@ class Running:
             self.watcher.ready.set()
 
     def files(self) -> dict[str, str]:
-        with Store(self.db) as store:
+        with SqliteStore(self.db) as store:
             return {p: r.hash for p, r in store.file_rows().items()}
 
     def keyword(self, text: str) -> list[str]:
-        with Store(self.db) as store:
+        with SqliteStore(self.db) as store:
             outcome = search(store, text, Options(mode="keyword", min_score=0.0), None)
         return [hit.path for hit in outcome.results]
 
@@ -148,7 +150,7 @@ def test_binary_and_latin1_files_do_not_stop_the_daemon(running: Running, vault:
     write(vault, "after.md", "# After\n\nnovember\n")
     wait_until(lambda: running.keyword("november") == ["after.md"])
     assert "picture.md" not in running.files()
-    with Store(running.db) as store:
+    with SqliteStore(running.db) as store:
         assert dict(store.skipped())["picture.md"].startswith("binary")
 
 
@@ -162,11 +164,11 @@ def test_keyword_stays_fresh_while_embeddings_fail_and_vectors_complete_after(
     try:
         write(vault, "fresh.md", "# Fresh\n\noscar papa\n")
         wait_until(lambda: r.keyword("oscar") == ["fresh.md"])
-        with Store(r.db) as store:
+        with SqliteStore(r.db) as store:
             assert store.pending_count() >= 1
         embedding_server.down = False
-        wait_until(lambda: Store(r.db).pending_count() == 0, timeout=30)
-        with Store(r.db) as store:
+        wait_until(lambda: SqliteStore(r.db).pending_count() == 0, timeout=30)
+        with SqliteStore(r.db) as store:
             assert store.model_key().provider == "openai"
             assert store.counts()["embedded"] == store.counts()["chunks"] == 2
     finally:
@@ -176,7 +178,7 @@ def test_keyword_stays_fresh_while_embeddings_fail_and_vectors_complete_after(
 def test_a_second_writer_is_refused_naming_the_pid(
     running: Running, vault: Path, tmp_path: Path
 ) -> None:
-    second = Watcher(vault, running.db, load_config(), None)
+    second = Watcher(vault, running.location, load_config(), None)
     with pytest.raises(LockError, match=f"pid {os.getpid()}"):
         second.run()
 
@@ -256,7 +258,7 @@ def test_status_shows_the_running_watcher_and_its_last_event(running: Running, v
 
     write(vault, "later.md", "# Later\n\nquebec\n")
     wait_until(lambda: "later.md" in running.files())
-    facts = gather(running.db)
+    facts = gather(running.location)
     assert facts["writer"]["pid"] == os.getpid() and facts["writer"]["role"] == "watch"
     assert facts["writer"]["last_event"] and facts["writer"]["last_sync"]
     text = status_text(facts)
@@ -265,7 +267,7 @@ def test_status_shows_the_running_watcher_and_its_last_event(running: Running, v
 
 def _forget_behind_the_watchers_back(db: Path, path: str) -> None:
     """Simulate an event the watcher never saw: the index loses a note that is still on disk."""
-    with Store(db) as store:
+    with SqliteStore(db) as store:
         store.remove_file(path)
 
 
@@ -308,7 +310,7 @@ def test_a_non_utf8_name_in_a_batch_loses_nothing_else(running: Running, vault: 
     (vault / os.fsdecode(b"bad\xffname.md")).write_text("# Bad\n\nsierra\n")
     write(vault, "good.md", "# Good\n\ntango\n")  # saved in the same batch
     wait_until(lambda: running.keyword("tango") == ["good.md"])
-    with Store(running.db) as store:
+    with SqliteStore(running.db) as store:
         assert "not valid UTF-8" in dict(store.skipped())["bad\\xffname.md"]
 
 
@@ -323,7 +325,7 @@ def test_a_symlink_out_of_the_vault_is_never_indexed_by_the_watcher(
     write(vault, "marker2.md", "# Marker\n\nvictor\n")
     wait_until(lambda: running.keyword("victor") == ["marker2.md"])
     assert running.keyword("root bash") == [] and "passwd-link.md" not in running.files()
-    with Store(running.db) as store:
+    with SqliteStore(running.db) as store:
         assert "outside the vault" in dict(store.skipped())["passwd-link.md"]
 
 
@@ -356,16 +358,16 @@ def test_the_embedding_worker_survives_a_size_change_and_any_error_and_says_so(
     url = f"{embedding_server.url}/v1"
     r = Running(vault, tmp_path / "i.sqlite", OpenAIEmbedder(url, "m", batch_size=8, timeout=2.0))
     try:
-        wait_until(lambda: Store(r.db).pending_count() == 0)
+        wait_until(lambda: SqliteStore(r.db).pending_count() == 0)
         embedding_server._model = HashEmbedder(8)  # the same model name now answers 8 dims
         r.watcher._embedding.embedder = OpenAIEmbedder(url, "m", batch_size=8, timeout=2.0)  # type: ignore[union-attr]
         write(vault, "new.md", "# New\n\nzulu\n")
-        wait_until(lambda: "now returns 8-dimension" in str(gather(r.db)["writer"]))
+        wait_until(lambda: "now returns 8-dimension" in str(gather(r.location)["writer"]))
         assert r.watcher._embedding.is_alive()  # type: ignore[union-attr]
         assert any("now returns 8-dimension" in m for m in caplog.messages)
         embedding_server._model = HashEmbedder(16)
-        wait_until(lambda: Store(r.db).pending_count() == 0, timeout=20)
-        assert gather(r.db)["writer"].get("embedding_error") is None
+        wait_until(lambda: SqliteStore(r.db).pending_count() == 0, timeout=20)
+        assert gather(r.location)["writer"].get("embedding_error") is None
 
         real = watcher_module.embed_pending
         calls: list[int] = []
@@ -379,7 +381,9 @@ def test_the_embedding_worker_survives_a_size_change_and_any_error_and_says_so(
         watcher_module.embed_pending = broken_once  # type: ignore[assignment]
         try:
             write(vault, "newer.md", "# Newer\n\nquince\n")
-            wait_until(lambda: len(calls) >= 2 and Store(r.db).pending_count() == 0, timeout=20)
+            wait_until(
+                lambda: len(calls) >= 2 and SqliteStore(r.db).pending_count() == 0, timeout=20
+            )
         finally:
             watcher_module.embed_pending = real
         assert any("embedding failed unexpectedly" in m for m in caplog.messages)
@@ -411,10 +415,10 @@ def test_sigterm_during_an_embedding_backlog_exits_promptly_and_counts_what_wait
 
 
 def test_index_waits_for_a_query_s_refresh_instead_of_failing(vault: Path, tmp_path: Path) -> None:
-    from memsync.lock import QUERY_REFRESH, WriterLock
+    from memsync.lock import QUERY_REFRESH, FileLock
 
     db = tmp_path / "i.sqlite"
-    refresh = WriterLock(db, QUERY_REFRESH).acquire()
+    refresh = FileLock(db, QUERY_REFRESH).acquire()
     releaser = threading.Timer(1.0, refresh.release)
     releaser.start()
     try:
@@ -471,7 +475,7 @@ def test_a_tree_too_deep_for_the_observer_is_reported_and_the_rest_is_watched(
     try:
         r = Running(vault, tmp_path / "i.sqlite")
         try:
-            assert gather(r.db)["writer"]["unwatched"] == ["deep"]
+            assert gather(r.location)["writer"]["unwatched"] == ["deep"]
             write(vault, "other/fresh.md", "# Fresh\n\nquokka\n")
             wait_until(lambda: r.keyword("quokka") == ["other/fresh.md"])
         finally:

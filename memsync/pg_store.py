@@ -1,0 +1,852 @@
+"""The team backend's SQL: PostgreSQL + pgvector, one schema per vault beside one shared schema.
+
+The shared schema `memsync` holds the vaults' registry, the embedding cache (shared by every
+vault of the database: one model, one chunk text, embedded once for the whole team) and who holds
+each vault's writer lock. A vault's schema holds what a SQLite index holds: meta, files, tags,
+chunks, skipped. Each vault has its own HNSW index, so a query never competes with another
+vault's vectors (pgvector 0.6 has no iterative scan: a filtered shared index could return fewer
+than k rows).
+
+Keyword search: PostgreSQL has no BM25 and its parsers are not FTS5's, so memsync builds the
+tsvector itself from FTS5's own tokens (tokenizer.tokens) and computes FTS5's bm25 from the matches'
+positions, the phrases' document counts and the vault's token totals: the same ranks as SQLite,
+so calibration and --min-score mean the same on both backends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .errors import IndexNotFound, MemsyncError, StoreError
+from .locate import redact, scrub
+from .lock import WriterLock
+from .store import (
+    SOURCE,
+    ChunkRow,
+    FileFacts,
+    FileRow,
+    ModelKey,
+    NewChunk,
+    NoteFilter,
+    SkipRow,
+    spread_ids,
+)
+from .tokenizer import tokens
+
+if TYPE_CHECKING:
+    import numpy as np
+    import psycopg
+
+SHARED = "memsync"
+# HNSW's candidate list: measured recall@10 against exact search at 100k chunks (bench_query.py)
+EF_SEARCH = 100
+HNSW_MAX_DIMS = 2000  # pgvector indexes `vector` up to 2,000 dimensions; above, search is exact
+LOCK_CLASS = 0x4D454D53  # 'MEMS': the first key of memsync's advisory locks
+MIGRATION_LOCK = 0  # with LOCK_CLASS: serialises schema changes of every vault in the database
+K1, B = 1.2, 0.75  # FTS5's bm25 constants
+MAX_LEXEME_BYTES = 2000  # tsvector refuses a lexeme of 2 KB or more; a longer token is cut
+MAX_POSITIONS = 256  # tsvector keeps 256 positions per lexeme, each at most 16383
+MAX_POSITION = 16383
+
+SHARED_MIGRATIONS: list[str] = [
+    # 1: the registry, the team's embedding cache, the writer locks' holders
+    """
+    CREATE TABLE memsync.vaults(name TEXT PRIMARY KEY, created DOUBLE PRECISION NOT NULL);
+    CREATE TABLE memsync.embedding_cache(
+        provider TEXT NOT NULL, model TEXT NOT NULL, provider_key TEXT NOT NULL,
+        hash TEXT NOT NULL, embedding BYTEA NOT NULL, dims INTEGER NOT NULL,
+        updated_at BIGINT NOT NULL, PRIMARY KEY(provider, model, provider_key, hash));
+    CREATE TABLE memsync.writers(name TEXT PRIMARY KEY, holder JSONB NOT NULL);
+    """,
+]
+
+VAULT_MIGRATIONS: list[str] = [
+    # 1: SQLite's schema 3 in PostgreSQL terms; chunks carry their tsvector and its token count
+    # (bm25's document length), fts_totals the vault's row and token counts (its average length)
+    """
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE files(
+        path TEXT PRIMARY KEY, source TEXT NOT NULL DEFAULT 'memory', hash TEXT NOT NULL,
+        mtime BIGINT NOT NULL, size BIGINT NOT NULL, title TEXT, date TEXT, warning TEXT);
+    CREATE INDEX files_date ON files(date);
+    CREATE TABLE tags(path TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(tag, path));
+    CREATE INDEX tags_path ON tags(path);
+    CREATE TABLE chunks(
+        id BIGSERIAL PRIMARY KEY, path TEXT NOT NULL, source TEXT NOT NULL DEFAULT 'memory',
+        start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, hash TEXT NOT NULL, model TEXT,
+        text TEXT NOT NULL, context TEXT NOT NULL DEFAULT '', embedding vector,
+        fts tsvector NOT NULL, fts_len INTEGER NOT NULL, updated_at BIGINT NOT NULL);
+    CREATE INDEX chunks_path ON chunks(path);
+    CREATE INDEX chunks_pending ON chunks(id) WHERE embedding IS NULL;
+    CREATE INDEX chunks_fts ON chunks USING gin(fts);
+    CREATE TABLE fts_totals(rows BIGINT NOT NULL, tokens BIGINT NOT NULL);
+    INSERT INTO fts_totals VALUES (0, 0);
+    CREATE TABLE skipped(
+        path TEXT PRIMARY KEY, reason TEXT NOT NULL, at BIGINT NOT NULL, mtime BIGINT,
+        size BIGINT);
+    """,
+]
+SCHEMA_VERSION = len(VAULT_MIGRATIONS)
+
+
+def _first_line(exc: BaseException) -> str:
+    return scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+
+
+def database_error(exc: BaseException) -> StoreError | None:
+    """A PostgreSQL error raised after the index was opened, in one line (the transaction was
+    rolled back: the index is consistent); None for anything else."""
+    try:
+        import psycopg
+    except ImportError:
+        return None
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreError(f"lost the PostgreSQL server ({_first_line(exc)}): try again")
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StoreError("the PostgreSQL server's disk is full (the index is intact)")
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return StoreError(
+            f"this PostgreSQL user may not do that ({_first_line(exc)}): ask for write access "
+            "to the vault's schema"
+        )
+    if isinstance(exc, psycopg.Error):
+        return StoreError(f"PostgreSQL error: {_first_line(exc)} (the index is intact)")
+    return None
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    """An autocommit connection (every statement sees the latest commit: readers never wait for
+    the writer); libpq reads PGPASSWORD, ~/.pgpass and sslmode as usual."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise MemsyncError(
+            f"a postgresql:// index needs psycopg ({exc.name} is missing): "
+            "pip install 'memsync[postgres]'"
+        ) from exc
+    shown = redact(url)
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=10, application_name="memsync")
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot connect to {shown}: {_first_line(exc)}") from exc
+
+
+def _ident(name: str) -> str:
+    """A schema name as SQL; locate.checked_name allows only [a-z0-9_-] in it."""
+    if not re.fullmatch(r"[a-z0-9_-]+", name):
+        raise StoreError(f"{name!r} cannot name a vault schema")
+    return f'"{name}"'
+
+
+def _ensure_shared(conn: psycopg.Connection[Any], create: bool) -> bool:
+    """The vector extension and the shared schema, migrated; False when absent and not `create`."""
+    if not create:
+        return _exists(conn, f"{SHARED}.vaults")
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except Exception as exc:
+            raise StoreError(
+                "the pgvector extension is not installed in this database and this user cannot "
+                f"install it ({_first_line(exc)}): ask an administrator to run CREATE EXTENSION "
+                "vector"
+            ) from exc
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SHARED}")
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {SHARED}.version(part TEXT PRIMARY KEY, number INTEGER)"
+        )
+        row = conn.execute(f"SELECT number FROM {SHARED}.version WHERE part = 'shared'").fetchone()
+        done = row[0] if row else 0
+        for number in range(done + 1, len(SHARED_MIGRATIONS) + 1):
+            conn.execute(SHARED_MIGRATIONS[number - 1])
+            conn.execute(
+                f"INSERT INTO {SHARED}.version VALUES('shared', %s) "
+                "ON CONFLICT(part) DO UPDATE SET number = excluded.number",
+                (number,),
+            )
+    return True
+
+
+def _exists(conn: psycopg.Connection[Any], table: str) -> bool:
+    return conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is not None
+
+
+def vault_names(url: str) -> list[str]:
+    """The vaults indexed in the database at `url`, by name."""
+    with connect(url) as conn:
+        if not _ensure_shared(conn, create=False):
+            return []
+        return [r[0] for r in conn.execute(f"SELECT name FROM {SHARED}.vaults ORDER BY name")]
+
+
+def _glob_regex(pattern: str) -> str:
+    """SQLite's GLOB (`*`, `?`, `[...]`, `[^...]`, case-sensitive) as an anchored regex."""
+    out, i = ["^"], 0
+    while i < len(pattern):
+        char = pattern[i]
+        end = pattern.find("]", i + 2) if char == "[" else -1
+        if char == "*":
+            out.append(".*")
+        elif char == "?":
+            out.append(".")
+        elif end > 0:
+            body = pattern[i + 1 : end]
+            negate = body.startswith("^")
+            body = body[1:] if negate else body
+            out.append("[" + ("^" if negate else "") + body.replace("\\", "\\\\") + "]")
+            i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out) + "$"
+
+
+def _allowed(only: NoteFilter) -> tuple[str, list[Any]]:
+    """The condition on `chunks` that `only` asks for, and its arguments."""
+    conditions: list[str] = []
+    args: list[Any] = []
+    if only.paths:
+        conditions.append("path ~ ANY(%s)")
+        args.append([_glob_regex(p) for p in only.paths])
+    if only.since:
+        conditions.append("path IN (SELECT path FROM files WHERE date >= %s)")
+        args.append(only.since)
+    if only.until:
+        conditions.append("path IN (SELECT path FROM files WHERE date <= %s)")
+        args.append(only.until)
+    for tag in only.tags:
+        conditions.append("path IN (SELECT path FROM tags WHERE tag = %s)")
+        args.append(tag)
+    return " AND ".join(conditions) or "TRUE", args
+
+
+def _lexeme(token: str) -> str:
+    data = token.encode("utf-8")
+    if len(data) > MAX_LEXEME_BYTES:
+        token = data[:MAX_LEXEME_BYTES].decode("utf-8", "ignore")
+    return token
+
+
+def _quoted(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def tsvector_of(text: str) -> tuple[str, int]:
+    """(tsvector literal, token count) of an index text: FTS5's tokens with their positions."""
+    positions: dict[str, list[int]] = {}
+    words = tokens(text)
+    for offset, token in enumerate(words):
+        where = positions.setdefault(_lexeme(token), [])
+        if len(where) < MAX_POSITIONS:
+            where.append(min(offset + 1, MAX_POSITION))
+    literal = " ".join(
+        f"{_quoted(lex)}:{','.join(map(str, sorted(set(pos))))}" for lex, pos in positions.items()
+    )
+    return literal, len(words)
+
+
+def _phrases(terms: Sequence[str]) -> list[list[str]]:
+    """Each query term as FTS5 reads a quoted phrase: its tokens, in order."""
+    found = [[_lexeme(t) for t in tokens(term)] for term in terms]
+    return [p for p in found if p]
+
+
+def _tsquery(phrase: list[str]) -> str:
+    return "(" + " <-> ".join(_quoted(lex) for lex in phrase) + ")"
+
+
+_POSITIONS = re.compile(r"'((?:[^']|'')*)':([0-9A-D,]+)")
+
+
+def _positions(filtered: str) -> dict[str, set[int]]:
+    """ts_filter's text form (`'word':3A,7A ...`) as lexeme -> positions."""
+    return {
+        m.group(1).replace("''", "'").replace("\\\\", "\\"): {
+            int(p.rstrip("ABCD")) for p in m.group(2).split(",")
+        }
+        for m in _POSITIONS.finditer(filtered)
+    }
+
+
+def _phrase_count(phrase: list[str], positions: dict[str, set[int]]) -> int:
+    """How many times the phrase occurs: its first word at p, the next at p + 1, ..."""
+    starts = positions.get(phrase[0], set())
+    return sum(
+        all(p + i in positions.get(word, ()) for i, word in enumerate(phrase[1:], 1))
+        for p in starts
+    )
+
+
+def bm25_rank(
+    freqs: Sequence[int], length: int, idfs: Sequence[float], average_length: float
+) -> float:
+    """FTS5's bm25(): minus the sum over phrases of idf * tf(k1+1) / (tf + k1(1 - b + b*D/avgdl))."""
+    norm = K1 * (1 - B + B * length / (average_length or 1.0))
+    return -sum(idf * (tf * (K1 + 1)) / (tf + norm) for tf, idf in zip(freqs, idfs))
+
+
+def _idf(rows: int, hits: int) -> float:
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return idf if idf > 0 else 1e-6  # as FTS5: a word in most rows still counts a little
+
+
+def _floats(value: Any) -> np.ndarray:
+    """A stored vector (pgvector's Vector) as little-endian float32, as SQLite stores it."""
+    import numpy as np
+
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype="<f4")
+
+
+class PgStore:
+    """One vault's index in a PostgreSQL database (its own schema); many readers on any machine,
+    one writer at a time (AdvisoryLock)."""
+
+    def __init__(self, url: str, name: str, *, create: bool = False) -> None:
+        self.url = url
+        self.name = name
+        self.schema = _ident(name)
+        self.shown = f"{redact(url)} (vault {name})"
+        self.read_only = False
+        self.conn = connect(url)
+        try:
+            self._open(create)
+        except BaseException:
+            self.conn.close()
+            raise
+        self._ef_search = 0
+
+    def _open(self, create: bool) -> None:
+        conn = self.conn
+        if not _ensure_shared(conn, create) or not (create or self._registered()):
+            raise IndexNotFound(
+                f"no vault {self.name!r} in {redact(self.url)}: run memsync index VAULT "
+                f"--db URL --name {self.name}"
+            )
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
+            exists = conn.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.name,)
+            ).fetchone()
+            if exists and not self._registered():
+                raise StoreError(
+                    f"schema {self.name} in {redact(self.url)} is not a memsync vault; it was "
+                    "left unchanged: choose another --name"
+                )
+            if not exists:
+                conn.execute(f"CREATE SCHEMA {self.schema}")
+                conn.execute(
+                    f"INSERT INTO {SHARED}.vaults(name, created) VALUES(%s, %s)",
+                    (self.name, time.time()),
+                )
+            conn.execute(f"SET search_path TO {self.schema}, {SHARED}, public")
+            self._migrate()
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        if not create:  # a reader without write rights answers queries but does not refresh
+            row = conn.execute("SELECT has_table_privilege('chunks', 'UPDATE')").fetchone()
+            self.read_only = not row[0]
+
+    def _registered(self) -> bool:
+        row = self.conn.execute(f"SELECT 1 FROM {SHARED}.vaults WHERE name = %s", (self.name,))
+        return row.fetchone() is not None
+
+    def _migrate(self) -> None:
+        version = 0
+        if _exists(self.conn, f"{self.schema}.meta"):
+            row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
+            found = row.fetchone()
+            version = int(found[0]) if found else 0
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"vault {self.name} has schema {version}, newer than this memsync "
+                f"({SCHEMA_VERSION}): upgrade memsync"
+            )
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            self.conn.execute(VAULT_MIGRATIONS[number - 1])
+            self.set_meta(schema_version=number)
+
+    # -- connection -------------------------------------------------------------------------
+
+    @property
+    def vector_backend(self) -> str:
+        version = self.conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()
+        dims = self.dims()
+        kind = "exact scan" if dims and dims > HNSW_MAX_DIMS else f"HNSW, ef_search {EF_SEARCH}"
+        return f"pgvector {version[0] if version else '?'} ({kind})"
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> PgStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.conn.transaction():
+            yield
+
+    # -- meta -------------------------------------------------------------------------------
+
+    def meta(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+
+    def set_meta(self, **values: str | float) -> None:
+        with self.conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO meta(key, value) VALUES(%s, %s) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [(k, str(v)) for k, v in values.items()],
+            )
+
+    def record(self, **facts: str | float) -> None:
+        with self.transaction():
+            self.set_meta(**facts)
+
+    def mark_synced(self, **facts: str) -> None:
+        self.record(last_sync=time.time(), **facts)
+
+    def model_key(self) -> ModelKey | None:
+        meta = self.meta()
+        if "model" not in meta:
+            return None
+        return ModelKey(meta["provider"], meta["model"], meta.get("provider_key", ""))
+
+    def dims(self) -> int | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'dims'").fetchone()
+        return int(row[0]) if row and row[0] else None
+
+    def set_model(self, key: ModelKey, dims: int) -> None:
+        """Make `key` the vault's model; a different one drops every vector of this vault (the
+        shared cache keeps them for the vaults that use that model)."""
+        if self.model_key() == key and self.dims() == dims:
+            return
+        with self.transaction():
+            self.conn.execute("DROP INDEX IF EXISTS chunks_hnsw")
+            self.conn.execute(
+                f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dims)}) USING NULL"
+            )
+            self.conn.execute("UPDATE chunks SET model = NULL WHERE model IS NOT NULL")
+            self.conn.execute(
+                "DELETE FROM embedding_cache WHERE provider = %s AND model = %s "
+                "AND provider_key = %s AND dims != %s",
+                (key.provider, key.model, key.provider_key, dims),
+            )
+            if dims <= HNSW_MAX_DIMS:
+                self.conn.execute(
+                    "CREATE INDEX chunks_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)"
+                )
+            self.set_meta(
+                provider=key.provider, model=key.model, provider_key=key.provider_key, dims=dims
+            )
+
+    # -- files ------------------------------------------------------------------------------
+
+    def file_rows(self) -> dict[str, FileRow]:
+        rows = self.conn.execute("SELECT path, hash, mtime, size FROM files")
+        return {row[0]: FileRow(*row) for row in rows}
+
+    def file_stats(self) -> dict[str, tuple[int, int]]:
+        return {
+            row[0]: (row[1], row[2])
+            for row in self.conn.execute("SELECT path, mtime, size FROM files")
+        }
+
+    def file_hashes(self, paths: Sequence[str]) -> dict[str, str]:
+        return dict(
+            self.conn.execute(
+                "SELECT path, hash FROM files WHERE path = ANY(%s)", (list(paths),)
+            ).fetchall()
+        )
+
+    def listing(self, folder: str = "") -> list[tuple[str, int, int, int]]:
+        under = _glob_regex(f"{folder.rstrip('/')}/*") if folder else ".*"
+        return [
+            tuple(row)
+            for row in self.conn.execute(
+                "SELECT f.path, f.size, f.mtime, count(c.id) FROM files f "
+                "LEFT JOIN chunks c ON c.path = f.path WHERE f.path ~ %s "
+                'GROUP BY f.path ORDER BY f.path COLLATE "C"',
+                (under,),
+            )
+        ]
+
+    def touch_file(self, row: FileRow, day: str | None = None) -> None:
+        self.conn.execute(
+            "UPDATE files SET mtime = %s, size = %s, date = coalesce(%s, date) WHERE path = %s",
+            (row.mtime_ns, row.size, day, row.path),
+        )
+
+    def file_warnings(self) -> list[tuple[str, str]]:
+        return [
+            tuple(row)
+            for row in self.conn.execute(
+                "SELECT path, warning FROM files WHERE warning IS NOT NULL "
+                'ORDER BY path COLLATE "C"'
+            )
+        ]
+
+    def _delete_chunks(self, path: str) -> None:
+        """A note's chunks, and their share of the vault's token totals."""
+        self.conn.execute(
+            "WITH gone AS (DELETE FROM chunks WHERE path = %s RETURNING fts_len) "
+            "UPDATE fts_totals SET rows = rows - (SELECT count(*) FROM gone), "
+            "tokens = tokens - (SELECT coalesce(sum(fts_len), 0) FROM gone)",
+            (path,),
+        )
+
+    def replace_file(
+        self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
+    ) -> None:
+        import numpy as np
+
+        key = self.model_key()
+        cached = self.cached_embeddings(key, [c.hash for c in chunks]) if key else {}
+        now = int(time.time())
+        values = []
+        tokens = 0
+        for chunk in chunks:
+            blob = cached.get(chunk.hash)
+            vector = np.frombuffer(blob, dtype="<f4") if blob else None
+            literal, length = tsvector_of(chunk.fts_text)
+            tokens += length
+            values.append(
+                (
+                    row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
+                    key.model if key and blob else None, chunk.text, chunk.context, vector,
+                    literal, length, now,
+                )
+            )  # fmt: skip
+        with self.transaction(), self.conn.cursor() as cursor:
+            self._delete_chunks(row.path)
+            cursor.executemany(
+                "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
+                "context, embedding, fts, fts_len, updated_at) "
+                "VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::tsvector,%s,%s)",
+                values,
+            )
+            cursor.execute(
+                "UPDATE fts_totals SET rows = rows + %s, tokens = tokens + %s",
+                (len(values), tokens),
+            )
+            cursor.execute(
+                "INSERT INTO files(path, source, hash, mtime, size, title, date, warning) "
+                "VALUES(%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT(path) DO UPDATE SET "
+                "hash = excluded.hash, mtime = excluded.mtime, size = excluded.size, "
+                "title = excluded.title, date = excluded.date, warning = excluded.warning",
+                (row.path, SOURCE, row.hash, row.mtime_ns, row.size, facts.title, facts.date,
+                 facts.warning),
+            )  # fmt: skip
+            cursor.execute("DELETE FROM tags WHERE path = %s", (row.path,))
+            cursor.executemany(
+                "INSERT INTO tags(path, tag) VALUES(%s, %s) ON CONFLICT DO NOTHING",
+                [(row.path, tag) for tag in facts.tags],
+            )
+            cursor.execute("DELETE FROM skipped WHERE path = %s", (row.path,))
+
+    def move_file(self, old: str, row: FileRow) -> None:
+        with self.transaction():
+            self.conn.execute("DELETE FROM files WHERE path = %s", (row.path,))
+            self._delete_chunks(row.path)
+            self.conn.execute(
+                "UPDATE files SET path = %s, mtime = %s, size = %s WHERE path = %s",
+                (row.path, row.mtime_ns, row.size, old),
+            )
+            self.conn.execute("UPDATE chunks SET path = %s WHERE path = %s", (row.path, old))
+            self.conn.execute("DELETE FROM tags WHERE path = %s", (row.path,))
+            self.conn.execute("UPDATE tags SET path = %s WHERE path = %s", (row.path, old))
+            self.conn.execute("DELETE FROM skipped WHERE path IN (%s, %s)", (old, row.path))
+
+    def remove_file(self, path: str, skip: SkipRow | None = None) -> None:
+        with self.transaction():
+            self._delete_chunks(path)
+            self.conn.execute("DELETE FROM files WHERE path = %s", (path,))
+            self.conn.execute("DELETE FROM tags WHERE path = %s", (path,))
+            if skip is not None:
+                self._insert_skips([skip])
+
+    def _insert_skips(self, skips: Iterable[SkipRow]) -> None:
+        now = int(time.time())
+        with self.conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO skipped(path, reason, at, mtime, size) VALUES(%s,%s,%s,%s,%s) "
+                "ON CONFLICT(path) DO UPDATE SET reason = excluded.reason, at = excluded.at, "
+                "mtime = excluded.mtime, size = excluded.size",
+                [(s.path, s.reason, now, s.mtime_ns, s.size) for s in skips],
+            )
+
+    def update_skips(
+        self, add: Iterable[SkipRow] = (), drop: Iterable[str] = (), *, replace_all: bool = False
+    ) -> None:
+        with self.transaction():
+            if replace_all:
+                self.conn.execute("DELETE FROM skipped")
+            self.conn.execute("DELETE FROM skipped WHERE path = ANY(%s)", (list(drop),))
+            self._insert_skips(add)
+
+    def skip_rows(self) -> dict[str, SkipRow]:
+        return {
+            row[0]: SkipRow(*row)
+            for row in self.conn.execute("SELECT path, reason, mtime, size FROM skipped")
+        }
+
+    def skipped(self) -> list[tuple[str, str]]:
+        return [
+            tuple(r)
+            for r in self.conn.execute('SELECT path, reason FROM skipped ORDER BY path COLLATE "C"')
+        ]
+
+    # -- embeddings -------------------------------------------------------------------------
+
+    def pending_chunks(
+        self, limit: int, any_chunk: bool = False
+    ) -> list[tuple[int, str, str, str]]:
+        where = "" if any_chunk else "WHERE embedding IS NULL"
+        return [
+            tuple(r)
+            for r in self.conn.execute(
+                f"SELECT id, hash, context, text FROM chunks {where} ORDER BY id LIMIT %s",
+                (limit,),
+            )
+        ]
+
+    def cached_embeddings(self, key: ModelKey | None, hashes: Sequence[str]) -> dict[str, bytes]:
+        if key is None or not hashes:
+            return {}
+        return {
+            h: bytes(blob)
+            for h, blob in self.conn.execute(
+                "SELECT hash, embedding FROM embedding_cache WHERE provider = %s AND model = %s "
+                "AND provider_key = %s AND hash = ANY(%s)",
+                (key.provider, key.model, key.provider_key, list(dict.fromkeys(hashes))),
+            )
+        }
+
+    def store_embeddings(
+        self, key: ModelKey, items: Sequence[tuple[int, str, bytes]], dims: int
+    ) -> int:
+        import numpy as np
+
+        now = int(time.time())
+        stored = 0
+        with self.transaction(), self.conn.cursor() as cursor:
+            if self.model_key() != key:
+                return 0  # the model changed under us: these vectors belong to no index
+            cursor.executemany(
+                "INSERT INTO embedding_cache(provider, model, provider_key, hash, embedding, "
+                "dims, updated_at) VALUES(%s,%s,%s,%s,%s,%s,%s) ON CONFLICT(provider, model, "
+                "provider_key, hash) DO UPDATE SET embedding = excluded.embedding, "
+                "dims = excluded.dims, updated_at = excluded.updated_at",
+                [(key.provider, key.model, key.provider_key, h, blob, dims, now)
+                 for _, h, blob in items],
+            )  # fmt: skip
+            for chunk_id, chunk_hash, blob in items:
+                cursor.execute(
+                    "UPDATE chunks SET embedding = %s, model = %s "
+                    "WHERE id = %s AND hash = %s AND embedding IS NULL",
+                    (np.frombuffer(blob, dtype="<f4"), key.model, chunk_id, chunk_hash),
+                )
+                stored += cursor.rowcount
+        return stored
+
+    def prune_cache(self, older_than_days: float = 30.0) -> None:
+        """Forget cached vectors that no vault of the database uses any more, once old enough."""
+        cutoff = int(time.time() - older_than_days * 86400)
+        names = [_ident(n) for (n,) in self.conn.execute(f"SELECT name FROM {SHARED}.vaults")]
+        used = " UNION ".join(f"SELECT hash FROM {n}.chunks" for n in names) or "SELECT NULL"
+        self.conn.execute(
+            f"DELETE FROM embedding_cache WHERE updated_at < %s AND hash NOT IN ({used})",
+            (cutoff,),
+        )
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def has_vectors(self) -> bool:
+        row = self.conn.execute("SELECT 1 FROM chunks WHERE embedding IS NOT NULL LIMIT 1")
+        return row.fetchone() is not None
+
+    def pending_count(self) -> int:
+        return int(
+            self.conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL").fetchone()[0]
+        )
+
+    def counts(self) -> dict[str, int]:
+        files, chunks, pending, cache = self.conn.execute(
+            "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks), "
+            "(SELECT count(*) FROM chunks WHERE embedding IS NULL), "
+            "(SELECT count(*) FROM embedding_cache)"
+        ).fetchone()
+        return {
+            "files": files,
+            "chunks": chunks,
+            "embedded": chunks - pending,
+            "pending": pending,
+            "cached_vectors": cache,
+        }
+
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+
+        rows = self.conn.execute(
+            "SELECT id, path, start_line, end_line, text, embedding FROM chunks WHERE id = ANY(%s)",
+            (list(ids),),
+        )
+        return {
+            r[0]: ChunkRow(*r[:5], None if r[5] is None else _floats(r[5]).tobytes())
+            for r in rows
+        }
+
+    def sample_vectors(self, size: int) -> np.ndarray:
+        import numpy as np
+
+        low, high = self.conn.execute("SELECT min(id), max(id) FROM chunks").fetchone()
+        vectors = []
+        if low is not None:
+            vectors = [
+                _floats(r[0])
+                for r in self.conn.execute(
+                    "SELECT embedding FROM chunks WHERE id = ANY(%s) AND embedding IS NOT NULL",
+                    (spread_ids(low, high, size),),
+                )
+            ]
+        if not vectors:
+            return np.zeros((0, self.dims() or 0), dtype=np.float32)
+        return np.vstack(vectors)
+
+    def keyword_search(
+        self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()
+    ) -> tuple[list[tuple[int, float]], float | None]:
+        phrases = _phrases(terms)
+        if not phrases:
+            return [], None
+        queries = [_tsquery(p) for p in phrases]
+        match = (" | " if any_term else " & ").join(queries)
+        allowed, args = _allowed(only)
+        lexemes = sorted({lex for p in phrases for lex in p})
+        candidates = self.conn.execute(
+            "SELECT id, fts_len, ts_filter(setweight(fts, 'A', %s), '{a}')::text, "
+            f"({allowed}) FROM chunks WHERE fts @@ %s::tsquery",
+            (lexemes, *args, match),
+        ).fetchall()
+        if not candidates:
+            return [], None
+        rows, tokens = self.conn.execute("SELECT rows, tokens FROM fts_totals").fetchone()
+        if any_term:  # every row holding any phrase is a candidate: count the hits here
+            freqs = [[_phrase_count(p, _positions(c[2])) for p in phrases] for c in candidates]
+            hits = [sum(1 for f in freqs if f[i]) for i in range(len(phrases))]
+        else:
+            freqs = [[_phrase_count(p, _positions(c[2])) for p in phrases] for c in candidates]
+            counted = ", ".join("count(*) FILTER (WHERE fts @@ %s::tsquery)" for _ in queries)
+            hits = list(
+                self.conn.execute(
+                    f"SELECT {counted} FROM chunks WHERE fts @@ %s::tsquery",
+                    (*queries, " | ".join(queries)),
+                ).fetchone()
+            )
+        idfs = [_idf(rows, h) for h in hits]
+        average = tokens / rows if rows else 1.0
+        ranked = sorted(
+            (bm25_rank(f, c[1], idfs, average), c[0], c[3]) for f, c in zip(freqs, candidates)
+        )
+        kept = [(chunk_id, rank) for rank, chunk_id, ok in ranked if ok][:limit]
+        return kept, ranked[0][0]
+
+    def vector_search(
+        self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
+    ) -> list[tuple[int, float]]:
+        """HNSW for a whole-vault search; an exact scan of the allowed chunks for a filtered one
+        (HNSW filters after its candidate list, so it could return fewer than k), and where k is
+        beyond what ef_search may be."""
+        import numpy as np
+
+        vector = np.asarray(query, dtype=np.float32)
+        exact = bool(only) or limit > 1000 or (self.dims() or 0) > HNSW_MAX_DIMS
+        allowed, args = _allowed(only)
+        if exact:
+            # OFFSET 0 keeps the planner from folding the subquery into an index scan
+            rows = self.conn.execute(
+                "SELECT id, distance FROM (SELECT id, embedding <=> %s AS distance FROM chunks "
+                f"WHERE embedding IS NOT NULL AND {allowed} OFFSET 0) s "
+                "ORDER BY distance, id LIMIT %s",
+                (vector, *args, limit),
+            )
+        else:
+            wanted = max(EF_SEARCH, limit)
+            if wanted != self._ef_search:
+                self.conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(wanted),))
+                self._ef_search = wanted
+            rows = self.conn.execute(
+                "SELECT id, embedding <=> %s AS distance FROM chunks "
+                "ORDER BY embedding <=> %s LIMIT %s",
+                (vector, vector, limit),
+            )
+        return [(int(i), float(d)) for i, d in rows if d is not None]
+
+
+def _lock_key(name: str) -> tuple[str, tuple[Any, ...]]:
+    return "%s, hashtext(%s)", (LOCK_CLASS, f"{SHARED}:{name}")
+
+
+class AdvisoryLock(WriterLock):
+    """One writer per vault across machines: a session advisory lock on its own connection (the
+    server frees it when that session ends, so a killed writer leaves nothing stale); the
+    holder's host, pid and role in memsync.writers for messages and `status`."""
+
+    def __init__(self, url: str, name: str, role: str) -> None:
+        super().__init__(f"{redact(url)} (vault {name})", role)
+        self.url = url
+        self.name = name
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def _try(self) -> bool:
+        if self._conn is None:
+            self._conn = connect(self.url)
+            _ensure_shared(self._conn, create=True)
+        keys, args = _lock_key(self.name)
+        return bool(self._conn.execute(f"SELECT pg_try_advisory_lock({keys})", args).fetchone()[0])
+
+    def _holder(self) -> dict[str, Any]:
+        assert self._conn is not None
+        return _holder_row(self._conn, self.name)
+
+    def _write(self, facts: dict[str, Any]) -> None:
+        assert self._conn is not None
+        self._conn.execute(
+            f"INSERT INTO {SHARED}.writers(name, holder) VALUES(%s, %s) "
+            "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder",
+            (self.name, json.dumps(facts)),
+        )
+
+    def _unlock(self) -> None:
+        if self._conn is not None:
+            self._conn.close()  # the session ends: the server drops its advisory locks
+            self._conn = None
+
+
+def _holder_row(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:
+    row = conn.execute(f"SELECT holder FROM {SHARED}.writers WHERE name = %s", (name,)).fetchone()
+    return dict(row[0]) if row else {}
+
+
+def read_holder(url: str, name: str) -> dict[str, Any] | None:
+    """Who writes the vault now, or None: a shared try-lock succeeds only when nobody does."""
+    with connect(url) as conn:
+        if not _ensure_shared(conn, create=False):
+            return None
+        keys, args = _lock_key(name)
+        if conn.execute(f"SELECT pg_try_advisory_lock_shared({keys})", args).fetchone()[0]:
+            conn.execute(f"SELECT pg_advisory_unlock_shared({keys})", args)
+            return None
+        return _holder_row(conn, name)

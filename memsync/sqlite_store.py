@@ -1,0 +1,743 @@
+"""The embedded backend's SQL: one SQLite file per vault (WAL), FTS5 and sqlite-vec.
+
+apsw ships its own SQLite, so sqlite-vec loads even where Python's sqlite3 cannot load extensions.
+Where the extension still cannot load, vectors are searched with numpy over chunks.embedding and
+`vector_backend` says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import fts
+from .errors import StoreError
+from .store import (
+    SOURCE,
+    ChunkRow,
+    FileFacts,
+    FileRow,
+    ModelKey,
+    NewChunk,
+    NoteFilter,
+    SkipRow,
+    spread_ids,
+)
+
+if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
+    import numpy as np
+
+MIGRATIONS: list[str] = [
+    # 1: the reference design's tables, names kept; `context` holds the heading path embedded with
+    # the chunk, `skipped` the files the last sync could not index and why.
+    """
+    CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE files(
+        path TEXT PRIMARY KEY, source TEXT NOT NULL DEFAULT 'memory',
+        hash TEXT NOT NULL, mtime INTEGER NOT NULL, size INTEGER NOT NULL);
+    CREATE TABLE chunks(
+        id INTEGER PRIMARY KEY, path TEXT NOT NULL, source TEXT NOT NULL DEFAULT 'memory',
+        start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, hash TEXT NOT NULL, model TEXT,
+        text TEXT NOT NULL, context TEXT NOT NULL DEFAULT '', embedding BLOB,
+        updated_at INTEGER NOT NULL);
+    CREATE INDEX idx_chunks_path ON chunks(path);
+    CREATE INDEX idx_chunks_pending ON chunks(id) WHERE embedding IS NULL;
+    CREATE TABLE embedding_cache(
+        provider TEXT NOT NULL, model TEXT NOT NULL, provider_key TEXT NOT NULL,
+        hash TEXT NOT NULL, embedding BLOB NOT NULL, dims INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL, PRIMARY KEY(provider, model, provider_key, hash));
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, path UNINDEXED, start_line UNINDEXED, end_line UNINDEXED,
+        tokenize = 'porter unicode61 remove_diacritics 2');
+    CREATE TABLE skipped(path TEXT PRIMARY KEY, reason TEXT NOT NULL, at INTEGER NOT NULL);
+    """,
+    # 2: a file skipped for what it holds (too large, binary) is remembered by (mtime, size), like a
+    # note, so that it is not read again until it changes; NULL for skips a walk decides
+    """
+    ALTER TABLE skipped ADD COLUMN mtime INTEGER;
+    ALTER TABLE skipped ADD COLUMN size INTEGER;
+    """,
+    # 3: what a note says about itself, for filters: its title, the date it is about, its tags
+    # (a nested tag with its ancestors), and a warning such as malformed front matter
+    """
+    ALTER TABLE files ADD COLUMN title TEXT;
+    ALTER TABLE files ADD COLUMN date TEXT;
+    ALTER TABLE files ADD COLUMN warning TEXT;
+    CREATE INDEX idx_files_date ON files(date);
+    CREATE TABLE tags(path TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(tag, path));
+    CREATE INDEX idx_tags_path ON tags(path);
+    """,
+]
+# the tables that say a database is a memsync index (and not someone else's file)
+OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"})
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _first(cursor: Iterable[tuple]) -> tuple | None:  # type: ignore[type-arg]
+    """The first row, with the statement run to its end (apsw cannot COMMIT over a live one)."""
+    rows = list(cursor)
+    return rows[0] if rows else None
+
+
+def _now() -> int:
+    return int(time.time())
+
+
+def _any_glob(column: str, patterns: Sequence[str]) -> tuple[str, list[str]]:
+    """` AND (column GLOB ? OR ...)` for the patterns, or nothing when there are none."""
+    if not patterns:
+        return "", []
+    return " AND (" + " OR ".join(f"{column} GLOB ?" for _ in patterns) + ")", list(patterns)
+
+
+def _allowed_chunks(only: NoteFilter) -> tuple[str, list[str]]:
+    """The SELECT of the ids of the chunks that pass `only`, and its arguments."""
+    where, args = _any_glob("path", only.paths)
+    if only.since:
+        where += " AND path IN (SELECT path FROM files WHERE date >= ?)"
+        args.append(only.since)
+    if only.until:
+        where += " AND path IN (SELECT path FROM files WHERE date <= ?)"
+        args.append(only.until)
+    for tag in only.tags:
+        where += " AND path IN (SELECT path FROM tags WHERE tag = ?)"
+        args.append(tag)
+    return f"SELECT id FROM chunks WHERE 1{where}", args
+
+
+def _vec_extension() -> str:
+    """sqlite-vec's loadable file, found without importing the package (which imports numpy,
+    40 ms that a no-op sync does not need)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("sqlite-vec is not installed")
+    return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
+
+
+def describe(exc: BaseException) -> str:
+    """What a database error means for the user and what to do, in one line."""
+    import apsw
+
+    if isinstance(exc, apsw.FullError):
+        return "the disk that holds the index is full: free some space, then run this again"
+    if isinstance(exc, apsw.ReadOnlyError):
+        return "the index is read-only for this user: run writers as the index's owner"
+    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return "the index file is damaged: delete it and run memsync index VAULT to rebuild it"
+    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        return "the index stayed locked by another process for 10 s: try again"
+    if isinstance(exc, (apsw.IOError, apsw.CantOpenError)):
+        return f"the index cannot be read or written ({exc}): check its disk and permissions"
+    return f"database error: {exc}"
+
+
+def database_error(exc: BaseException) -> StoreError | None:
+    """A database exception raised after the index was opened, as the StoreError a user reads
+    (the index itself stays consistent: SQLite rolled the transaction back); None otherwise."""
+    import apsw
+
+    if isinstance(exc, apsw.Error):
+        return StoreError(describe(exc) + " (the index is intact)")
+    return None
+
+
+class SqliteStore:
+    """A connection to one index. Writers serialise through SQLite; readers never wait (WAL)."""
+
+    def __init__(self, path: Path, *, create: bool = True, vectors_in_memory: bool = False) -> None:
+        """`vectors_in_memory`: for long-lived callers (an agent, the evaluation) that query many
+        times: the vectors stay in RAM (4 bytes x dims per chunk) and KNN is a numpy product, about
+        8x faster than sqlite-vec's scan at 100k chunks; a one-shot CLI query does not pay to load them.
+        `create=False` (readers): the index must exist, and one this user cannot write is opened
+        read-only (`read_only` says so) instead of failing."""
+        import apsw
+
+        self.path = Path(path)
+        self.vectors_in_memory = vectors_in_memory
+        self._matrix: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
+        if not create and not self.path.exists():
+            raise StoreError(f"no index at {self.path}")
+        try:
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = self._connect(create)
+            self._refuse_foreign()
+            if not self.read_only:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+        except apsw.Error as exc:
+            raise StoreError(f"cannot open index {self.path}: {describe(exc)}") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot create index {self.path}: {exc.strerror}") from exc
+        self.vec_version = self._load_vec()
+        self._migrate()
+
+    def _connect(self, create: bool):  # type: ignore[no-untyped-def]
+        """Read-write; for a reader, read-only where this user may not write the file or its folder
+        (a WAL index then opens only as immutable: nobody here can be writing it anyway)."""
+        import apsw
+
+        self.read_only = False
+        name = str(self.path)
+        if create or (os.access(name, os.W_OK) and os.access(self.path.parent, os.W_OK)):
+            conn = apsw.Connection(name)
+            conn.set_busy_timeout(10_000)
+            return conn
+        self.read_only = True
+        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        for uri in (f"file:{name}?mode=ro", f"file:{name}?immutable=1"):
+            conn = apsw.Connection(uri, flags=flags)
+            conn.set_busy_timeout(10_000)
+            try:
+                _first(conn.execute("SELECT count(*) FROM sqlite_master"))
+                return conn
+            except (apsw.CantOpenError, apsw.ReadOnlyError):  # WAL without a shared-memory file
+                conn.close()
+        raise StoreError(f"cannot open index {self.path} read-only")
+
+    def _refuse_foreign(self) -> None:
+        """Change nothing in a database that memsync did not make (a wrong --db)."""
+        import apsw
+
+        try:
+            names = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master")}
+        except apsw.NotADBError:
+            names = {"(not SQLite)"}
+        if names and not names >= OUR_TABLES:
+            self.conn.close()
+            raise StoreError(
+                f"{self.path} is not a memsync index; it was left unchanged: choose another --db"
+            )
+
+    # -- connection -------------------------------------------------------------------------
+
+    def _load_vec(self) -> str | None:
+        if os.environ.get("MEMSYNC_DISABLE_VEC"):
+            return None
+        try:
+            self.conn.enable_load_extension(True)
+            self.conn.load_extension(_vec_extension())
+            self.conn.enable_load_extension(False)
+            return str(_first(self.conn.execute("SELECT vec_version()"))[0])
+        except Exception:  # any failure means: search vectors with numpy instead
+            return None
+
+    @property
+    def vector_backend(self) -> str:
+        if self.vec_version:
+            return f"sqlite-vec {self.vec_version}"
+        return "numpy (sqlite-vec extension could not be loaded)"
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT: one file's change lands whole or not at all."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        version = _first(self.conn.execute("PRAGMA user_version"))[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"index {self.path} has schema {version}, newer than this memsync "
+                f"({SCHEMA_VERSION}): upgrade memsync"
+            )
+        if version < SCHEMA_VERSION and self.read_only:
+            raise StoreError(
+                f"index {self.path} needs an upgrade that this user cannot write: run memsync "
+                "index as its owner"
+            )
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            with self.transaction():
+                self.conn.execute(MIGRATIONS[number - 1])
+                self.conn.execute(f"PRAGMA user_version={number}")
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
+                    (str(number),),
+                )
+
+    def integrity_check(self) -> str:
+        return str(_first(self.conn.execute("PRAGMA integrity_check"))[0])
+
+    # -- meta -------------------------------------------------------------------------------
+
+    def meta(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+
+    def set_meta(self, **values: str | float) -> None:
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
+            [(k, str(v)) for k, v in values.items()],
+        )
+
+    def record(self, **facts: str | float) -> None:
+        """Facts about the index (its vault, its rules, the last sync), in one small transaction."""
+        with self.transaction():
+            self.set_meta(**facts)
+
+    def mark_synced(self, **facts: str) -> None:
+        """Record that the index was just compared with the vault."""
+        self.record(last_sync=time.time(), **facts)
+
+    def model_key(self) -> ModelKey | None:
+        meta = self.meta()
+        if "model" not in meta:
+            return None
+        return ModelKey(meta["provider"], meta["model"], meta.get("provider_key", ""))
+
+    def dims(self) -> int | None:
+        value = self.meta().get("dims")
+        return int(value) if value else None
+
+    def set_model(self, key: ModelKey, dims: int) -> None:
+        """Make `key` the index's model; a different one drops every vector."""
+        if self.model_key() == key and self.dims() == dims:
+            return
+        with self.transaction():
+            self.conn.execute("UPDATE chunks SET embedding = NULL, model = NULL")
+            self.conn.execute(  # the same name at another size: its cached vectors are stale
+                "DELETE FROM embedding_cache WHERE provider = ? AND model = ? "
+                "AND provider_key = ? AND dims != ?",
+                (key.provider, key.model, key.provider_key, dims),
+            )
+            self.conn.execute("DROP TABLE IF EXISTS chunks_vec")
+            self._create_vec(dims)
+            self.set_meta(
+                provider=key.provider, model=key.model, provider_key=key.provider_key, dims=dims
+            )
+
+    def _create_vec(self, dims: int) -> None:
+        if self.vec_version:
+            self.conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING "
+                f"vec0(embedding float[{int(dims)}] distance_metric=cosine)"
+            )
+
+    def _has_vec_table(self) -> bool:
+        if not self.vec_version:
+            return False
+        row = _first(self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'"))
+        return row is not None
+
+    # -- files ------------------------------------------------------------------------------
+
+    def file_rows(self) -> dict[str, FileRow]:
+        rows = self.conn.execute("SELECT path, hash, mtime, size FROM files")
+        return {row[0]: FileRow(*row) for row in rows}
+
+    def file_stats(self) -> dict[str, tuple[int, int]]:
+        """path -> (mtime_ns, size) of every indexed note: what a stat-only sync compares (half
+        the cost of file_rows at 20k notes: no hashes, no row objects)."""
+        return {
+            row[0]: (row[1], row[2])
+            for row in self.conn.execute("SELECT path, mtime, size FROM files")
+        }
+
+    def file_hashes(self, paths: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for start in range(0, len(paths), 500):
+            part = list(paths[start : start + 500])
+            marks = ",".join("?" * len(part))
+            found.update(
+                self.conn.execute(f"SELECT path, hash FROM files WHERE path IN ({marks})", part)
+            )
+        return found
+
+    def listing(self, folder: str = "") -> list[tuple[str, int, int, int]]:
+        """(path, size, mtime_ns, chunks) of every indexed note below `folder`, by path."""
+        where, args = _any_glob("f.path", [f"{folder.rstrip('/')}/*"] if folder else [])
+        return list(
+            self.conn.execute(
+                "SELECT f.path, f.size, f.mtime, count(c.id) FROM files f "
+                f"LEFT JOIN chunks c ON c.path = f.path WHERE 1{where} "
+                "GROUP BY f.path ORDER BY f.path",
+                args,
+            )
+        )
+
+    def touch_file(self, row: FileRow, day: str | None = None) -> None:
+        """Same bytes, new mtime (and so, for a note dated by it, a new date)."""
+        self.conn.execute(
+            "UPDATE files SET mtime = ?, size = ?, date = coalesce(?, date) WHERE path = ?",
+            (row.mtime_ns, row.size, day, row.path),
+        )
+
+    def file_warnings(self) -> list[tuple[str, str]]:
+        return list(
+            self.conn.execute(
+                "SELECT path, warning FROM files WHERE warning IS NOT NULL ORDER BY path"
+            )
+        )
+
+    def _delete_chunks(self, path: str) -> None:
+        ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
+        if not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", ids)
+        if self._has_vec_table():
+            self.conn.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", ids)
+        self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", ids)
+
+    def replace_file(
+        self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
+    ) -> None:
+        """A file's new chunks, reusing cached vectors of chunks seen before."""
+        key = self.model_key()
+        cached = self.cached_embeddings(key, [c.hash for c in chunks]) if key else {}
+        now = _now()
+        with self.transaction():
+            self._delete_chunks(row.path)
+            has_vec = self._has_vec_table()
+            for chunk in chunks:
+                blob = cached.get(chunk.hash)
+                inserted = _first(
+                    self.conn.execute(
+                        "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
+                        "context, embedding, updated_at) VALUES(?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                        (
+                            row.path,
+                            SOURCE,
+                            chunk.start_line,
+                            chunk.end_line,
+                            chunk.hash,
+                            key.model if key and blob else None,
+                            chunk.text,
+                            chunk.context,
+                            blob,
+                            now,
+                        ),
+                    )
+                )
+                chunk_id = inserted[0]
+                self.conn.execute(
+                    "INSERT INTO chunks_fts(rowid, text, path, start_line, end_line) "
+                    "VALUES(?,?,?,?,?)",
+                    (chunk_id, chunk.fts_text, row.path, chunk.start_line, chunk.end_line),
+                )
+                if blob is not None and has_vec:
+                    self.conn.execute(
+                        "INSERT INTO chunks_vec(rowid, embedding) VALUES(?, ?)", (chunk_id, blob)
+                    )
+            self.conn.execute(
+                "INSERT OR REPLACE INTO files(path, source, hash, mtime, size, title, date, "
+                "warning) VALUES(?,?,?,?,?,?,?,?)",
+                (
+                    row.path,
+                    SOURCE,
+                    row.hash,
+                    row.mtime_ns,
+                    row.size,
+                    facts.title,
+                    facts.date,
+                    facts.warning,
+                ),
+            )
+            self.conn.execute("DELETE FROM tags WHERE path = ?", (row.path,))
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO tags(path, tag) VALUES(?, ?)",
+                [(row.path, tag) for tag in facts.tags],
+            )
+            self.conn.execute("DELETE FROM skipped WHERE path = ?", (row.path,))
+
+    def move_file(self, old: str, row: FileRow) -> None:
+        """A rename: same bytes under a new path; chunks and vectors stay as they are."""
+        with self.transaction():
+            self.conn.execute("DELETE FROM files WHERE path = ?", (row.path,))
+            self._delete_chunks(row.path)
+            self.conn.execute(
+                "UPDATE files SET path = ?, mtime = ?, size = ? WHERE path = ?",
+                (row.path, row.mtime_ns, row.size, old),
+            )
+            self.conn.execute("UPDATE chunks SET path = ? WHERE path = ?", (row.path, old))
+            self.conn.execute("UPDATE chunks_fts SET path = ? WHERE path = ?", (row.path, old))
+            self.conn.execute("DELETE FROM tags WHERE path = ?", (row.path,))
+            self.conn.execute("UPDATE tags SET path = ? WHERE path = ?", (row.path, old))
+            self.conn.execute("DELETE FROM skipped WHERE path IN (?, ?)", (old, row.path))
+
+    def remove_file(self, path: str, skip: SkipRow | None = None) -> None:
+        """A note gone from the index: deleted, or now skipped for the reason `skip` gives."""
+        with self.transaction():
+            self._delete_chunks(path)
+            self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+            self.conn.execute("DELETE FROM tags WHERE path = ?", (path,))
+            if skip is not None:
+                self._insert_skips([skip])
+
+    def _insert_skips(self, skips: Iterable[SkipRow]) -> None:
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO skipped(path, reason, at, mtime, size) VALUES(?,?,?,?,?)",
+            [(s.path, s.reason, _now(), s.mtime_ns, s.size) for s in skips],
+        )
+
+    def update_skips(
+        self, add: Iterable[SkipRow] = (), drop: Iterable[str] = (), *, replace_all: bool = False
+    ) -> None:
+        """Skips found by a walk or an event; a full walk replaces the whole list."""
+        with self.transaction():
+            if replace_all:
+                self.conn.execute("DELETE FROM skipped")
+            self.conn.executemany("DELETE FROM skipped WHERE path = ?", [(p,) for p in drop])
+            self._insert_skips(add)
+
+    def skip_rows(self) -> dict[str, SkipRow]:
+        return {
+            row[0]: SkipRow(*row)
+            for row in self.conn.execute("SELECT path, reason, mtime, size FROM skipped")
+        }
+
+    def skipped(self) -> list[tuple[str, str]]:
+        return list(self.conn.execute("SELECT path, reason FROM skipped ORDER BY path"))
+
+    # -- embeddings -------------------------------------------------------------------------
+
+    def pending_chunks(
+        self, limit: int, any_chunk: bool = False
+    ) -> list[tuple[int, str, str, str]]:
+        """(id, hash, context, text) of chunks that have no vector yet (or any), oldest first."""
+        where = "" if any_chunk else "WHERE embedding IS NULL"
+        return list(
+            self.conn.execute(
+                f"SELECT id, hash, context, text FROM chunks {where} ORDER BY id LIMIT ?", (limit,)
+            )
+        )
+
+    def cached_embeddings(self, key: ModelKey | None, hashes: Sequence[str]) -> dict[str, bytes]:
+        if key is None or not hashes:
+            return {}
+        found: dict[str, bytes] = {}
+        unique = list(dict.fromkeys(hashes))
+        for start in range(0, len(unique), 500):
+            part = unique[start : start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(
+                self.conn.execute(
+                    "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
+                    f"AND provider_key = ? AND hash IN ({marks})",
+                    (key.provider, key.model, key.provider_key, *part),
+                ).fetchall()
+            )
+        return found
+
+    def store_embeddings(
+        self, key: ModelKey, items: Sequence[tuple[int, str, bytes]], dims: int
+    ) -> int:
+        """Write (chunk id, hash, vector) in one transaction; returns chunks that still existed."""
+        now = _now()
+        stored = 0
+        with self.transaction():
+            if self.model_key() != key:
+                return 0  # the model changed under us: these vectors belong to no index
+            has_vec = self._has_vec_table()
+            for chunk_id, chunk_hash, blob in items:
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO embedding_cache(provider, model, provider_key, hash, "
+                    "embedding, dims, updated_at) VALUES(?,?,?,?,?,?,?)",
+                    (key.provider, key.model, key.provider_key, chunk_hash, blob, dims, now),
+                )
+                self.conn.execute(
+                    "UPDATE chunks SET embedding = ?, model = ? "
+                    "WHERE id = ? AND hash = ? AND embedding IS NULL",
+                    (blob, key.model, chunk_id, chunk_hash),
+                )
+                if self.conn.changes():
+                    stored += 1
+                    if has_vec:
+                        self.conn.execute(
+                            "INSERT OR REPLACE INTO chunks_vec(rowid, embedding) VALUES(?, ?)",
+                            (chunk_id, blob),
+                        )
+        return stored
+
+    def prune_cache(self, older_than_days: float = 30.0) -> None:
+        """Forget cached vectors no chunk uses any more, once they are old enough not to be a rename."""
+        cutoff = _now() - int(older_than_days * 86400)
+        self.conn.execute(
+            "DELETE FROM embedding_cache WHERE updated_at < ? "
+            "AND hash NOT IN (SELECT hash FROM chunks)",
+            (cutoff,),
+        )
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def has_vectors(self) -> bool:
+        """Whether any chunk has its vector (a query's check: no count over every chunk)."""
+        row = _first(self.conn.execute("SELECT 1 FROM chunks WHERE embedding IS NOT NULL LIMIT 1"))
+        return row is not None
+
+    def pending_count(self) -> int:
+        """Chunks without a vector (cheap: a partial index holds exactly those)."""
+        return int(
+            _first(self.conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL"))[0]
+        )
+
+    def counts(self) -> dict[str, int]:
+        files, chunks, pending = _first(
+            self.conn.execute(
+                "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks), "
+                "(SELECT count(*) FROM chunks WHERE embedding IS NULL)"
+            )
+        )
+        cache = _first(self.conn.execute("SELECT count(*) FROM embedding_cache"))[0]
+        return {
+            "files": files,
+            "chunks": chunks,
+            "embedded": chunks - pending,
+            "pending": pending,
+            "cached_vectors": cache,
+        }
+
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        found: dict[int, ChunkRow] = {}
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            for row in self.conn.execute(
+                "SELECT id, path, start_line, end_line, text, embedding FROM chunks "
+                f"WHERE id IN ({marks})",
+                part,
+            ):
+                found[row[0]] = ChunkRow(*row)
+        return found
+
+    def sample_vectors(self, size: int) -> np.ndarray:
+        """Up to `size` stored vectors spread evenly over the index: the background for calibration."""
+        import numpy as np
+
+        if self.vectors_in_memory:
+            _, matrix = self._vector_matrix()
+            if len(matrix) <= size:
+                return matrix
+            return matrix[np.linspace(0, len(matrix) - 1, num=size).astype(int)]
+        bounds = _first(self.conn.execute("SELECT min(id), max(id) FROM chunks"))
+        if not bounds or bounds[0] is None:
+            return np.zeros((0, self.dims() or 0), dtype=np.float32)
+        low, high = bounds
+        ids = spread_ids(low, high, size)
+        blobs: list[bytes] = []
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ",".join("?" * len(part))
+            blobs += [
+                r[0]
+                for r in self.conn.execute(
+                    f"SELECT embedding FROM chunks WHERE id IN ({marks}) AND embedding IS NOT NULL",
+                    part,
+                )
+            ]
+        if not blobs:
+            return np.zeros((0, self.dims() or 0), dtype=np.float32)
+        return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1)
+
+    def keyword_search(
+        self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()
+    ) -> tuple[list[tuple[int, float]], float | None]:
+        match = fts.match_expression(list(terms), "OR" if any_term else "AND")
+        if not only:
+            rows = list(
+                self.conn.execute(
+                    "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts "
+                    "WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+                    (match, limit),
+                )
+            )
+            return rows, rows[0][1] if rows else None
+        # `+rowid` keeps the planner from handing the id list to FTS5 as a rowid constraint (a
+        # lookup per id, 10x slower): FTS5 scans its matches and each is checked against the list
+        ids, args = _allowed_chunks(only)
+        rows = list(
+            self.conn.execute(
+                "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? "
+                f"AND +rowid IN ({ids}) ORDER BY rank LIMIT ?",
+                (match, *args, limit),
+            )
+        )
+        best = _first(
+            self.conn.execute(
+                "SELECT bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? "
+                "ORDER BY rank LIMIT 1",
+                (match,),
+            )
+        )
+        return rows, best[0] if best else None
+
+    def vector_search(
+        self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine distance) nearest first: sqlite-vec, or numpy over the stored vectors
+        (kept in memory between queries by a store opened with vectors_in_memory). `only` filters
+        before the k nearest are chosen, so a filtered query still gets its exact top k."""
+        import numpy as np
+
+        allowed_ids, args = _allowed_chunks(only)
+        if self._has_vec_table() and not self.vectors_in_memory:
+            blob = np.asarray(query, dtype="<f4").tobytes()
+            subset = f" AND rowid IN ({allowed_ids})" if only else ""
+            rows = self.conn.execute(
+                f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?{subset} "
+                "ORDER BY distance",
+                (blob, limit, *args),
+            )
+            # a vector stored by an older memsync may be NaN: it has no distance, and no place
+            return [(i, d) for i, d in rows if d is not None and d == d]
+        ids, matrix = self._vector_matrix()
+        if only and len(ids):  # the rows of the allowed chunks (ids sorted): a product over those
+            allowed = np.array(
+                [r[0] for r in self.conn.execute(allowed_ids, args)],
+                dtype=np.int64,
+            )
+            rows = np.searchsorted(ids, allowed)
+            rows = rows[(rows < len(ids)) & (ids[np.minimum(rows, len(ids) - 1)] == allowed)]
+            ids, matrix = ids[rows], matrix[rows]
+        if not len(ids):
+            return []
+        q = np.asarray(query, dtype=np.float32)
+        # einsum, not BLAS: BLAS threads left spinning after a product slowed the next query
+        # embedding (one OpenMP thread) from 9 to 40 ms
+        similarity = np.einsum("ij,j->i", matrix, q / (np.linalg.norm(q) or 1.0))
+        top = np.argpartition(-similarity, min(limit, len(ids) - 1))[:limit]
+        order = top[np.argsort(-similarity[top])]
+        return [(int(ids[i]), float(1.0 - similarity[i])) for i in order]
+
+    def _vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every stored vector, normalised; reloaded only when the index changed since."""
+        import numpy as np
+
+        version = (_first(self.conn.execute("PRAGMA data_version"))[0], self.conn.total_changes())
+        if self._matrix is not None and self._matrix[0] == version:
+            return self._matrix[1], self._matrix[2]
+        rows = list(
+            self.conn.execute(
+                "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY id"
+            )
+        )
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        if rows:
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            matrix = matrix / np.where(norms == 0, 1.0, norms)
+        else:
+            matrix = np.zeros((0, 0), dtype=np.float32)
+        if self.vectors_in_memory:
+            self._matrix = (version, ids, matrix)
+        return ids, matrix
