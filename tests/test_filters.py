@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import HashEmbedder, write
 
+from memsync.locate import Location
 from memsync.search import Options, note_filter, search
 from memsync.sqlite_store import SqliteStore
 from memsync.store import Store
@@ -39,11 +41,11 @@ def _vault(root: Path) -> Path:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
+def store(tmp_path: Path, location: Location) -> Iterator[Store]:
     root = _vault(tmp_path / "v")
-    s = SqliteStore(tmp_path / "i.sqlite")
-    index_vault(s, root, MB, HashEmbedder())
-    return s
+    with location.open(create=True) as s:
+        index_vault(s, root, MB, HashEmbedder())
+        yield s
 
 
 def _paths(store: Store, text: str, mode: str, **filters: object) -> list[str]:
@@ -94,15 +96,19 @@ def test_each_filter_alone_and_combined_in_every_mode(store: Store, mode: str) -
     assert _paths(store, "部署", mode, tags=["运维"]) == ["笔记/部署.md"]
 
 
+def _dated(store: Store, day: str) -> list[str]:
+    return _paths(store, "deploy planning", "keyword", since=day, until=day)
+
+
 def test_front_matter_dates_and_warnings_are_stored(store: Store) -> None:
-    dates = dict(store.conn.execute("SELECT path, date FROM files"))
-    assert (
-        dates["projects/heron.md"] == "2026-06-01" and dates["daily/2026-10-01.md"] == "2026-10-01"
-    )
+    assert _dated(store, "2026-06-01") == ["projects/heron.md"]
+    assert _dated(store, "2026-10-01") == ["daily/2026-10-01.md"]
     assert [p for p, _ in store.file_warnings()] == ["broken.md"]
 
 
-def test_a_filtered_query_ranks_exactly_as_the_unfiltered_one_does(tmp_path: Path) -> None:
+def test_a_filtered_query_ranks_exactly_as_the_unfiltered_one_does(
+    tmp_path: Path, location: Location
+) -> None:
     """The filter keeps 1% of the chunks; a brute-force reference ranks every chunk unfiltered
     and keeps the ones that pass: the filtered top k must be its first k, in order."""
     rng = random.Random(3)
@@ -113,7 +119,7 @@ def test_a_filtered_query_ranks_exactly_as_the_unfiltered_one_does(tmp_path: Pat
         body = " ".join(rng.choice(words) for _ in range(30))
         write(root, f"{folder}/n{i}.md", f"# Note {i}\n\n{body} sierra\n")
     embedder = HashEmbedder()
-    with SqliteStore(tmp_path / "i.sqlite") as store:
+    with location.open(create=True) as store:
         index_vault(store, root, MB, embedder)
         for mode in ("keyword", "vector", "hybrid"):
             base = Options(mode=mode, min_score=0.0)
@@ -126,7 +132,9 @@ def test_a_filtered_query_ranks_exactly_as_the_unfiltered_one_does(tmp_path: Pat
             assert [(h.path, round(h.score, 6)) for h in filtered.results] == reference[:4], mode
 
 
-def test_vectors_in_memory_filter_like_sqlite_vec(store: Store) -> None:
+def test_vectors_in_memory_filter_like_sqlite_vec(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "i.sqlite")
+    index_vault(store, _vault(tmp_path / "v"), MB, HashEmbedder())
     options = Options(mode="vector", min_score=0.0, only=note_filter(tags=["project"]))
     on_disk = [h.path for h in search(store, "deploy plan", options, HashEmbedder()).results]
     store.vectors_in_memory = True
@@ -139,6 +147,5 @@ def test_a_touch_moves_the_date_of_a_note_dated_by_its_mtime(store: Store, tmp_p
     old = datetime(2025, 1, 2, 12).timestamp()
     os.utime(root / "projects/kestrel.md", (old, old))
     index_vault(store, root, MB, HashEmbedder())
-    dates = dict(store.conn.execute("SELECT path, date FROM files"))
-    assert dates["projects/kestrel.md"] == "2025-01-02"
-    assert dates["projects/heron.md"] == "2026-06-01"  # its front matter wins over any mtime
+    assert _dated(store, "2025-01-02") == ["projects/kestrel.md"]
+    assert _dated(store, "2026-06-01") == ["projects/heron.md"]  # front matter beats any mtime

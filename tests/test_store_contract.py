@@ -1,0 +1,137 @@
+"""What every backend promises (store.Store), run once per backend; and that both answer alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SAMPLE_VAULT, HashEmbedder, write
+
+from memsync.errors import IndexNotFound, StoreError
+from memsync.locate import Location, PostgresLocation, SqliteLocation
+from memsync.search import Options, search
+from memsync.store import FileRow, ModelKey, NewChunk, Store
+from memsync.sync import index_vault
+
+MB = 1 << 20
+
+
+def _fill(store: Store, vectors: np.ndarray) -> list[int]:
+    """One note whose chunks carry `vectors`; their ids."""
+    key = ModelKey("test", "m", "")
+    store.set_model(key, vectors.shape[1])
+    chunks = [
+        NewChunk(i + 1, i + 1, f"h{i}", f"text {i}", "", f"text {i}") for i in range(len(vectors))
+    ]
+    store.replace_file(FileRow("a.md", "x", 1, 1), chunks)
+    ids = sorted(store.chunks(range(1, 10 * len(vectors))))
+    blobs = [np.asarray(v, "<f4").tobytes() for v in vectors]
+    store.store_embeddings(key, [(i, f"h{n}", b) for n, (i, b) in enumerate(zip(ids, blobs))], 8)
+    return ids
+
+
+def test_migrations_apply_once_and_readers_never_create_an_index(location: Location) -> None:
+    with pytest.raises((StoreError, IndexNotFound)):
+        location.open()
+    with location.open(create=True) as store:
+        version = store.meta()["schema_version"]
+        assert int(version) >= 1 and store.counts()["files"] == 0
+    with location.open() as again:  # a reader opens it; reopening applies nothing twice
+        assert again.meta()["schema_version"] == version and not again.read_only
+
+
+def test_vector_search_finds_the_exact_nearest_neighbours(location: Location) -> None:
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(300, 8)).astype(np.float32)
+    query = rng.normal(size=8).astype(np.float32)
+    with location.open(create=True) as store:
+        ids = _fill(store, vectors)
+        found = store.vector_search(query, 10)
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        cosine = unit @ (query / np.linalg.norm(query))
+        best = np.argsort(-cosine)[:10]
+        assert [i for i, _ in found] == [ids[b] for b in best]
+        assert np.allclose([d for _, d in found], 1 - cosine[best], atol=1e-5)
+        assert store.sample_vectors(50).shape == (50, 8)
+        assert store.chunks(ids[:1])[ids[0]].embedding == vectors[0].astype("<f4").tobytes()
+
+
+def test_a_note_deleted_and_written_again_takes_its_vectors_from_the_cache(
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder
+) -> None:
+    root = tmp_path / "v"
+    write(root, "a.md", "# A\n\nalpha bravo charlie\n")
+    write(root, "b.md", "# B\n\ndelta echo\n")
+    with location.open(create=True) as store:
+        index_vault(store, root, MB, hash_embedder)
+        text = (root / "a.md").read_text()
+        (root / "a.md").unlink()
+        assert index_vault(store, root, MB, hash_embedder).removed == 1
+        hash_embedder.calls.clear()
+        write(root, "c.md", text)
+        report = index_vault(store, root, MB, hash_embedder)
+        assert report.added == 1 and hash_embedder.calls == [] and store.pending_count() == 0
+        assert store.counts()["cached_vectors"] >= 2
+
+
+@pytest.fixture
+def both(tmp_path: Path, pg_vault: tuple[str, str]) -> tuple[Store, Store]:
+    """sample_vault indexed with the same model into SQLite and into PostgreSQL."""
+    stores = []
+    for where in (SqliteLocation(tmp_path / "i.sqlite"), PostgresLocation(*pg_vault)):
+        store = where.open(create=True)
+        index_vault(store, SAMPLE_VAULT, MB, HashEmbedder())
+        stores.append(store)
+    yield stores[0], stores[1]
+    for store in stores:
+        store.close()
+
+
+QUERIES = [
+    "ssh port of the test server",
+    "OPS-1432",
+    "测试服务器的SSH端口",
+    "how do we roll back a deploy",
+    "redis",
+    "backup restore",
+    "'; DROP TABLE chunks; --",
+]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid", "rrf"])
+def test_both_backends_give_the_same_results_and_scores(
+    both: tuple[Store, Store], mode: str
+) -> None:
+    """Same chunks, same bm25 (FTS5's tokens and formula in PostgreSQL), same cosines: fusion,
+    calibration and --min-score then agree, note for note and score for score."""
+    sqlite, postgres = both
+    assert sqlite.counts() == {
+        **postgres.counts(),
+        "cached_vectors": sqlite.counts()["cached_vectors"],
+    }
+    options = Options(mode=mode, min_score=0.0, limit=10)
+    for query in QUERIES:
+        answers = []
+        for store in (sqlite, postgres):
+            outcome = search(store, query, options, HashEmbedder())
+            answers.append(outcome.results)
+        lite, pg = answers
+        if mode == "rrf":  # ranks, not scores: vectors tied in distance may swap places
+            assert lite[0].path == pg[0].path, query
+            continue
+        assert [(h.path, h.start_line) for h in lite] == [(h.path, h.start_line) for h in pg], query
+        # pgvector computes cosines in float32 where numpy and sqlite-vec differ in the last bits
+        assert [h.score for h in lite] == pytest.approx([h.score for h in pg], abs=1e-5), query
+
+
+def test_keyword_ranks_are_fts5_s_bm25(both: tuple[Store, Store]) -> None:
+    sqlite, postgres = both
+    for terms in (["deploy"], ["ssh", "port"], ["端口"], ["ops 1432"], ["roll", "back"]):
+        for any_term in (False, True):
+            lite, lite_best = sqlite.keyword_search(terms, any_term, 50)
+            pg, pg_best = postgres.keyword_search(terms, any_term, 50)
+            lite_paths = [(sqlite.chunks([i])[i].path, round(r, 9)) for i, r in lite]
+            pg_paths = [(postgres.chunks([i])[i].path, round(r, 9)) for i, r in pg]
+            assert sorted(lite_paths) == sorted(pg_paths), terms
+            assert lite_best == pytest.approx(pg_best, abs=1e-9) if lite else pg_best is None
