@@ -366,3 +366,24 @@ def test_the_server_exits_0_when_stdin_closes_or_on_a_signal(
         for stream in (process.stdin, process.stdout, process.stderr):
             if stream is not None and not stream.closed:
                 stream.close()
+
+
+def test_an_agent_reads_and_writes_a_vault_kept_in_postgresql(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    url, name = pg_vault
+    vault = _vault(tmp_path / "notes")
+    index = ["index", str(vault), "--db", url, "--name", name, "--provider", "none"]
+    assert CliRunner().invoke(main, index).exit_code == 0
+    args = ["--db", url, "--name", name, "--writable"]
+    found, written, again, status = calls(
+        args,
+        ("memory_search", {"query": "ssh port", "limit": 3}),
+        ("memory_write", {"path": "inbox/new.md", "content": "# New\n\nthe zeppelin hangar\n"}),
+        ("memory_search", {"query": "zeppelin"}),
+        ("memory_status", {}),
+    )
+    assert not found[0] and found[2]["results"][0]["path"] == "tech/ssh.md"
+    assert not written[0] and again[2]["results"][0]["path"] == "inbox/new.md"
+    assert status[2]["files_indexed"] == 8 and "pgvector" in status[2]["vector_backend"]
+    assert name in status[2]["db"] and "@" in status[2]["db"]

@@ -1,0 +1,332 @@
+"""The PostgreSQL store as a team uses it: the real CLI against a real server, several vaults in
+one database, one writer per vault across processes, and no password anywhere it is shown."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from conftest import drop_vault, write
+
+from memsync.cli import main
+from memsync.errors import LockError, MemsyncError, StoreError
+from memsync.locate import PostgresLocation, redact
+from memsync.sync import Report, Syncer
+
+
+def _invoke(*args: str) -> object:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def _vault(root: Path, topic: str) -> Path:
+    write(root, f"{topic}.md", f"# {topic.title()}\n\nThe {topic} service listens on port 6380.\n")
+    write(root, "shared.md", f"# Shared\n\nrunbook for {topic}\n")
+    return root
+
+
+@pytest.fixture
+def two_vaults(tmp_path: Path, pg_url: str) -> tuple[Path, Path]:
+    """`ops` and `research` indexed into one database, keyword-only."""
+    ops = _vault(tmp_path / "ops", "redis")
+    research = _vault(tmp_path / "research", "heron")
+    for root in (ops, research):
+        result = _invoke("index", str(root), "--db", pg_url, "--provider", "none")
+        assert result.exit_code == 0, result.output
+    yield ops, research
+    for name in ("ops", "research"):
+        drop_vault(pg_url, name)
+
+
+def test_vaults_share_a_database_and_never_see_each_other(
+    two_vaults: tuple[Path, Path], pg_url: str
+) -> None:
+    listed = _invoke("status", "--db", pg_url)
+    assert listed.exit_code == 0 and "ops:" in listed.output and "research:" in listed.output
+    facts = json.loads(_invoke("status", "--db", pg_url, "--json").output)
+    assert {v["name"]: v["files"] for v in facts["vaults"]} == {"ops": 2, "research": 2}
+    for name, topic, other in (("ops", "redis", "heron"), ("research", "heron", "redis")):
+        found = _invoke("query", "service port", "--db", pg_url, "--name", name, "--json")
+        paths = [r["path"] for r in json.loads(found.output)["results"]]
+        assert paths[0] == f"{topic}.md" and f"{other}.md" not in paths
+        mine = json.loads(
+            _invoke("query", "runbook", "--db", pg_url, "--name", name, "--json").output
+        )
+        assert [r["path"] for r in mine["results"]] == ["shared.md"]
+        assert topic in mine["results"][0]["snippet"]
+    ambiguous = _invoke("query", "port", "--db", pg_url)
+    assert ambiguous.exit_code == 2 and "ops, research" in ambiguous.output
+    unknown = _invoke("query", "port", "--db", pg_url, "--name", "nope")
+    assert unknown.exit_code == 1 and "no vault 'nope'" in unknown.output
+    status = json.loads(_invoke("status", "--db", pg_url, "--name", "ops", "--json").output)
+    assert status["complete"] is False and status["text_up_to_date"] is True
+    assert status["files_indexed"] == 2 and status["vector_backend"].startswith("pgvector")
+
+
+def test_the_only_vault_is_found_without_a_name_and_get_reads_its_lines(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    url, name = pg_vault
+    root = _vault(tmp_path / "notes", "kafka")
+    assert (
+        _invoke("index", str(root), "--db", url, "--name", name, "--provider", "none").exit_code
+        == 0
+    )
+    names = json.loads(_invoke("status", "--db", url, "--json").output)["vaults"]
+    if len(names) == 1:  # a shared test server may hold other vaults
+        found = json.loads(_invoke("query", "kafka port", "--db", url, "--json").output)
+        assert found["results"][0]["path"] == "kafka.md"
+    lines = _invoke("get", "kafka.md:3", "--db", url, "--name", name, "--raw")
+    assert lines.output == "The kafka service listens on port 6380.\n"
+
+
+def test_a_second_writer_is_refused_naming_the_holder_s_host_and_pid(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    url, name = pg_vault
+    root = _vault(tmp_path / "notes", "kafka")
+    where = PostgresLocation(url, name)
+    with where.writer_lock("watch") as held:
+        assert where.holder()["role"] == "watch"
+        held.update(last_sync=1.0)
+        assert where.holder()["last_sync"] == 1.0
+        # another process, as another machine would be: exit 1, naming who writes
+        second = subprocess.run(
+            [sys.executable, "-m", "memsync", "index", str(root), "--db", url, "--name", name,
+             "--provider", "none"],
+            capture_output=True, text=True, timeout=120, env=os.environ,
+        )  # fmt: skip
+        assert second.returncode == 1
+        assert f"pid {os.getpid()} on {socket.gethostname()}" in second.stderr
+        assert second.stderr.count("\n") == 1 and "Traceback" not in second.stderr
+        with pytest.raises(LockError):
+            where.writer_lock("index").acquire()
+        with where.open(create=True) as reader:  # readers never wait for the writer
+            assert reader.counts()["files"] == 0
+    assert where.holder() is None
+    assert (
+        _invoke("index", str(root), "--db", url, "--name", name, "--provider", "none").exit_code
+        == 0
+    )
+
+
+def test_a_killed_writer_leaves_no_lock_behind(tmp_path: Path, pg_vault: tuple[str, str]) -> None:
+    url, name = pg_vault
+    code = (
+        "import os, sys\n"
+        "from memsync.locate import PostgresLocation\n"
+        f"PostgresLocation({url!r}, {name!r}).writer_lock('watch').acquire()\n"
+        "print('held', flush=True)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    killed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert killed.stdout == "held\n" and killed.returncode == -9
+    with PostgresLocation(url, name).writer_lock("index") as lock:
+        assert lock.held
+
+
+def test_a_crash_mid_file_leaves_the_vault_consistent(
+    tmp_path: Path, pg_vault: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection dies inside a note's transaction: nothing of that note lands, the next
+    run completes the index, and the token totals bm25 uses still add up."""
+    url, name = pg_vault
+    root = tmp_path / "v"
+    for i in range(4):
+        write(root, f"n{i}.md", f"# N{i}\n\nword{i} shared words here\n")
+    where = PostgresLocation(url, name)
+    with where.open(create=True) as store:
+        real_cursor = store.conn.cursor
+        finished = {"n": 0}
+
+        class DiesAtTheEndOfTheThirdNote:
+            """A cursor whose connection is lost after the third note's chunks, files row and
+            tags are written, before its transaction commits."""
+
+            def __init__(self) -> None:
+                self.cursor = real_cursor()
+
+            def __enter__(self):  # type: ignore[no-untyped-def]
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                self.cursor.close()
+
+            def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+                return getattr(self.cursor, name)
+
+            def execute(self, query, *args, **kwargs):  # type: ignore[no-untyped-def]
+                if str(query).startswith("DELETE FROM skipped"):
+                    finished["n"] += 1
+                    if finished["n"] == 3:
+                        raise psycopg.OperationalError("server closed the connection unexpectedly")
+                return self.cursor.execute(query, *args, **kwargs)
+
+        monkeypatch.setattr(store.conn, "cursor", DiesAtTheEndOfTheThirdNote)
+        with pytest.raises(psycopg.OperationalError):
+            Syncer(store, root, 1 << 20).sync_all(Report())
+    with where.open() as store:
+        assert len(store.file_rows()) == 2  # two notes committed, the third rolled back whole
+        assert store.counts()["chunks"] == 2
+        report = Report()
+        Syncer(store, root, 1 << 20).sync_all(report)
+        assert len(store.file_rows()) == 4
+        rows, tokens = store.conn.execute("SELECT rows, tokens FROM fts_totals").fetchone()
+        assert (rows, tokens) == store.conn.execute(
+            "SELECT count(*), sum(fts_len) FROM chunks"
+        ).fetchone()
+
+
+def test_a_password_is_never_printed_logged_or_stored(tmp_path: Path, pg_url: str) -> None:
+    """pgserver trusts local connections, so any password works; it must appear nowhere."""
+    secret = "s3cr3t-Pa55"
+    url = pg_url.replace("postgres:@", f"postgres:{secret}@")
+    assert secret in url
+    root = _vault(tmp_path / "pw", "vault")
+    log = tmp_path / "watch.log"
+    try:
+        outputs = [
+            _invoke("index", str(root), "--db", url, "--name", "pw", "--provider", "none").output,
+            _invoke("status", "--db", url).output,
+            _invoke("status", "--db", url, "--name", "pw", "--json").output,
+            _invoke("query", "port", "--db", url, "--name", "nope").output,
+            _invoke("query", "port", "--db", url + "&dbname=missing_db", "--name", "pw").output,
+        ]
+        for output in outputs:
+            assert secret not in output
+        assert redact(url) in outputs[2]
+        with psycopg.connect(pg_url) as conn:
+            stored = conn.execute("SELECT string_agg(value, ' ') FROM pw.meta").fetchone()[0]
+            holders = conn.execute("SELECT holder::text FROM memsync.writers").fetchall()
+        assert secret not in stored and secret not in str(holders)
+        assert not log.exists() or secret not in log.read_text()
+    finally:
+        drop_vault(pg_url, "pw")
+
+
+def test_redact_drops_the_password_from_every_form_of_url() -> None:
+    assert redact("postgresql://alice:pw@db.example:5432/notes") == (
+        "postgresql://alice@db.example:5432/notes"
+    )
+    assert redact("postgresql://alice@/notes?host=/run/postgresql&password=pw&sslmode=require") == (
+        "postgresql://alice@/notes?host=/run/postgresql&sslmode=require"
+    )
+    assert redact("postgres://db/notes") == "postgres://db/notes"
+
+
+def test_names_that_are_not_safe_schemas_are_refused(tmp_path: Path, pg_url: str) -> None:
+    root = _vault(tmp_path / "n", "x")
+    for bad in ("public", "memsync", "pg_catalog", "Has Space", 'x"; drop', "a" * 60):
+        result = _invoke("index", str(root), "--db", pg_url, "--name", bad)
+        assert result.exit_code == 1 and "cannot name a vault" in result.output, bad
+    assert _invoke("query", "x", "--name", "ops").exit_code == 2  # --name needs a PostgreSQL --db
+
+
+def test_a_schema_memsync_did_not_make_is_refused_and_left_unchanged(
+    tmp_path: Path, pg_url: str
+) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA theirs; CREATE TABLE theirs.data(x int)")
+    try:
+        result = _invoke("index", str(_vault(tmp_path / "t", "x")), "--db", pg_url, "--name", "theirs",
+                         "--provider", "none")  # fmt: skip
+        assert result.exit_code == 1 and "not a memsync vault" in result.output
+        with psycopg.connect(pg_url) as conn:
+            tables = conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'theirs'"
+            ).fetchall()
+        assert tables == [("data",)]
+    finally:
+        drop_vault(pg_url, "theirs")
+
+
+def test_an_unreachable_server_is_one_line_exit_1(tmp_path: Path) -> None:
+    url = f"postgresql://nobody:pw@/postgres?host={tmp_path}&connect_timeout=2"
+    result = _invoke("status", "--db", url, "--name", "x")
+    assert result.exit_code == 1 and "cannot connect to" in result.output
+    assert "pw" not in result.output.replace("postgresql", "") and "Traceback" not in result.output
+
+
+def test_without_psycopg_a_postgres_url_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memsync import pg_store
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
+    with pytest.raises(MemsyncError, match=r"pip install 'memsync\[postgres\]'"):
+        pg_store.connect("postgresql://x@/db")
+
+
+def test_a_newer_vault_schema_is_refused(pg_vault: tuple[str, str]) -> None:
+    url, name = pg_vault
+    where = PostgresLocation(url, name)
+    with where.open(create=True) as store:
+        store.record(schema_version=99)
+    with pytest.raises(StoreError, match="newer"):
+        where.open()
+
+
+def test_the_embedding_cache_is_shared_by_the_vaults_of_a_database(
+    tmp_path: Path, pg_url: str, hash_embedder: object
+) -> None:
+    from memsync.sync import index_vault
+
+    first, second = PostgresLocation(pg_url, "cache_a"), PostgresLocation(pg_url, "cache_b")
+    try:
+        for where, folder in ((first, "a"), (second, "b")):
+            root = _vault(tmp_path / folder, "same")  # the same notes in two vaults
+            with where.open(create=True) as store:
+                calls = len(hash_embedder.calls)  # type: ignore[attr-defined]
+                report = index_vault(store, root, 1 << 20, hash_embedder)  # type: ignore[arg-type]
+                made = len(hash_embedder.calls) - calls  # type: ignore[attr-defined]
+                assert store.pending_count() == 0 and report.pending == 0
+                if where is second:
+                    assert made == 1  # only the probe that learns the model's size
+    finally:
+        drop_vault(pg_url, "cache_a")
+        drop_vault(pg_url, "cache_b")
+
+
+def test_watch_keeps_a_postgres_vault_fresh_for_readers_elsewhere(
+    tmp_path: Path, pg_vault: tuple[str, str], hash_embedder: object
+) -> None:
+    import threading
+    import time
+
+    from memsync.config import load_config
+    from memsync.search import Options, search
+    from memsync.watcher import Watcher
+
+    url, name = pg_vault
+    root = _vault(tmp_path / "w", "kafka")
+    where = PostgresLocation(url, name)
+    watcher = Watcher(root, where, load_config(debounce_ms=100), hash_embedder, retry_base=0.2)  # type: ignore[arg-type]
+    thread = threading.Thread(target=watcher.run)
+    thread.start()
+    try:
+        assert watcher.ready.wait(30)
+        write(root, "new.md", "# New\n\nthe zeppelin runbook\n")
+        (root / "kafka.md").unlink()
+        with where.open() as reader:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                found = search(reader, "zeppelin", Options(mode="hybrid"), hash_embedder)  # type: ignore[arg-type]
+                fresh = found.results and "kafka.md" not in reader.file_rows()
+                if fresh and reader.pending_count() == 0:
+                    break
+                time.sleep(0.1)
+            assert [h.path for h in found.results][:1] == ["new.md"]
+            assert sorted(reader.file_rows()) == ["new.md", "shared.md"]
+            assert reader.pending_count() == 0 and where.holder()["role"] == "watch"
+    finally:
+        watcher.request_stop()
+        thread.join(15)
+    assert where.holder() is None
