@@ -704,8 +704,7 @@ class PgStore:
             (list(ids),),
         )
         return {
-            r[0]: ChunkRow(*r[:5], None if r[5] is None else _floats(r[5]).tobytes())
-            for r in rows
+            r[0]: ChunkRow(*r[:5], None if r[5] is None else _floats(r[5]).tobytes()) for r in rows
         }
 
     def sample_vectors(self, size: int) -> np.ndarray:
