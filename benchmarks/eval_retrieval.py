@@ -3,6 +3,10 @@
     python benchmarks/eval_retrieval.py --sample                     # labelled queries on sample_vault/
     python benchmarks/eval_retrieval.py --duplicates                 # MMR, with near-copies of notes
     python benchmarks/eval_retrieval.py --scifact ../shared/eval/scifact [--workdir DIR]
+    python benchmarks/eval_retrieval.py --sample --postgres pgserver  # also in PostgreSQL, compared
+
+--postgres URL (or `pgserver`: a server started in --workdir) runs --sample on both backends and
+compares them query by query.
 
 SciFact: one note per abstract ("# title" then the text), indexed with the local model once into
 --workdir (re-runs reuse it); weights are tuned on the train split and reported on the test split.
@@ -25,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from memsync.embedders import LocalEmbedder  # noqa: E402
 from memsync.evaluate import distinct, novelty_ndcg_at, score_run  # noqa: E402
+from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
 from memsync.search import Options, search  # noqa: E402
 from memsync.sqlite_store import SqliteStore  # noqa: E402
 from memsync.store import Store  # noqa: E402
@@ -85,12 +90,19 @@ def build(store: Store, vault: Path, embedder: LocalEmbedder) -> None:
     )
 
 
-def eval_sample(workdir: Path, embedder: LocalEmbedder) -> None:
+def sample_queries() -> tuple[dict[str, str], dict[str, set[str]], dict[str, str]]:
+    """The labelled sample_vault queries: texts, relevant notes, kinds."""
     labelled = json.loads((ROOT / "benchmarks/sample_queries.json").read_text())
     queries = {str(i): q["query"] for i, q in enumerate(labelled)}
     qrels = {str(i): set(q["relevant"]) for i, q in enumerate(labelled)}
     kinds = {str(i): q["kind"] for i, q in enumerate(labelled)}
-    with SqliteStore(workdir / "sample.sqlite", vectors_in_memory=True) as store:
+    return queries, qrels, kinds
+
+
+def eval_sample(workdir: Path, embedder: LocalEmbedder, location: Location | None = None) -> None:
+    queries, qrels, kinds = sample_queries()
+    where = location or SqliteLocation(workdir / "sample.sqlite")
+    with where.open(create=True, vectors_in_memory=True) as store:
         build(store, ROOT / "sample_vault", embedder)
         cached = CachedQueries(embedder)
         configs = {**CONFIGS, "hybrid + decay": Options(mode="hybrid", decay=True)}
@@ -105,7 +117,7 @@ def eval_sample(workdir: Path, embedder: LocalEmbedder) -> None:
                 ]
                 for kind in dict.fromkeys(kinds.values())
             }
-    print(f"### sample_vault ({len(queries)} labelled queries)\n")
+    print(f"### sample_vault ({len(queries)} labelled queries, index {where})\n")
     print(table(rows))
     kinds_list = list(dict.fromkeys(kinds.values()))
     print("\nMRR@10 by kind of query:\n")
@@ -113,6 +125,51 @@ def eval_sample(workdir: Path, embedder: LocalEmbedder) -> None:
     print("|---|" + "---|" * len(kinds_list))
     for name, by_kind in per_kind.items():
         print(f"| {name} | " + " | ".join(f"{by_kind[k]:.2f}" for k in kinds_list) + " |")
+
+
+def compare_backends(workdir: Path, embedder: LocalEmbedder, url: str) -> None:
+    """sample_vault indexed into SQLite and into PostgreSQL with the same model: hybrid quality of
+    each, and every query whose first note differs, with the scores that explain it."""
+    queries, qrels, _ = sample_queries()
+    run = Options(mode="hybrid", limit=20, min_score=0.0, today=TODAY)
+    cached = CachedQueries(embedder)
+    hits = {}
+    for label, where in (
+        ("SQLite", SqliteLocation(workdir / "sample.sqlite")),
+        ("PostgreSQL", PostgresLocation(url, "eval_sample")),
+    ):
+        with where.open(create=True, vectors_in_memory=True) as store:
+            build(store, ROOT / "sample_vault", embedder)
+            hits[label] = {q: search(store, t, run, cached).results for q, t in queries.items()}  # type: ignore[arg-type]
+    rows = {
+        f"hybrid 0.7/0.3, {label}": score_run(
+            {q: [h.path for h in found] for q, found in by_query.items()}, qrels
+        )
+        for label, by_query in hits.items()
+    }
+    print("\n### sample_vault on both backends\n")
+    print(table(rows))
+    differ = [
+        q
+        for q in queries
+        if [h.path for h in hits["SQLite"][q][:1]] != [h.path for h in hits["PostgreSQL"][q][:1]]
+    ]
+    print(f"\nsame first note for {len(queries) - len(differ)} of {len(queries)} queries")
+    for q in differ:
+        print(f"- {queries[q]!r}:")
+        for label in hits:
+            shown = ", ".join(f"{h.path} {h.score:.4f}" for h in hits[label][q][:2])
+            print(f"  {label}: {shown}")
+
+
+def start_pgserver(workdir: Path) -> str:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        return str(pgserver.get_server(workdir / "pg", cleanup_mode="stop").get_uri())
 
 
 COPIES = 3  # near-copies of each relevant note in the duplicates case
@@ -227,11 +284,17 @@ def main() -> None:
         "--duplicates", action="store_true", help="MMR on sample_vault with near-copies"
     )
     parser.add_argument("--workdir", type=Path, default=Path.home() / ".cache" / "memsync-eval")
+    parser.add_argument(
+        "--postgres", help="with --sample: a postgresql:// URL, or pgserver to start one"
+    )
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     embedder = LocalEmbedder()
     if args.sample:
         eval_sample(args.workdir, embedder)
+    if args.sample and args.postgres:
+        url = start_pgserver(args.workdir) if args.postgres == "pgserver" else args.postgres
+        compare_backends(args.workdir, embedder, url)
     if args.duplicates:
         eval_duplicates(args.workdir, embedder)
     if args.scifact:

