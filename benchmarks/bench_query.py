@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from memsync import fts  # noqa: E402
 from memsync.embedders import LocalEmbedder, to_blob  # noqa: E402
+from memsync.locate import Location, SqliteLocation  # noqa: E402
 from memsync.search import Options, note_filter, search  # noqa: E402
-from memsync.sqlite_store import SqliteStore  # noqa: E402
-from memsync.store import FileRow, NewChunk  # noqa: E402
+from memsync.store import FileRow, NewChunk, Store  # noqa: E402
 
 
 def vocabulary() -> tuple[list[str], list[int]]:
@@ -60,36 +60,39 @@ QUERIES = [
 ]
 
 
-def build(db: Path, chunks: int, embedder: LocalEmbedder) -> None:
+def build(store: Store, chunks: int, embedder: LocalEmbedder) -> np.ndarray:
+    """The generated index in `store` (any backend); returns the vectors it holds."""
     rng = random.Random(1)
     words, weights = vocabulary()
     vectors = np.random.default_rng(1).normal(size=(chunks, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    with SqliteStore(db) as store:
-        store.set_model(embedder.key, 384)
-        per_note = 5
-        for note in range(chunks // per_note):
-            new = []
-            for j in range(per_note):
-                text = " ".join(rng.choices(words, weights, k=60)) + f" OPS-{note}"
-                new.append(
-                    NewChunk(j * 10 + 1, j * 10 + 10, f"{note}-{j}", text, "", fts.index_text(text))
-                )
-            store.replace_file(FileRow(f"n{note // 100}/note{note}.md", str(note), 1, 1), new)
-        ids = [r[0] for r in store.conn.execute("SELECT id, hash FROM chunks ORDER BY id")]
-        hashes = [r[0] for r in store.conn.execute("SELECT hash FROM chunks ORDER BY id")]
-        for start in range(0, len(ids), 2000):
-            part = range(start, min(start + 2000, len(ids)))
-            store.store_embeddings(
-                embedder.key, [(ids[i], hashes[i], to_blob(vectors[i])) for i in part], 384
+    store.set_model(embedder.key, 384)
+    per_note = 5
+    for note in range(chunks // per_note):
+        new = []
+        for j in range(per_note):
+            text = " ".join(rng.choices(words, weights, k=60)) + f" OPS-{note}"
+            new.append(
+                NewChunk(j * 10 + 1, j * 10 + 10, f"{note}-{j}", text, "", fts.index_text(text))
             )
+        store.replace_file(FileRow(f"n{note // 100}/note{note}.md", str(note), 1, 1), new)
+    done = 0
+    while batch := store.pending_chunks(2000):
+        items = [(i, h, to_blob(vectors[done + n])) for n, (i, h, _, _) in enumerate(batch)]
+        store.store_embeddings(embedder.key, items, 384)
+        done += len(batch)
+    return vectors
 
 
 def in_process(
-    db: Path, embedder: LocalEmbedder, runs: int, in_memory: bool, options: Options = Options()
+    where: Location,
+    embedder: LocalEmbedder,
+    runs: int,
+    in_memory: bool,
+    options: Options = Options(),
 ) -> tuple[float, float, float]:
     timings, embed_only = [], []
-    with SqliteStore(db, create=False, vectors_in_memory=in_memory) as store:
+    with where.open(vectors_in_memory=in_memory) as store:
         search(store, "warm up", options, embedder)
         for i in range(runs):
             query = QUERIES[i % len(QUERIES)]
@@ -103,10 +106,12 @@ def in_process(
     return statistics.median(timings) * 1000, q[18] * 1000, statistics.median(embed_only) * 1000
 
 
-def whole_process(runs: int, workdir: Path) -> tuple[float, float]:
+def whole_process(runs: int, workdir: Path, *where: str) -> tuple[float, float]:
+    """`memsync query` as a process on sample_vault's index; `where`: the flags naming the index
+    (default: the vault's own SQLite index)."""
     env = {**os.environ, "MEMSYNC_HOME": str(workdir / "home")}
     subprocess.run(
-        [sys.executable, "-m", "memsync", "index", str(ROOT / "sample_vault")],
+        [sys.executable, "-m", "memsync", "index", str(ROOT / "sample_vault"), *where],
         env=env,
         check=True,
         capture_output=True,
@@ -115,7 +120,12 @@ def whole_process(runs: int, workdir: Path) -> tuple[float, float]:
     for i in range(runs):
         started = time.perf_counter()
         subprocess.run(
-            ["memsync", "query", QUERIES[i % len(QUERIES)], "--vault", str(ROOT / "sample_vault")],
+            [
+                "memsync",
+                "query",
+                QUERIES[i % len(QUERIES)],
+                *(where or ("--vault", str(ROOT / "sample_vault"))),
+            ],  # fmt: skip
             env=env,
             check=True,
             capture_output=True,
@@ -134,13 +144,14 @@ def main() -> None:
     print("| index | p50 (ms) | p95 (ms) | of which query embedding, p50 (ms) |")
     print("|---|---|---|---|")
     for size in args.chunks or [10_000, 100_000]:
-        db = workdir / f"q{size}.sqlite"
-        build(db, size, embedder)
+        where = SqliteLocation(workdir / f"q{size}.sqlite")
+        with where.open(create=True) as store:
+            build(store, size, embedder)
         # the filter keeps one folder of 100 notes: 0.5% of the chunks
         filtered = Options(only=note_filter(paths=["n1/"]))
         for in_memory, how in ((False, "sqlite-vec"), (True, "vectors in memory")):
             for options, what in ((Options(), ""), (filtered, ", filtered to 0.5% (--path)")):
-                p50, p95, embed = in_process(db, embedder, args.runs, in_memory, options)
+                p50, p95, embed = in_process(where, embedder, args.runs, in_memory, options)
                 print(
                     f"| {size:,} chunks, in-process hybrid, {how}{what} | {p50:.1f} | {p95:.1f} "
                     f"| {embed:.1f} |"

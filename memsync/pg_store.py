@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -146,6 +145,8 @@ def _ident(name: str) -> str:
 
 def _ensure_shared(conn: psycopg.Connection[Any], create: bool) -> bool:
     """The vector extension and the shared schema, migrated; False when absent and not `create`."""
+    if _shared_version(conn) == len(SHARED_MIGRATIONS):
+        return True  # the common case: one cheap read, no DDL and no lock
     if not create:
         return _exists(conn, f"{SHARED}.vaults")
     if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
@@ -163,9 +164,7 @@ def _ensure_shared(conn: psycopg.Connection[Any], create: bool) -> bool:
         conn.execute(
             f"CREATE TABLE IF NOT EXISTS {SHARED}.version(part TEXT PRIMARY KEY, number INTEGER)"
         )
-        row = conn.execute(f"SELECT number FROM {SHARED}.version WHERE part = 'shared'").fetchone()
-        done = row[0] if row else 0
-        for number in range(done + 1, len(SHARED_MIGRATIONS) + 1):
+        for number in range(_shared_version(conn) + 1, len(SHARED_MIGRATIONS) + 1):
             conn.execute(SHARED_MIGRATIONS[number - 1])
             conn.execute(
                 f"INSERT INTO {SHARED}.version VALUES('shared', %s) "
@@ -173,6 +172,13 @@ def _ensure_shared(conn: psycopg.Connection[Any], create: bool) -> bool:
                 (number,),
             )
     return True
+
+
+def _shared_version(conn: psycopg.Connection[Any]) -> int:
+    if not _exists(conn, f"{SHARED}.version"):
+        return 0
+    row = conn.execute(f"SELECT number FROM {SHARED}.version WHERE part = 'shared'").fetchone()
+    return int(row[0]) if row else 0
 
 
 def _exists(conn: psycopg.Connection[Any], table: str) -> bool:
@@ -263,41 +269,6 @@ def _tsquery(phrase: list[str]) -> str:
     return "(" + " <-> ".join(_quoted(lex) for lex in phrase) + ")"
 
 
-_POSITIONS = re.compile(r"'((?:[^']|'')*)':([0-9A-D,]+)")
-
-
-def _positions(filtered: str) -> dict[str, set[int]]:
-    """ts_filter's text form (`'word':3A,7A ...`) as lexeme -> positions."""
-    return {
-        m.group(1).replace("''", "'").replace("\\\\", "\\"): {
-            int(p.rstrip("ABCD")) for p in m.group(2).split(",")
-        }
-        for m in _POSITIONS.finditer(filtered)
-    }
-
-
-def _phrase_count(phrase: list[str], positions: dict[str, set[int]]) -> int:
-    """How many times the phrase occurs: its first word at p, the next at p + 1, ..."""
-    starts = positions.get(phrase[0], set())
-    return sum(
-        all(p + i in positions.get(word, ()) for i, word in enumerate(phrase[1:], 1))
-        for p in starts
-    )
-
-
-def bm25_rank(
-    freqs: Sequence[int], length: int, idfs: Sequence[float], average_length: float
-) -> float:
-    """FTS5's bm25(): minus the sum over phrases of idf * tf(k1+1) / (tf + k1(1 - b + b*D/avgdl))."""
-    norm = K1 * (1 - B + B * length / (average_length or 1.0))
-    return -sum(idf * (tf * (K1 + 1)) / (tf + norm) for tf, idf in zip(freqs, idfs))
-
-
-def _idf(rows: int, hits: int) -> float:
-    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
-    return idf if idf > 0 else 1e-6  # as FTS5: a word in most rows still counts a little
-
-
 def _floats(value: Any) -> np.ndarray:
     """A stored vector (pgvector's Vector) as little-endian float32, as SQLite stores it."""
     import numpy as np
@@ -315,13 +286,15 @@ class PgStore:
         self.schema = _ident(name)
         self.shown = f"{redact(url)} (vault {name})"
         self.read_only = False
+        self.ef_search = EF_SEARCH
         self.conn = connect(url)
         try:
             self._open(create)
         except BaseException:
             self.conn.close()
             raise
-        self._ef_search = 0
+        self._session_ef_search = 0
+        self._sample: tuple[tuple[Any, int], np.ndarray] | None = None
 
     def _open(self, create: bool) -> None:
         conn = self.conn
@@ -330,24 +303,12 @@ class PgStore:
                 f"no vault {self.name!r} in {redact(self.url)}: run memsync index VAULT "
                 f"--db URL --name {self.name}"
             )
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
-            exists = conn.execute(
-                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.name,)
-            ).fetchone()
-            if exists and not self._registered():
-                raise StoreError(
-                    f"schema {self.name} in {redact(self.url)} is not a memsync vault; it was "
-                    "left unchanged: choose another --name"
-                )
-            if not exists:
-                conn.execute(f"CREATE SCHEMA {self.schema}")
-                conn.execute(
-                    f"INSERT INTO {SHARED}.vaults(name, created) VALUES(%s, %s)",
-                    (self.name, time.time()),
-                )
-            conn.execute(f"SET search_path TO {self.schema}, {SHARED}, public")
-            self._migrate()
+        conn.execute(f"SET search_path TO {self.schema}, {SHARED}, public")
+        if not self._registered() or self._schema_version() != SCHEMA_VERSION:
+            with conn.transaction():  # one process at a time creates or migrates a vault
+                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
+                self._create()
+                self._migrate()
         from pgvector.psycopg import register_vector
 
         register_vector(conn)
@@ -359,12 +320,31 @@ class PgStore:
         row = self.conn.execute(f"SELECT 1 FROM {SHARED}.vaults WHERE name = %s", (self.name,))
         return row.fetchone() is not None
 
+    def _create(self) -> None:
+        """The vault's schema and its registration; a schema memsync did not make is refused."""
+        exists = self.conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.name,)
+        ).fetchone()
+        if exists and not self._registered():
+            raise StoreError(
+                f"schema {self.name} in {redact(self.url)} is not a memsync vault; it was "
+                "left unchanged: choose another --name"
+            )
+        if not exists:
+            self.conn.execute(f"CREATE SCHEMA {self.schema}")
+            self.conn.execute(
+                f"INSERT INTO {SHARED}.vaults(name, created) VALUES(%s, %s)",
+                (self.name, time.time()),
+            )
+
+    def _schema_version(self) -> int:
+        if not _exists(self.conn, f"{self.schema}.meta"):
+            return 0
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row else 0
+
     def _migrate(self) -> None:
-        version = 0
-        if _exists(self.conn, f"{self.schema}.meta"):
-            row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'")
-            found = row.fetchone()
-            version = int(found[0]) if found else 0
+        version = self._schema_version()
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"vault {self.name} has schema {version}, newer than this memsync "
@@ -382,7 +362,9 @@ class PgStore:
             "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
         ).fetchone()
         dims = self.dims()
-        kind = "exact scan" if dims and dims > HNSW_MAX_DIMS else f"HNSW, ef_search {EF_SEARCH}"
+        kind = (
+            "exact scan" if dims and dims > HNSW_MAX_DIMS else f"HNSW, ef_search {self.ef_search}"
+        )
         return f"pgvector {version[0] if version else '?'} ({kind})"
 
     def close(self) -> None:
@@ -698,18 +680,26 @@ class PgStore:
         }
 
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
-
         rows = self.conn.execute(
             "SELECT id, path, start_line, end_line, text, embedding FROM chunks WHERE id = ANY(%s)",
             (list(ids),),
+            binary=True,  # vectors as bytes: parsing their text form costs 100 us each
         )
         return {
             r[0]: ChunkRow(*r[:5], None if r[5] is None else _floats(r[5]).tobytes()) for r in rows
         }
 
     def sample_vectors(self, size: int) -> np.ndarray:
+        """Kept between queries while the vault's chunks and vectors stay as they are: 512
+        vectors are 0.8 MB to fetch for every query otherwise."""
         import numpy as np
 
+        version = self.conn.execute(
+            "SELECT (SELECT rows FROM fts_totals), (SELECT max(id) FROM chunks), "
+            "(SELECT count(*) FROM chunks WHERE embedding IS NULL)"
+        ).fetchone()
+        if self._sample is not None and self._sample[0] == (version, size):
+            return self._sample[1]
         low, high = self.conn.execute("SELECT min(id), max(id) FROM chunks").fetchone()
         vectors = []
         if low is not None:
@@ -718,49 +708,45 @@ class PgStore:
                 for r in self.conn.execute(
                     "SELECT embedding FROM chunks WHERE id = ANY(%s) AND embedding IS NOT NULL",
                     (spread_ids(low, high, size),),
+                    binary=True,
                 )
             ]
-        if not vectors:
-            return np.zeros((0, self.dims() or 0), dtype=np.float32)
-        return np.vstack(vectors)
+        sample = np.vstack(vectors) if vectors else np.zeros((0, self.dims() or 0), np.float32)
+        self._sample = ((version, size), sample)
+        return sample
 
     def keyword_search(
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()
     ) -> tuple[list[tuple[int, float]], float | None]:
-        phrases = _phrases(terms)
+        """FTS5's bm25, in SQL: a phrase's frequency in a chunk is ts_rank_cd with unit weights
+        and no normalisation (one cover per occurrence, each worth 1); its idf comes from the
+        phrase's document count, the length norm from the vault's token totals."""
+        phrases = [_tsquery(p) for p in _phrases(terms)]
         if not phrases:
             return [], None
-        queries = [_tsquery(p) for p in phrases]
-        match = (" | " if any_term else " & ").join(queries)
         allowed, args = _allowed(only)
-        lexemes = sorted({lex for p in phrases for lex in p})
-        candidates = self.conn.execute(
-            "SELECT id, fts_len, ts_filter(setweight(fts, 'A', %s), '{a}')::text, "
-            f"({allowed}) FROM chunks WHERE fts @@ %s::tsquery",
-            (lexemes, *args, match),
-        ).fetchall()
-        if not candidates:
-            return [], None
-        rows, tokens = self.conn.execute("SELECT rows, tokens FROM fts_totals").fetchone()
-        if any_term:  # every row holding any phrase is a candidate: count the hits here
-            freqs = [[_phrase_count(p, _positions(c[2])) for p in phrases] for c in candidates]
-            hits = [sum(1 for f in freqs if f[i]) for i in range(len(phrases))]
-        else:
-            freqs = [[_phrase_count(p, _positions(c[2])) for p in phrases] for c in candidates]
-            counted = ", ".join("count(*) FILTER (WHERE fts @@ %s::tsquery)" for _ in queries)
-            hits = list(
-                self.conn.execute(
-                    f"SELECT {counted} FROM chunks WHERE fts @@ %s::tsquery",
-                    (*queries, " | ".join(queries)),
-                ).fetchone()
-            )
-        idfs = [_idf(rows, h) for h in hits]
-        average = tokens / rows if rows else 1.0
-        ranked = sorted(
-            (bm25_rank(f, c[1], idfs, average), c[0], c[3]) for f, c in zip(freqs, candidates)
+        numbers = range(1, len(phrases) + 1)
+        hits = ", ".join("(SELECT count(*) FROM chunks WHERE fts @@ %s::tsquery)" for _ in numbers)
+        idfs = ", ".join(
+            f"greatest(ln((t.n - h[{i}] + 0.5) / (h[{i}] + 0.5)), 1e-6)" for i in numbers
         )
-        kept = [(chunk_id, rank) for rank, chunk_id, ok in ranked if ok][:limit]
-        return kept, ranked[0][0]
+        tfs = ", ".join(
+            f"ts_rank_cd('{{1,1,1,1}}', c.fts, %s::tsquery, 0) AS tf{i}" for i in numbers
+        )
+        score = " + ".join(f"w.idf[{i}] * f.tf{i} * {K1 + 1} / (f.tf{i} + l.norm)" for i in numbers)
+        rows = self.conn.execute(
+            "WITH t AS (SELECT rows::float8 AS n, "
+            "greatest(tokens::float8 / greatest(rows, 1), 1e-9) AS avgdl FROM fts_totals), "
+            f"w AS (SELECT ARRAY[{idfs}] AS idf FROM t, (SELECT ARRAY[{hits}] AS h) counted), "
+            f"scored AS MATERIALIZED (SELECT c.id, ({allowed}) AS ok, -({score}) AS rank "
+            f"FROM chunks c, t, w, LATERAL (SELECT {tfs}) f, "
+            f"LATERAL (SELECT {K1} * ({1 - B} + {B} * c.fts_len / t.avgdl) AS norm) l "
+            "WHERE c.fts @@ %s::tsquery) "
+            "SELECT id, rank, (SELECT min(rank) FROM scored) FROM scored WHERE ok "
+            "ORDER BY rank, id LIMIT %s",
+            (*phrases, *args, *phrases, (" | " if any_term else " & ").join(phrases), limit),
+        ).fetchall()
+        return [(int(i), float(r)) for i, r, _ in rows], rows[0][2] if rows else None
 
     def vector_search(
         self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
@@ -782,10 +768,10 @@ class PgStore:
                 (vector, *args, limit),
             )
         else:
-            wanted = max(EF_SEARCH, limit)
-            if wanted != self._ef_search:
+            wanted = max(self.ef_search, limit)
+            if wanted != self._session_ef_search:
                 self.conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(wanted),))
-                self._ef_search = wanted
+                self._session_ef_search = wanted
             rows = self.conn.execute(
                 "SELECT id, embedding <=> %s AS distance FROM chunks "
                 "ORDER BY embedding <=> %s LIMIT %s",

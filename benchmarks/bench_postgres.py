@@ -1,0 +1,129 @@
+"""The PostgreSQL store's figures next to SQLite's; prints Markdown tables (no timed asserts).
+
+    python benchmarks/bench_postgres.py [--db postgresql://...] [--chunks 100000] [--notes 10000]
+
+Without --db a pgserver (PostgreSQL 16 + pgvector 0.6, from the test extra) is started in a
+temporary folder: the server runs on this machine, so the figures carry no network round trip.
+
+- HNSW recall@10 against exact search, for several ef_search values, on the generated index of
+  bench_query.py (--chunks random unit vectors: no cluster structure, HNSW's hardest case).
+- Query latency in-process (hybrid, the local model embedding each query) on that index, whole and
+  filtered to 0.5%, and `memsync query` as a whole process on sample_vault/.
+- Text-only indexing and no-op re-index of a generated vault of --notes notes, both backends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_index import make_vault  # noqa: E402
+from bench_query import build, in_process, whole_process  # noqa: E402
+
+from memsync.embedders import LocalEmbedder  # noqa: E402
+from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
+from memsync.search import Options, note_filter  # noqa: E402
+from memsync.sync import index_vault  # noqa: E402
+
+EF_VALUES = (40, 64, 100, 200)
+
+
+def start_server(workdir: Path) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        return str(pgserver.get_server(workdir / "pg", cleanup_mode="stop").get_uri())
+
+
+def recall(where: PostgresLocation, vectors: np.ndarray, queries: np.ndarray) -> dict[int, float]:
+    """Mean share of the exact top 10 that HNSW returns, per ef_search."""
+    exact = np.argsort(-(queries @ vectors.T), axis=1)[:, :10]
+    found: dict[int, float] = {}
+    with where.open() as store:
+        ids = [i for i, *_ in store.pending_chunks(len(vectors) + 1, any_chunk=True)]
+        for ef in EF_VALUES:
+            store.ef_search = ef  # type: ignore[attr-defined]
+            shares = []
+            for query, truth in zip(queries, exact):
+                got = {i for i, _ in store.vector_search(query, 10)}
+                shares.append(len(got & {ids[t] for t in truth}) / 10)
+            found[ef] = float(np.mean(shares))
+    return found
+
+
+def indexing(where: Location, root: Path) -> tuple[float, float, int]:
+    """(text-only index s, no-op re-index s (best of 3), notes)."""
+    with where.open(create=True) as store:
+        started = time.perf_counter()
+        report = index_vault(store, root, 10 << 20, None)
+        first = time.perf_counter() - started
+        noop = []
+        for _ in range(3):
+            started = time.perf_counter()
+            index_vault(store, root, 10 << 20, None)
+            noop.append(time.perf_counter() - started)
+    return first, min(noop), report.added
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--db", help="a postgresql:// URL (default: start a pgserver)")
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--notes", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=50)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="memsync-pgbench-"))
+    url = args.db or start_server(workdir)
+    embedder = LocalEmbedder()
+
+    where = PostgresLocation(url, "bench_query")
+    started = time.perf_counter()
+    with where.open(create=True) as store:
+        vectors = build(store, args.chunks, embedder)
+    print(f"built {args.chunks:,} chunks in PostgreSQL in {time.perf_counter() - started:.0f} s\n")
+    queries = np.random.default_rng(7).normal(size=(200, 384)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    print("| ef_search | HNSW recall@10 vs exact (200 random queries) |")
+    print("|---|---|")
+    for ef, share in recall(where, vectors, queries).items():
+        print(f"| {ef} | {share:.3f} |")
+
+    print("\n| index | p50 (ms) | p95 (ms) | of which query embedding, p50 (ms) |")
+    print("|---|---|---|---|")
+    filtered = Options(only=note_filter(paths=["n1/"]))
+    for options, what in ((Options(), ""), (filtered, ", filtered to 0.5% (--path)")):
+        p50, p95, embed = in_process(where, embedder, args.runs, False, options)
+        print(
+            f"| {args.chunks:,} chunks, in-process hybrid, PostgreSQL HNSW{what} | {p50:.1f} "
+            f"| {p95:.1f} | {embed:.1f} |"
+        )
+    p50, p95 = whole_process(min(args.runs, 20), workdir, "--db", url, "--name", "sample_vault")
+    print(
+        f"| sample_vault, whole `memsync query --db postgresql://...` process | {p50 * 1000:.0f} "
+        f"| {p95 * 1000:.0f} | - |"
+    )
+
+    root = make_vault(workdir / "vault", args.notes)
+    print("\n| backend | notes | text-only index (s) | notes/s | no-op re-index (s) |")
+    print("|---|---|---|---|---|")
+    for label, place in (
+        ("SQLite", SqliteLocation(workdir / "index.sqlite")),
+        ("PostgreSQL", PostgresLocation(url, "bench_index")),
+    ):
+        first, noop, notes = indexing(place, root)
+        print(f"| {label} | {notes:,} | {first:.2f} | {notes / first:.0f} | {noop:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
