@@ -6,7 +6,9 @@ Without --db a pgserver (PostgreSQL 16 + pgvector 0.6, from the test extra) is s
 temporary folder: the server runs on this machine, so the figures carry no network round trip.
 
 - HNSW recall@10 against exact search, for several ef_search values, on the generated index of
-  bench_query.py (--chunks random unit vectors: no cluster structure, HNSW's hardest case).
+  bench_query.py with vectors shaped like real ones: each a mix of two or three vectors the local
+  model made of sample_vault's chunks, plus noise (random unit vectors, which have no structure at
+  all, are no model's output: HNSW's recall on them is far lower, and is printed too).
 - Query latency in-process (hybrid, the local model embedding each query) on that index, whole and
   filtered to 0.5%, and `memsync query` as a whole process on sample_vault/.
 - Text-only indexing and no-op re-index of a generated vault of --notes notes, both backends.
@@ -15,6 +17,7 @@ temporary folder: the server runs on this machine, so the figures carry no netwo
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -28,14 +31,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_index import make_vault  # noqa: E402
-from bench_query import build, in_process, whole_process  # noqa: E402
+from bench_query import QUERIES, build, in_process, random_vectors, whole_process  # noqa: E402
 
 from memsync.embedders import LocalEmbedder  # noqa: E402
 from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
 from memsync.search import Options, note_filter  # noqa: E402
 from memsync.sync import index_vault  # noqa: E402
 
-EF_VALUES = (40, 64, 100, 200)
+EF_VALUES = (40, 64, 100, 200, 400)
+SAMPLE_QUERIES = ROOT / "benchmarks" / "sample_queries.json"
 
 
 def start_server(workdir: Path) -> str:
@@ -44,6 +48,25 @@ def start_server(workdir: Path) -> str:
         import pgserver
 
         return str(pgserver.get_server(workdir / "pg", cleanup_mode="stop").get_uri())
+
+
+def realistic_vectors(count: int, embedder: LocalEmbedder, seed: int = 1) -> np.ndarray:
+    """Mixes of the local model's vectors of sample_vault's chunks, with a little noise: vectors
+    that lie where a model's do (a few hundred directions, not all of 384-d space)."""
+    from memsync.chunking import chunk_text
+
+    texts = [
+        c.text
+        for note in sorted((ROOT / "sample_vault").rglob("*.md"))
+        for c in chunk_text(note.read_text(encoding="utf-8"))
+    ]
+    anchors = embedder.embed_documents(texts)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(anchors), size=(count, 3))
+    weights = rng.dirichlet([1.0, 1.0, 1.0], size=count).astype(np.float32)
+    mixed = np.einsum("nk,nkd->nd", weights, anchors[picks])
+    mixed += rng.normal(scale=0.02, size=mixed.shape).astype(np.float32)
+    return (mixed / np.linalg.norm(mixed, axis=1, keepdims=True)).astype(np.float32)
 
 
 def recall(where: PostgresLocation, vectors: np.ndarray, queries: np.ndarray) -> dict[int, float]:
@@ -82,6 +105,9 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument(
+        "--random-vectors", action="store_true", help="random unit vectors, as bench_query.py"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="memsync-pgbench-"))
     url = args.db or start_server(workdir)
@@ -89,12 +115,19 @@ def main() -> None:
 
     where = PostgresLocation(url, "bench_query")
     started = time.perf_counter()
+    if args.random_vectors:
+        vectors, queries = random_vectors(args.chunks), random_vectors(200, seed=7)
+    else:  # the model's own query vectors, and mixes like the chunks'
+        texts = QUERIES + [q["query"] for q in json.loads(SAMPLE_QUERIES.read_text())]
+        vectors = realistic_vectors(args.chunks, embedder)
+        queries = np.vstack(
+            [embedder.embed_query(t) for t in texts] + [realistic_vectors(100, embedder, seed=9)]
+        )
     with where.open(create=True) as store:
-        vectors = build(store, args.chunks, embedder)
+        build(store, args.chunks, embedder, vectors)
     print(f"built {args.chunks:,} chunks in PostgreSQL in {time.perf_counter() - started:.0f} s\n")
-    queries = np.random.default_rng(7).normal(size=(200, 384)).astype(np.float32)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    print("| ef_search | HNSW recall@10 vs exact (200 random queries) |")
+    kind = "random unit vectors" if args.random_vectors else "model-like vectors"
+    print(f"| ef_search | HNSW recall@10 vs exact, {kind}, {len(queries)} queries |")
     print("|---|---|")
     for ef, share in recall(where, vectors, queries).items():
         print(f"| {ef} | {share:.3f} |")

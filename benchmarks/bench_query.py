@@ -60,12 +60,19 @@ QUERIES = [
 ]
 
 
-def build(store: Store, chunks: int, embedder: LocalEmbedder) -> np.ndarray:
-    """The generated index in `store` (any backend); returns the vectors it holds."""
+def random_vectors(count: int, seed: int = 1) -> np.ndarray:
+    vectors = np.random.default_rng(seed).normal(size=(count, 384)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def build(
+    store: Store, chunks: int, embedder: LocalEmbedder, vectors: np.ndarray | None = None
+) -> np.ndarray:
+    """The generated index in `store` (any backend), with `vectors` (default: random unit
+    vectors); returns the vectors it holds."""
     rng = random.Random(1)
     words, weights = vocabulary()
-    vectors = np.random.default_rng(1).normal(size=(chunks, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = random_vectors(chunks) if vectors is None else vectors
     store.set_model(embedder.key, 384)
     per_note = 5
     for note in range(chunks // per_note):

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import IndexNotFound, MemsyncError, StoreError
@@ -67,7 +70,8 @@ SHARED_MIGRATIONS: list[str] = [
 
 VAULT_MIGRATIONS: list[str] = [
     # 1: SQLite's schema 3 in PostgreSQL terms; chunks carry their tsvector and its token count
-    # (bm25's document length), fts_totals the vault's row and token counts (its average length)
+    # (bm25's document length), fts_totals the vault's row and token counts (its average length),
+    # lexemes how many chunks hold each word (its idf: counting them at query time is a scan)
     """
     CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE files(
@@ -86,6 +90,7 @@ VAULT_MIGRATIONS: list[str] = [
     CREATE INDEX chunks_fts ON chunks USING gin(fts);
     CREATE TABLE fts_totals(rows BIGINT NOT NULL, tokens BIGINT NOT NULL);
     INSERT INTO fts_totals VALUES (0, 0);
+    CREATE TABLE lexemes(lexeme TEXT PRIMARY KEY, chunks INTEGER NOT NULL);
     CREATE TABLE skipped(
         path TEXT PRIMARY KEY, reason TEXT NOT NULL, at BIGINT NOT NULL, mtime BIGINT,
         size BIGINT);
@@ -245,8 +250,9 @@ def _quoted(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def tsvector_of(text: str) -> tuple[str, int]:
-    """(tsvector literal, token count) of an index text: FTS5's tokens with their positions."""
+def tsvector_of(text: str) -> tuple[str, int, list[str]]:
+    """(tsvector literal, token count, distinct lexemes) of an index text: FTS5's tokens with
+    their positions."""
     positions: dict[str, list[int]] = {}
     words = tokens(text)
     for offset, token in enumerate(words):
@@ -256,7 +262,7 @@ def tsvector_of(text: str) -> tuple[str, int]:
     literal = " ".join(
         f"{_quoted(lex)}:{','.join(map(str, sorted(set(pos))))}" for lex, pos in positions.items()
     )
-    return literal, len(words)
+    return literal, len(words), list(positions)
 
 
 def _phrases(terms: Sequence[str]) -> list[list[str]]:
@@ -267,6 +273,25 @@ def _phrases(terms: Sequence[str]) -> list[list[str]]:
 
 def _tsquery(phrase: list[str]) -> str:
     return "(" + " <-> ".join(_quoted(lex) for lex in phrase) + ")"
+
+
+@dataclass(frozen=True)
+class _Bm25:
+    """What ranks a query's matches: its phrases as tsqueries, their idfs, the average length."""
+
+    phrases: list[str]
+    idfs: list[float]
+    average_length: float
+
+    def ceiling(self, i: int) -> float:
+        """The most phrase i can add to a chunk's score, whatever its frequency."""
+        return self.idfs[i] * (K1 + 1)
+
+
+def _idf(rows: int, hits: int) -> float:
+    """FTS5's idf; a phrase in most chunks still counts a little, as in FTS5."""
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return idf if idf > 0 else 1e-6
 
 
 def _floats(value: Any) -> np.ndarray:
@@ -482,11 +507,14 @@ class PgStore:
         ]
 
     def _delete_chunks(self, path: str) -> None:
-        """A note's chunks, and their share of the vault's token totals."""
+        """A note's chunks, and their share of the token totals and the lexemes' chunk counts."""
         self.conn.execute(
-            "WITH gone AS (DELETE FROM chunks WHERE path = %s RETURNING fts_len) "
-            "UPDATE fts_totals SET rows = rows - (SELECT count(*) FROM gone), "
-            "tokens = tokens - (SELECT coalesce(sum(fts_len), 0) FROM gone)",
+            "WITH gone AS (DELETE FROM chunks WHERE path = %s RETURNING fts, fts_len), "
+            "totals AS (UPDATE fts_totals SET rows = rows - (SELECT count(*) FROM gone), "
+            "tokens = tokens - (SELECT coalesce(sum(fts_len), 0) FROM gone)) "
+            "UPDATE lexemes SET chunks = lexemes.chunks - g.n FROM (SELECT lexeme, count(*) AS n "
+            "FROM gone, unnest(tsvector_to_array(gone.fts)) AS lexeme GROUP BY lexeme) g "
+            "WHERE lexemes.lexeme = g.lexeme",
             (path,),
         )
 
@@ -500,11 +528,13 @@ class PgStore:
         now = int(time.time())
         values = []
         tokens = 0
+        frequencies: Counter[str] = Counter()
         for chunk in chunks:
             blob = cached.get(chunk.hash)
             vector = np.frombuffer(blob, dtype="<f4") if blob else None
-            literal, length = tsvector_of(chunk.fts_text)
+            literal, length, distinct = tsvector_of(chunk.fts_text)
             tokens += length
+            frequencies.update(distinct)
             values.append(
                 (
                     row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
@@ -523,6 +553,11 @@ class PgStore:
             cursor.execute(
                 "UPDATE fts_totals SET rows = rows + %s, tokens = tokens + %s",
                 (len(values), tokens),
+            )
+            cursor.execute(
+                "INSERT INTO lexemes(lexeme, chunks) SELECT * FROM unnest(%s::text[], %s::int[]) "
+                "ON CONFLICT(lexeme) DO UPDATE SET chunks = lexemes.chunks + excluded.chunks",
+                (list(frequencies), list(frequencies.values())),
             )
             cursor.execute(
                 "INSERT INTO files(path, source, hash, mtime, size, title, date, warning) "
@@ -719,34 +754,87 @@ class PgStore:
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()
     ) -> tuple[list[tuple[int, float]], float | None]:
         """FTS5's bm25, in SQL: a phrase's frequency in a chunk is ts_rank_cd with unit weights
-        and no normalisation (one cover per occurrence, each worth 1); its idf comes from the
-        phrase's document count, the length norm from the vault's token totals."""
-        phrases = [_tsquery(p) for p in _phrases(terms)]
+        and no normalisation (one cover per occurrence, each worth 1), its idf comes from the
+        phrase's document count, the length norm from the vault's token totals. An OR query is
+        pruned as MaxScore does: chunks holding only words too common to reach the k-th best
+        score are never scored (most chunks hold some common word of a long question)."""
+        words = _phrases(terms)
+        phrases = [_tsquery(p) for p in words]
         if not phrases:
             return [], None
+        rows, tokens = self.conn.execute("SELECT rows, tokens FROM fts_totals").fetchone()
+        hits = self._hits(words)
+        bm25 = _Bm25(phrases, [_idf(rows, h) for h in hits], tokens / rows if rows else 1.0)
+        if any_term:
+            found = self._top_any(bm25, hits, limit, only)
+            best = self._top_any(bm25, hits, 1) if only and found else found
+        else:
+            found = self._scored(bm25, " & ".join(phrases), limit, only)
+            best = self._scored(bm25, " & ".join(phrases), 1) if only and found else found
+        return found, best[0][1] if best else None
+
+    def _hits(self, phrases: list[list[str]]) -> list[int]:
+        """How many chunks hold each phrase: a word's count is kept up to date by every write; a
+        phrase of several words is counted (its rarest word keeps that cheap)."""
+        words = [p[0] for p in phrases if len(p) == 1]
+        counted = dict(
+            self.conn.execute(
+                "SELECT lexeme, chunks FROM lexemes WHERE lexeme = ANY(%s)", (words,)
+            ).fetchall()
+        )
+        return [
+            counted.get(p[0], 0)
+            if len(p) == 1
+            else self.conn.execute(
+                "SELECT count(*) FROM chunks WHERE fts @@ %s::tsquery", (_tsquery(p),)
+            ).fetchone()[0]
+            for p in phrases
+        ]
+
+    def _top_any(
+        self, bm25: _Bm25, hits: Sequence[int], limit: int, only: NoteFilter = NoteFilter()
+    ) -> list[tuple[int, float]]:
+        """The exact top `limit` of an OR query, scoring as few chunks as MaxScore allows: score
+        the chunks holding the rarest phrases first; the k-th score found is a floor that only a
+        chunk holding some phrase whose ceilings do not sum below it can pass."""
+        order = sorted(range(len(bm25.phrases)), key=lambda i: -bm25.ceiling(i))
+        scanned = 0
+        while True:  # enough of the rarest phrases that their chunks may fill the top k
+            scanned += 1
+            if sum(hits[i] for i in order[:scanned]) >= limit or scanned == len(order):
+                break
+        while True:
+            found = self._scored(
+                bm25, " | ".join(bm25.phrases[i] for i in order[:scanned]), limit, only
+            )
+            if scanned == len(order):
+                return found
+            floor = -found[-1][1] if len(found) == limit else 0.0
+            rest = sum(bm25.ceiling(i) for i in order[scanned:])
+            if rest < floor:  # a chunk with none of the scanned phrases cannot reach the top k
+                return found
+            needed = scanned
+            while needed < len(order) and sum(bm25.ceiling(i) for i in order[needed:]) >= floor:
+                needed += 1
+            scanned = max(needed, scanned + 1)
+
+    def _scored(
+        self, bm25: _Bm25, match: str, limit: int, only: NoteFilter = NoteFilter()
+    ) -> list[tuple[int, float]]:
+        """(id, rank) of the best `limit` chunks matching `match` that pass `only`."""
         allowed, args = _allowed(only)
-        numbers = range(1, len(phrases) + 1)
-        hits = ", ".join("(SELECT count(*) FROM chunks WHERE fts @@ %s::tsquery)" for _ in numbers)
-        idfs = ", ".join(
-            f"greatest(ln((t.n - h[{i}] + 0.5) / (h[{i}] + 0.5)), 1e-6)" for i in numbers
+        numbers = range(1, len(bm25.phrases) + 1)
+        tfs = ", ".join(f"ts_rank_cd('{{1,1,1,1}}', fts, %s::tsquery, 0) AS tf{i}" for i in numbers)
+        score = " + ".join(
+            f"{idf!r} * tf{i} * {K1 + 1} / (tf{i} + norm)" for i, idf in zip(numbers, bm25.idfs)
         )
-        tfs = ", ".join(
-            f"ts_rank_cd('{{1,1,1,1}}', c.fts, %s::tsquery, 0) AS tf{i}" for i in numbers
-        )
-        score = " + ".join(f"w.idf[{i}] * f.tf{i} * {K1 + 1} / (f.tf{i} + l.norm)" for i in numbers)
         rows = self.conn.execute(
-            "WITH t AS (SELECT rows::float8 AS n, "
-            "greatest(tokens::float8 / greatest(rows, 1), 1e-9) AS avgdl FROM fts_totals), "
-            f"w AS (SELECT ARRAY[{idfs}] AS idf FROM t, (SELECT ARRAY[{hits}] AS h) counted), "
-            f"scored AS MATERIALIZED (SELECT c.id, ({allowed}) AS ok, -({score}) AS rank "
-            f"FROM chunks c, t, w, LATERAL (SELECT {tfs}) f, "
-            f"LATERAL (SELECT {K1} * ({1 - B} + {B} * c.fts_len / t.avgdl) AS norm) l "
-            "WHERE c.fts @@ %s::tsquery) "
-            "SELECT id, rank, (SELECT min(rank) FROM scored) FROM scored WHERE ok "
-            "ORDER BY rank, id LIMIT %s",
-            (*phrases, *args, *phrases, (" | " if any_term else " & ").join(phrases), limit),
-        ).fetchall()
-        return [(int(i), float(r)) for i, r, _ in rows], rows[0][2] if rows else None
+            f"SELECT id, -({score}) AS rank FROM (SELECT id, {tfs}, "
+            f"{K1} * ({1 - B} + {B} * fts_len / %s) AS norm FROM chunks "
+            f"WHERE fts @@ %s::tsquery AND {allowed}) scored ORDER BY rank, id LIMIT %s",
+            (*bm25.phrases, bm25.average_length, match, *args, limit),
+        )
+        return [(int(i), float(r)) for i, r in rows]
 
     def vector_search(
         self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()

@@ -183,6 +183,12 @@ def test_a_crash_mid_file_leaves_the_vault_consistent(
         assert (rows, tokens) == store.conn.execute(
             "SELECT count(*), sum(fts_len) FROM chunks"
         ).fetchone()
+        counted = store.conn.execute(
+            "SELECT lexeme, count(*) FROM chunks, unnest(tsvector_to_array(fts)) AS lexeme "
+            "GROUP BY lexeme"
+        ).fetchall()
+        kept = store.conn.execute("SELECT lexeme, chunks FROM lexemes WHERE chunks > 0")
+        assert dict(counted) == dict(kept.fetchall())
 
 
 def test_a_password_is_never_printed_logged_or_stored(tmp_path: Path, pg_url: str) -> None:
