@@ -52,6 +52,10 @@ class WriterLock:
     def _unlock(self) -> None:
         raise NotImplementedError
 
+    def alive(self) -> bool:
+        """Whether the lock is still ours (a server's lock ends with its connection)."""
+        return self.held
+
     # -- the policy -------------------------------------------------------------------------
 
     def acquire(self) -> WriterLock:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import re
 import time
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     import numpy as np
     import psycopg
 
+log = logging.getLogger("memsync.pg")
 SHARED = "memsync"
 # HNSW's candidate list: measured recall@10 against exact search at 100k chunks (bench_query.py)
 EF_SEARCH = 100
@@ -895,12 +897,31 @@ class AdvisoryLock(WriterLock):
         return _holder_row(self._conn, self.name)
 
     def _write(self, facts: dict[str, Any]) -> None:
+        """Best effort: facts for `status`; alive() is what tells whether the lock still holds."""
+        import psycopg
+
         assert self._conn is not None
-        self._conn.execute(
-            f"INSERT INTO {SHARED}.writers(name, holder) VALUES(%s, %s) "
-            "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder",
-            (self.name, json.dumps(facts)),
-        )
+        try:
+            self._conn.execute(
+                f"INSERT INTO {SHARED}.writers(name, holder) VALUES(%s, %s) "
+                "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder",
+                (self.name, json.dumps(facts)),
+            )
+        except psycopg.Error as exc:
+            log.warning("could not publish the writer's facts: %s", _first_line(exc))
+
+    def alive(self) -> bool:
+        """The session that holds the lock still answers (when it ends, so does the lock)."""
+        import psycopg
+
+        if not self.held or self._conn is None:
+            return False
+        try:
+            with self._guard:
+                self._conn.execute("SELECT 1")
+            return True
+        except psycopg.Error:
+            return False
 
     def _unlock(self) -> None:
         if self._conn is not None:

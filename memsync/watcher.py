@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .config import Config
 from .embedders import Embedder
-from .errors import EmbeddingError, MemsyncError
+from .errors import EmbeddingError, LockError, MemsyncError
 from .locate import Location
 from .store import Store, user_error
 from .sync import Report, Syncer, embed_pending
@@ -309,6 +309,7 @@ class Watcher:
         next_reconcile = time.monotonic() + self._interval()
         while not self.stop.is_set():
             if time.monotonic() >= next_reconcile:  # also under a steady stream of events
+                self._check_lock()
                 self._guarded(self._reconcile, syncer, "periodic")
                 next_reconcile = time.monotonic() + self._interval()
             try:
@@ -323,6 +324,7 @@ class Watcher:
                     batch.append(self.changes.get(timeout=debounce))
                 except queue.Empty:
                     break
+            self._check_lock()
             self.lock.update(last_event=sink.last_event)
             if RELOAD in batch:
                 syncer.reload_rules()
@@ -339,6 +341,15 @@ class Watcher:
                 continue
             changes = [c for c in batch if isinstance(c, Change)]
             self._guarded(self._apply, syncer, changes)
+
+    def _check_lock(self) -> None:
+        """Write only while the writer lock holds: a server's lock ends with its connection, and
+        another writer may then take the vault."""
+        if not self.lock.alive():
+            raise LockError(
+                f"lost the writer lock on {self.location} (its connection to the server ended); "
+                "stopped so that two writers never write one vault: start memsync watch again"
+            )
 
     def _guarded(self, work: Callable[..., None], *args: object) -> None:
         """Bad input or a passing database error never stops the daemon."""

@@ -336,3 +336,42 @@ def test_watch_keeps_a_postgres_vault_fresh_for_readers_elsewhere(
         watcher.request_stop()
         thread.join(15)
     assert where.holder() is None
+
+
+def test_a_watcher_that_loses_its_lock_stops_instead_of_writing_unlocked(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    """The server ends the lock's session (a restart, a network cut): another writer may take the
+    vault now, so the watcher stops with one line rather than write beside it."""
+    import threading
+
+    from memsync.config import load_config
+    from memsync.watcher import Watcher
+
+    url, name = pg_vault
+    root = _vault(tmp_path / "w", "kafka")
+    watcher = Watcher(root, PostgresLocation(url, name), load_config(debounce_ms=50), None)
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            watcher.run()
+        except BaseException as exc:  # noqa: BLE001
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert watcher.ready.wait(30)
+        backend = watcher.lock._conn.info.backend_pid  # type: ignore[attr-defined]
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        write(root, "new.md", "# New\n")
+        thread.join(20)
+        assert not thread.is_alive()
+        assert isinstance(raised[0], LockError) and "lost the writer lock" in str(raised[0])
+        with PostgresLocation(url, name).open() as store:
+            assert "new.md" not in store.file_rows()
+    finally:
+        watcher.request_stop()
+        thread.join(15)
