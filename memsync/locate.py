@@ -159,7 +159,7 @@ def known_indexes() -> list[KnownIndex]:
     return found
 
 
-def vaults_at(url: str) -> list[Location]:
+def vaults_at(url: str) -> list[PostgresLocation]:
     """Every vault indexed in the PostgreSQL database at `url`."""
     from .pg_store import vault_names
 

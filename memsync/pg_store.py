@@ -8,9 +8,9 @@ vault's vectors (pgvector 0.6 has no iterative scan: a filtered shared index cou
 than k rows).
 
 Keyword search: PostgreSQL has no BM25 and its parsers are not FTS5's, so memsync builds the
-tsvector itself from FTS5's own tokens (tokenizer.tokens) and computes FTS5's bm25 from the matches'
-positions, the phrases' document counts and the vault's token totals: the same ranks as SQLite,
-so calibration and --min-score mean the same on both backends.
+tsvector itself from FTS5's own tokens (tokenizer.tokens) and computes FTS5's bm25 in SQL from
+each phrase's frequency in a chunk (ts_rank_cd), the words' chunk counts and the vault's token
+totals: the same ranks as SQLite, so calibration and --min-score mean the same on both backends.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memsync.pg")
 SHARED = "memsync"
-# HNSW's candidate list: measured recall@10 against exact search at 100k chunks (bench_query.py)
+# HNSW's candidate list: recall@10 against exact search at 100k chunks (bench_postgres.py)
 EF_SEARCH = 100
 HNSW_MAX_DIMS = 2000  # pgvector indexes `vector` up to 2,000 dimensions; above, search is exact
 LOCK_CLASS = 0x4D454D53  # 'MEMS': the first key of memsync's advisory locks
@@ -112,15 +112,15 @@ def database_error(exc: BaseException) -> StoreError | None:
         import psycopg
     except ImportError:
         return None
-    if isinstance(exc, psycopg.OperationalError):
-        return StoreError(f"lost the PostgreSQL server ({_first_line(exc)}): try again")
-    if isinstance(exc, psycopg.errors.DiskFull):
+    if isinstance(exc, psycopg.errors.DiskFull):  # before OperationalError, its parent class
         return StoreError("the PostgreSQL server's disk is full (the index is intact)")
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
         return StoreError(
             f"this PostgreSQL user may not do that ({_first_line(exc)}): ask for write access "
             "to the vault's schema"
         )
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreError(f"the PostgreSQL server failed ({_first_line(exc)}): try again")
     if isinstance(exc, psycopg.Error):
         return StoreError(f"PostgreSQL error: {_first_line(exc)} (the index is intact)")
     return None

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .locate import Location, PostgresLocation, redact, vaults_at
+from .locate import Location, redact, vaults_at
 from .sync import plan
 from .vault import scan
 
@@ -69,7 +69,6 @@ def vaults_in(url: str) -> dict[str, Any]:
     """`memsync status --db postgresql://...` without --name: the vaults that database holds."""
     vaults = []
     for location in vaults_at(url):
-        assert isinstance(location, PostgresLocation)
         with location.open() as store:
             meta = store.meta()
             counts = store.counts()
