@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import IndexNotFound, MemsyncError, StoreError
 from .locate import redact, scrub
 from .lock import WriterLock
+from .sql_tables import Tables
 from .store import (
     SOURCE,
     ChunkRow,
@@ -37,7 +38,6 @@ from .store import (
     ModelKey,
     NewChunk,
     NoteFilter,
-    SkipRow,
     spread_ids,
 )
 from .tokenizer import tokens
@@ -303,7 +303,7 @@ def _floats(value: Any) -> np.ndarray:
     return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype="<f4")
 
 
-class PgStore:
+class PgStore(Tables):
     """One vault's index in a PostgreSQL database (its own schema); many readers on any machine,
     one writer at a time (AdvisoryLock)."""
 
@@ -342,6 +342,13 @@ class PgStore:
         if not create:  # a reader without write rights answers queries but does not refresh
             row = conn.execute("SELECT has_table_privilege('chunks', 'UPDATE')").fetchone()
             self.read_only = not row[0]
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql.replace("?", "%s"), args).fetchall()
+
+    def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self.conn.cursor() as cursor:
+            cursor.executemany(sql.replace("?", "%s"), rows)
 
     def _registered(self) -> bool:
         row = self.conn.execute(f"SELECT 1 FROM {SHARED}.vaults WHERE name = %s", (self.name,))
@@ -410,34 +417,6 @@ class PgStore:
 
     # -- meta -------------------------------------------------------------------------------
 
-    def meta(self) -> dict[str, str]:
-        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
-
-    def set_meta(self, **values: str | float) -> None:
-        with self.conn.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO meta(key, value) VALUES(%s, %s) "
-                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                [(k, str(v)) for k, v in values.items()],
-            )
-
-    def record(self, **facts: str | float) -> None:
-        with self.transaction():
-            self.set_meta(**facts)
-
-    def mark_synced(self, **facts: str) -> None:
-        self.record(last_sync=time.time(), **facts)
-
-    def model_key(self) -> ModelKey | None:
-        meta = self.meta()
-        if "model" not in meta:
-            return None
-        return ModelKey(meta["provider"], meta["model"], meta.get("provider_key", ""))
-
-    def dims(self) -> int | None:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'dims'").fetchone()
-        return int(row[0]) if row and row[0] else None
-
     def set_model(self, key: ModelKey, dims: int) -> None:
         """Make `key` the vault's model; a different one drops every vector of this vault (the
         shared cache keeps them for the vaults that use that model)."""
@@ -464,23 +443,6 @@ class PgStore:
 
     # -- files ------------------------------------------------------------------------------
 
-    def file_rows(self) -> dict[str, FileRow]:
-        rows = self.conn.execute("SELECT path, hash, mtime, size FROM files")
-        return {row[0]: FileRow(*row) for row in rows}
-
-    def file_stats(self) -> dict[str, tuple[int, int]]:
-        return {
-            row[0]: (row[1], row[2])
-            for row in self.conn.execute("SELECT path, mtime, size FROM files")
-        }
-
-    def file_hashes(self, paths: Sequence[str]) -> dict[str, str]:
-        return dict(
-            self.conn.execute(
-                "SELECT path, hash FROM files WHERE path = ANY(%s)", (list(paths),)
-            ).fetchall()
-        )
-
     def listing(self, folder: str = "") -> list[tuple[str, int, int, int]]:
         under = _glob_regex(f"{folder.rstrip('/')}/*") if folder else ".*"
         return [
@@ -490,21 +452,6 @@ class PgStore:
                 "LEFT JOIN chunks c ON c.path = f.path WHERE f.path ~ %s "
                 'GROUP BY f.path ORDER BY f.path COLLATE "C"',
                 (under,),
-            )
-        ]
-
-    def touch_file(self, row: FileRow, day: str | None = None) -> None:
-        self.conn.execute(
-            "UPDATE files SET mtime = %s, size = %s, date = coalesce(%s, date) WHERE path = %s",
-            (row.mtime_ns, row.size, day, row.path),
-        )
-
-    def file_warnings(self) -> list[tuple[str, str]]:
-        return [
-            tuple(row)
-            for row in self.conn.execute(
-                "SELECT path, warning FROM files WHERE warning IS NOT NULL "
-                'ORDER BY path COLLATE "C"'
             )
         ]
 
@@ -561,98 +508,9 @@ class PgStore:
                 "ON CONFLICT(lexeme) DO UPDATE SET chunks = lexemes.chunks + excluded.chunks",
                 (list(frequencies), list(frequencies.values())),
             )
-            cursor.execute(
-                "INSERT INTO files(path, source, hash, mtime, size, title, date, warning) "
-                "VALUES(%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT(path) DO UPDATE SET "
-                "hash = excluded.hash, mtime = excluded.mtime, size = excluded.size, "
-                "title = excluded.title, date = excluded.date, warning = excluded.warning",
-                (row.path, SOURCE, row.hash, row.mtime_ns, row.size, facts.title, facts.date,
-                 facts.warning),
-            )  # fmt: skip
-            cursor.execute("DELETE FROM tags WHERE path = %s", (row.path,))
-            cursor.executemany(
-                "INSERT INTO tags(path, tag) VALUES(%s, %s) ON CONFLICT DO NOTHING",
-                [(row.path, tag) for tag in facts.tags],
-            )
-            cursor.execute("DELETE FROM skipped WHERE path = %s", (row.path,))
-
-    def move_file(self, old: str, row: FileRow) -> None:
-        with self.transaction():
-            self.conn.execute("DELETE FROM files WHERE path = %s", (row.path,))
-            self._delete_chunks(row.path)
-            self.conn.execute(
-                "UPDATE files SET path = %s, mtime = %s, size = %s WHERE path = %s",
-                (row.path, row.mtime_ns, row.size, old),
-            )
-            self.conn.execute("UPDATE chunks SET path = %s WHERE path = %s", (row.path, old))
-            self.conn.execute("DELETE FROM tags WHERE path = %s", (row.path,))
-            self.conn.execute("UPDATE tags SET path = %s WHERE path = %s", (row.path, old))
-            self.conn.execute("DELETE FROM skipped WHERE path IN (%s, %s)", (old, row.path))
-
-    def remove_file(self, path: str, skip: SkipRow | None = None) -> None:
-        with self.transaction():
-            self._delete_chunks(path)
-            self.conn.execute("DELETE FROM files WHERE path = %s", (path,))
-            self.conn.execute("DELETE FROM tags WHERE path = %s", (path,))
-            if skip is not None:
-                self._insert_skips([skip])
-
-    def _insert_skips(self, skips: Iterable[SkipRow]) -> None:
-        now = int(time.time())
-        with self.conn.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO skipped(path, reason, at, mtime, size) VALUES(%s,%s,%s,%s,%s) "
-                "ON CONFLICT(path) DO UPDATE SET reason = excluded.reason, at = excluded.at, "
-                "mtime = excluded.mtime, size = excluded.size",
-                [(s.path, s.reason, now, s.mtime_ns, s.size) for s in skips],
-            )
-
-    def update_skips(
-        self, add: Iterable[SkipRow] = (), drop: Iterable[str] = (), *, replace_all: bool = False
-    ) -> None:
-        with self.transaction():
-            if replace_all:
-                self.conn.execute("DELETE FROM skipped")
-            self.conn.execute("DELETE FROM skipped WHERE path = ANY(%s)", (list(drop),))
-            self._insert_skips(add)
-
-    def skip_rows(self) -> dict[str, SkipRow]:
-        return {
-            row[0]: SkipRow(*row)
-            for row in self.conn.execute("SELECT path, reason, mtime, size FROM skipped")
-        }
-
-    def skipped(self) -> list[tuple[str, str]]:
-        return [
-            tuple(r)
-            for r in self.conn.execute('SELECT path, reason FROM skipped ORDER BY path COLLATE "C"')
-        ]
+            self._write_file(row, facts)
 
     # -- embeddings -------------------------------------------------------------------------
-
-    def pending_chunks(
-        self, limit: int, any_chunk: bool = False
-    ) -> list[tuple[int, str, str, str]]:
-        where = "" if any_chunk else "WHERE embedding IS NULL"
-        return [
-            tuple(r)
-            for r in self.conn.execute(
-                f"SELECT id, hash, context, text FROM chunks {where} ORDER BY id LIMIT %s",
-                (limit,),
-            )
-        ]
-
-    def cached_embeddings(self, key: ModelKey | None, hashes: Sequence[str]) -> dict[str, bytes]:
-        if key is None or not hashes:
-            return {}
-        return {
-            h: bytes(blob)
-            for h, blob in self.conn.execute(
-                "SELECT hash, embedding FROM embedding_cache WHERE provider = %s AND model = %s "
-                "AND provider_key = %s AND hash = ANY(%s)",
-                (key.provider, key.model, key.provider_key, list(dict.fromkeys(hashes))),
-            )
-        }
 
     def store_embeddings(
         self, key: ModelKey, items: Sequence[tuple[int, str, bytes]], dims: int
@@ -692,29 +550,6 @@ class PgStore:
         )
 
     # -- reading ----------------------------------------------------------------------------
-
-    def has_vectors(self) -> bool:
-        row = self.conn.execute("SELECT 1 FROM chunks WHERE embedding IS NOT NULL LIMIT 1")
-        return row.fetchone() is not None
-
-    def pending_count(self) -> int:
-        return int(
-            self.conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL").fetchone()[0]
-        )
-
-    def counts(self) -> dict[str, int]:
-        files, chunks, pending, cache = self.conn.execute(
-            "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks), "
-            "(SELECT count(*) FROM chunks WHERE embedding IS NULL), "
-            "(SELECT count(*) FROM embedding_cache)"
-        ).fetchone()
-        return {
-            "files": files,
-            "chunks": chunks,
-            "embedded": chunks - pending,
-            "pending": pending,
-            "cached_vectors": cache,
-        }
 
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         rows = self.conn.execute(

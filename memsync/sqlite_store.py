@@ -12,10 +12,11 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import fts
 from .errors import StoreError
+from .sql_tables import Tables
 from .store import (
     SOURCE,
     ChunkRow,
@@ -24,7 +25,6 @@ from .store import (
     ModelKey,
     NewChunk,
     NoteFilter,
-    SkipRow,
     spread_ids,
 )
 
@@ -148,8 +148,10 @@ def database_error(exc: BaseException) -> StoreError | None:
     return None
 
 
-class SqliteStore:
+class SqliteStore(Tables):
     """A connection to one index. Writers serialise through SQLite; readers never wait (WAL)."""
+
+    PATH_TABLES = ("chunks", "chunks_fts")
 
     def __init__(self, path: Path, *, create: bool = True, vectors_in_memory: bool = False) -> None:
         """`vectors_in_memory`: for long-lived callers (an agent, the evaluation) that query many
@@ -271,43 +273,18 @@ class SqliteStore:
             with self.transaction():
                 self.conn.execute(MIGRATIONS[number - 1])
                 self.conn.execute(f"PRAGMA user_version={number}")
-                self.conn.execute(
-                    "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
-                    (str(number),),
-                )
+                self.set_meta(schema_version=number)
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return list(self.conn.execute(sql, args))
+
+    def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, rows)
 
     def integrity_check(self) -> str:
         return str(_first(self.conn.execute("PRAGMA integrity_check"))[0])
 
     # -- meta -------------------------------------------------------------------------------
-
-    def meta(self) -> dict[str, str]:
-        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
-
-    def set_meta(self, **values: str | float) -> None:
-        self.conn.executemany(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
-            [(k, str(v)) for k, v in values.items()],
-        )
-
-    def record(self, **facts: str | float) -> None:
-        """Facts about the index (its vault, its rules, the last sync), in one small transaction."""
-        with self.transaction():
-            self.set_meta(**facts)
-
-    def mark_synced(self, **facts: str) -> None:
-        """Record that the index was just compared with the vault."""
-        self.record(last_sync=time.time(), **facts)
-
-    def model_key(self) -> ModelKey | None:
-        meta = self.meta()
-        if "model" not in meta:
-            return None
-        return ModelKey(meta["provider"], meta["model"], meta.get("provider_key", ""))
-
-    def dims(self) -> int | None:
-        value = self.meta().get("dims")
-        return int(value) if value else None
 
     def set_model(self, key: ModelKey, dims: int) -> None:
         """Make `key` the index's model; a different one drops every vector."""
@@ -341,28 +318,6 @@ class SqliteStore:
 
     # -- files ------------------------------------------------------------------------------
 
-    def file_rows(self) -> dict[str, FileRow]:
-        rows = self.conn.execute("SELECT path, hash, mtime, size FROM files")
-        return {row[0]: FileRow(*row) for row in rows}
-
-    def file_stats(self) -> dict[str, tuple[int, int]]:
-        """path -> (mtime_ns, size) of every indexed note: what a stat-only sync compares (half
-        the cost of file_rows at 20k notes: no hashes, no row objects)."""
-        return {
-            row[0]: (row[1], row[2])
-            for row in self.conn.execute("SELECT path, mtime, size FROM files")
-        }
-
-    def file_hashes(self, paths: Sequence[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for start in range(0, len(paths), 500):
-            part = list(paths[start : start + 500])
-            marks = ",".join("?" * len(part))
-            found.update(
-                self.conn.execute(f"SELECT path, hash FROM files WHERE path IN ({marks})", part)
-            )
-        return found
-
     def listing(self, folder: str = "") -> list[tuple[str, int, int, int]]:
         """(path, size, mtime_ns, chunks) of every indexed note below `folder`, by path."""
         where, args = _any_glob("f.path", [f"{folder.rstrip('/')}/*"] if folder else [])
@@ -372,20 +327,6 @@ class SqliteStore:
                 f"LEFT JOIN chunks c ON c.path = f.path WHERE 1{where} "
                 "GROUP BY f.path ORDER BY f.path",
                 args,
-            )
-        )
-
-    def touch_file(self, row: FileRow, day: str | None = None) -> None:
-        """Same bytes, new mtime (and so, for a note dated by it, a new date)."""
-        self.conn.execute(
-            "UPDATE files SET mtime = ?, size = ?, date = coalesce(?, date) WHERE path = ?",
-            (row.mtime_ns, row.size, day, row.path),
-        )
-
-    def file_warnings(self) -> list[tuple[str, str]]:
-        return list(
-            self.conn.execute(
-                "SELECT path, warning FROM files WHERE warning IS NOT NULL ORDER BY path"
             )
         )
 
@@ -439,105 +380,9 @@ class SqliteStore:
                     self.conn.execute(
                         "INSERT INTO chunks_vec(rowid, embedding) VALUES(?, ?)", (chunk_id, blob)
                     )
-            self.conn.execute(
-                "INSERT OR REPLACE INTO files(path, source, hash, mtime, size, title, date, "
-                "warning) VALUES(?,?,?,?,?,?,?,?)",
-                (
-                    row.path,
-                    SOURCE,
-                    row.hash,
-                    row.mtime_ns,
-                    row.size,
-                    facts.title,
-                    facts.date,
-                    facts.warning,
-                ),
-            )
-            self.conn.execute("DELETE FROM tags WHERE path = ?", (row.path,))
-            self.conn.executemany(
-                "INSERT OR IGNORE INTO tags(path, tag) VALUES(?, ?)",
-                [(row.path, tag) for tag in facts.tags],
-            )
-            self.conn.execute("DELETE FROM skipped WHERE path = ?", (row.path,))
-
-    def move_file(self, old: str, row: FileRow) -> None:
-        """A rename: same bytes under a new path; chunks and vectors stay as they are."""
-        with self.transaction():
-            self.conn.execute("DELETE FROM files WHERE path = ?", (row.path,))
-            self._delete_chunks(row.path)
-            self.conn.execute(
-                "UPDATE files SET path = ?, mtime = ?, size = ? WHERE path = ?",
-                (row.path, row.mtime_ns, row.size, old),
-            )
-            self.conn.execute("UPDATE chunks SET path = ? WHERE path = ?", (row.path, old))
-            self.conn.execute("UPDATE chunks_fts SET path = ? WHERE path = ?", (row.path, old))
-            self.conn.execute("DELETE FROM tags WHERE path = ?", (row.path,))
-            self.conn.execute("UPDATE tags SET path = ? WHERE path = ?", (row.path, old))
-            self.conn.execute("DELETE FROM skipped WHERE path IN (?, ?)", (old, row.path))
-
-    def remove_file(self, path: str, skip: SkipRow | None = None) -> None:
-        """A note gone from the index: deleted, or now skipped for the reason `skip` gives."""
-        with self.transaction():
-            self._delete_chunks(path)
-            self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
-            self.conn.execute("DELETE FROM tags WHERE path = ?", (path,))
-            if skip is not None:
-                self._insert_skips([skip])
-
-    def _insert_skips(self, skips: Iterable[SkipRow]) -> None:
-        self.conn.executemany(
-            "INSERT OR REPLACE INTO skipped(path, reason, at, mtime, size) VALUES(?,?,?,?,?)",
-            [(s.path, s.reason, _now(), s.mtime_ns, s.size) for s in skips],
-        )
-
-    def update_skips(
-        self, add: Iterable[SkipRow] = (), drop: Iterable[str] = (), *, replace_all: bool = False
-    ) -> None:
-        """Skips found by a walk or an event; a full walk replaces the whole list."""
-        with self.transaction():
-            if replace_all:
-                self.conn.execute("DELETE FROM skipped")
-            self.conn.executemany("DELETE FROM skipped WHERE path = ?", [(p,) for p in drop])
-            self._insert_skips(add)
-
-    def skip_rows(self) -> dict[str, SkipRow]:
-        return {
-            row[0]: SkipRow(*row)
-            for row in self.conn.execute("SELECT path, reason, mtime, size FROM skipped")
-        }
-
-    def skipped(self) -> list[tuple[str, str]]:
-        return list(self.conn.execute("SELECT path, reason FROM skipped ORDER BY path"))
+            self._write_file(row, facts)
 
     # -- embeddings -------------------------------------------------------------------------
-
-    def pending_chunks(
-        self, limit: int, any_chunk: bool = False
-    ) -> list[tuple[int, str, str, str]]:
-        """(id, hash, context, text) of chunks that have no vector yet (or any), oldest first."""
-        where = "" if any_chunk else "WHERE embedding IS NULL"
-        return list(
-            self.conn.execute(
-                f"SELECT id, hash, context, text FROM chunks {where} ORDER BY id LIMIT ?", (limit,)
-            )
-        )
-
-    def cached_embeddings(self, key: ModelKey | None, hashes: Sequence[str]) -> dict[str, bytes]:
-        if key is None or not hashes:
-            return {}
-        found: dict[str, bytes] = {}
-        unique = list(dict.fromkeys(hashes))
-        for start in range(0, len(unique), 500):
-            part = unique[start : start + 500]
-            marks = ",".join("?" * len(part))
-            found.update(
-                self.conn.execute(
-                    "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
-                    f"AND provider_key = ? AND hash IN ({marks})",
-                    (key.provider, key.model, key.provider_key, *part),
-                ).fetchall()
-            )
-        return found
 
     def store_embeddings(
         self, key: ModelKey, items: Sequence[tuple[int, str, bytes]], dims: int
@@ -579,33 +424,6 @@ class SqliteStore:
         )
 
     # -- reading ----------------------------------------------------------------------------
-
-    def has_vectors(self) -> bool:
-        """Whether any chunk has its vector (a query's check: no count over every chunk)."""
-        row = _first(self.conn.execute("SELECT 1 FROM chunks WHERE embedding IS NOT NULL LIMIT 1"))
-        return row is not None
-
-    def pending_count(self) -> int:
-        """Chunks without a vector (cheap: a partial index holds exactly those)."""
-        return int(
-            _first(self.conn.execute("SELECT count(*) FROM chunks WHERE embedding IS NULL"))[0]
-        )
-
-    def counts(self) -> dict[str, int]:
-        files, chunks, pending = _first(
-            self.conn.execute(
-                "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks), "
-                "(SELECT count(*) FROM chunks WHERE embedding IS NULL)"
-            )
-        )
-        cache = _first(self.conn.execute("SELECT count(*) FROM embedding_cache"))[0]
-        return {
-            "files": files,
-            "chunks": chunks,
-            "embedded": chunks - pending,
-            "pending": pending,
-            "cached_vectors": cache,
-        }
 
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         found: dict[int, ChunkRow] = {}

@@ -163,12 +163,12 @@ def test_a_crash_mid_file_leaves_the_vault_consistent(
             def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
                 return getattr(self.cursor, name)
 
-            def execute(self, query, *args, **kwargs):  # type: ignore[no-untyped-def]
+            def executemany(self, query, *args, **kwargs):  # type: ignore[no-untyped-def]
                 if str(query).startswith("DELETE FROM skipped"):
                     finished["n"] += 1
                     if finished["n"] == 3:
                         raise psycopg.OperationalError("server closed the connection unexpectedly")
-                return self.cursor.execute(query, *args, **kwargs)
+                return self.cursor.executemany(query, *args, **kwargs)
 
         monkeypatch.setattr(store.conn, "cursor", DiesAtTheEndOfTheThirdNote)
         with pytest.raises(psycopg.OperationalError):

@@ -43,7 +43,7 @@ def test_no_module_but_the_backends_and_locate_names_a_backend() -> None:
     """Sync, search, the watcher, the CLI talk to store.Store; locate picks the backend."""
     backends = re.compile(r"\b(sqlite_store|pg_store|SqliteStore|PgStore)\b")
     naming = {name for name, text in SOURCES.items() if backends.search(text)}
-    assert naming == {"sqlite_store", "pg_store", "locate", "store", "tokenizer"}
+    assert naming == {"sqlite_store", "pg_store", "locate", "store", "tokenizer", "sql_tables"}
 
 
 def test_a_no_op_sync_imports_no_numpy() -> None:
@@ -64,7 +64,7 @@ def test_a_no_op_sync_imports_no_numpy() -> None:
 def test_only_the_backends_speak_sql() -> None:
     sql = re.compile(r"\b(SELECT .* FROM|INSERT INTO|DELETE FROM|CREATE TABLE|UPDATE \w+ SET)\b")
     speaking = {name for name, text in SOURCES.items() if sql.search(text)}
-    assert speaking == {"sqlite_store", "pg_store"}
+    assert speaking == {"sqlite_store", "pg_store", "sql_tables"}
 
 
 def test_pure_modules_import_only_the_standard_library() -> None:

@@ -1,0 +1,222 @@
+"""The SQL both backends run alike: the tables every index has, in SQL that SQLite and PostgreSQL
+read the same way (`?` placeholders, which PgStore turns into psycopg's). The search legs, the
+vectors and each engine's own tables stay in sqlite_store and pg_store."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from .store import SOURCE, FileFacts, FileRow, ModelKey, SkipRow
+
+BATCH = 500  # ids or paths per `IN (...)`: well under either engine's limit on parameters
+
+
+def _marks(count: int) -> str:
+    return ",".join("?" * count)
+
+
+class Tables:
+    """meta, files, tags, skipped and the embedding cache, over `_rows` and `_run_many`."""
+
+    # the tables whose `path` follows a note's rename (beside files and tags)
+    PATH_TABLES: tuple[str, ...] = ("chunks",)
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def _delete_chunks(self, path: str) -> None:
+        raise NotImplementedError
+
+    def _batches(self, sql: str, values: Sequence[Any], *args: Any) -> Iterator[tuple[Any, ...]]:
+        """`sql` with its `({in})` filled for BATCH values at a time; `args` come first."""
+        unique = list(dict.fromkeys(values))
+        for start in range(0, len(unique), BATCH):
+            part = unique[start : start + BATCH]
+            yield from self._rows(sql.format(marks=_marks(len(part))), [*args, *part])
+
+    # -- meta -------------------------------------------------------------------------------
+
+    def meta(self) -> dict[str, str]:
+        return dict(self._rows("SELECT key, value FROM meta"))
+
+    def set_meta(self, **values: str | float) -> None:
+        self._run_many(
+            "INSERT INTO meta(key, value) VALUES(?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            [(k, str(v)) for k, v in values.items()],
+        )
+
+    def record(self, **facts: str | float) -> None:
+        """Facts about the index (its vault, its rules, the last sync), in one small transaction."""
+        with self.transaction():
+            self.set_meta(**facts)
+
+    def mark_synced(self, **facts: str) -> None:
+        """Record that the index was just compared with the vault."""
+        self.record(last_sync=time.time(), **facts)
+
+    def model_key(self) -> ModelKey | None:
+        meta = self.meta()
+        if "model" not in meta:
+            return None
+        return ModelKey(meta["provider"], meta["model"], meta.get("provider_key", ""))
+
+    def dims(self) -> int | None:
+        value = self.meta().get("dims")
+        return int(value) if value else None
+
+    # -- files ------------------------------------------------------------------------------
+
+    def file_rows(self) -> dict[str, FileRow]:
+        return {
+            row[0]: FileRow(*row) for row in self._rows("SELECT path, hash, mtime, size FROM files")
+        }
+
+    def file_stats(self) -> dict[str, tuple[int, int]]:
+        """path -> (mtime_ns, size) of every indexed note: what a stat-only sync compares (half
+        the cost of file_rows at 20k notes: no hashes, no row objects)."""
+        return {
+            row[0]: (row[1], row[2]) for row in self._rows("SELECT path, mtime, size FROM files")
+        }
+
+    def file_hashes(self, paths: Sequence[str]) -> dict[str, str]:
+        return dict(self._batches("SELECT path, hash FROM files WHERE path IN ({marks})", paths))
+
+    def touch_file(self, row: FileRow, day: str | None = None) -> None:
+        """Same bytes, new mtime (and so, for a note dated by it, a new date)."""
+        self._run_many(
+            "UPDATE files SET mtime = ?, size = ?, date = coalesce(?, date) WHERE path = ?",
+            [(row.mtime_ns, row.size, day, row.path)],
+        )
+
+    def file_warnings(self) -> list[tuple[str, str]]:
+        """By path, in code-point order on both engines (PostgreSQL would sort by locale)."""
+        return sorted(self._rows("SELECT path, warning FROM files WHERE warning IS NOT NULL"))
+
+    def move_file(self, old: str, row: FileRow) -> None:
+        """A rename: same bytes under a new path; chunks and vectors stay as they are."""
+        new = row.path
+        with self.transaction():
+            self._run_many("DELETE FROM files WHERE path = ?", [(new,)])
+            self._delete_chunks(new)
+            self._run_many(
+                "UPDATE files SET path = ?, mtime = ?, size = ? WHERE path = ?",
+                [(new, row.mtime_ns, row.size, old)],
+            )
+            for table in self.PATH_TABLES:
+                self._run_many(f"UPDATE {table} SET path = ? WHERE path = ?", [(new, old)])
+            self._run_many("DELETE FROM tags WHERE path = ?", [(new,)])
+            self._run_many("UPDATE tags SET path = ? WHERE path = ?", [(new, old)])
+            self._run_many("DELETE FROM skipped WHERE path IN (?, ?)", [(old, new)])
+
+    def remove_file(self, path: str, skip: SkipRow | None = None) -> None:
+        """A note gone from the index: deleted, or now skipped for the reason `skip` gives."""
+        with self.transaction():
+            self._delete_chunks(path)
+            self._run_many("DELETE FROM files WHERE path = ?", [(path,)])
+            self._run_many("DELETE FROM tags WHERE path = ?", [(path,)])
+            if skip is not None:
+                self._insert_skips([skip])
+
+    def _write_file(self, row: FileRow, facts: FileFacts) -> None:
+        """A note's files row and tags, inside replace_file's transaction; its skip is forgotten:
+        it is indexed now."""
+        self._run_many(
+            "INSERT INTO files(path, source, hash, mtime, size, title, date, warning) "
+            "VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET hash = excluded.hash, "
+            "mtime = excluded.mtime, size = excluded.size, title = excluded.title, "
+            "date = excluded.date, warning = excluded.warning",
+            [(row.path, SOURCE, row.hash, row.mtime_ns, row.size, facts.title, facts.date,
+              facts.warning)],
+        )  # fmt: skip
+        self._run_many("DELETE FROM tags WHERE path = ?", [(row.path,)])
+        self._run_many(
+            "INSERT INTO tags(path, tag) VALUES(?, ?) ON CONFLICT DO NOTHING",
+            [(row.path, tag) for tag in facts.tags],
+        )
+        self._run_many("DELETE FROM skipped WHERE path = ?", [(row.path,)])
+
+    # -- skipped files ----------------------------------------------------------------------
+
+    def _insert_skips(self, skips: Iterable[SkipRow]) -> None:
+        now = int(time.time())
+        self._run_many(
+            "INSERT INTO skipped(path, reason, at, mtime, size) VALUES(?,?,?,?,?) "
+            "ON CONFLICT(path) DO UPDATE SET reason = excluded.reason, at = excluded.at, "
+            "mtime = excluded.mtime, size = excluded.size",
+            [(s.path, s.reason, now, s.mtime_ns, s.size) for s in skips],
+        )
+
+    def update_skips(
+        self, add: Iterable[SkipRow] = (), drop: Iterable[str] = (), *, replace_all: bool = False
+    ) -> None:
+        """Skips found by a walk or an event; a full walk replaces the whole list."""
+        with self.transaction():
+            if replace_all:
+                self._run_many("DELETE FROM skipped", [()])
+            self._run_many("DELETE FROM skipped WHERE path = ?", [(p,) for p in drop])
+            self._insert_skips(add)
+
+    def skip_rows(self) -> dict[str, SkipRow]:
+        return {
+            row[0]: SkipRow(*row)
+            for row in self._rows("SELECT path, reason, mtime, size FROM skipped")
+        }
+
+    def skipped(self) -> list[tuple[str, str]]:
+        return sorted(self._rows("SELECT path, reason FROM skipped"))
+
+    # -- embeddings -------------------------------------------------------------------------
+
+    def pending_chunks(
+        self, limit: int, any_chunk: bool = False
+    ) -> list[tuple[int, str, str, str]]:
+        """(id, hash, context, text) of chunks that have no vector yet (or any), oldest first."""
+        where = "" if any_chunk else "WHERE embedding IS NULL"
+        return self._rows(
+            f"SELECT id, hash, context, text FROM chunks {where} ORDER BY id LIMIT ?", (limit,)
+        )  # type: ignore[return-value]
+
+    def cached_embeddings(self, key: ModelKey | None, hashes: Sequence[str]) -> dict[str, bytes]:
+        if key is None or not hashes:
+            return {}
+        found = self._batches(
+            "SELECT hash, embedding FROM embedding_cache WHERE provider = ? AND model = ? "
+            "AND provider_key = ? AND hash IN ({marks})",
+            hashes,
+            key.provider,
+            key.model,
+            key.provider_key,
+        )
+        return {h: bytes(blob) for h, blob in found}
+
+    def has_vectors(self) -> bool:
+        """Whether any chunk has its vector (a query's check: no count over every chunk)."""
+        return bool(self._rows("SELECT 1 FROM chunks WHERE embedding IS NOT NULL LIMIT 1"))
+
+    def pending_count(self) -> int:
+        """Chunks without a vector (cheap: a partial index holds exactly those)."""
+        return int(self._rows("SELECT count(*) FROM chunks WHERE embedding IS NULL")[0][0])
+
+    def counts(self) -> dict[str, int]:
+        files, chunks, pending, cache = self._rows(
+            "SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM chunks), "
+            "(SELECT count(*) FROM chunks WHERE embedding IS NULL), "
+            "(SELECT count(*) FROM embedding_cache)"
+        )[0]
+        return {
+            "files": files,
+            "chunks": chunks,
+            "embedded": chunks - pending,
+            "pending": pending,
+            "cached_vectors": cache,
+        }
