@@ -38,7 +38,7 @@ from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E
 from memsync.search import Options, note_filter  # noqa: E402
 from memsync.sync import index_vault  # noqa: E402
 
-EF_VALUES = (40, 64, 100, 200, 400)
+EF_VALUES = (100, 200, 400, 800)
 SAMPLE_QUERIES = ROOT / "benchmarks" / "sample_queries.json"
 
 
