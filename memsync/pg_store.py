@@ -406,15 +406,6 @@ class PgStore(Tables):
         )
         return f"pgvector {version[0] if version else '?'} ({kind})"
 
-    def close(self) -> None:
-        self.conn.close()
-
-    def __enter__(self) -> PgStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         with self.conn.transaction():

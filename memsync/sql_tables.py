@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 from .store import SOURCE, FileFacts, FileRow, ModelKey, SkipRow
 
@@ -18,11 +18,25 @@ def _marks(count: int) -> str:
     return ",".join("?" * count)
 
 
+T = TypeVar("T", bound="Tables")
+
+
 class Tables:
     """meta, files, tags, skipped and the embedding cache, over `_rows` and `_run_many`."""
 
+    conn: Any  # the engine's connection
+
     # the tables whose `path` follows a note's rename (beside files and tags)
     PATH_TABLES: tuple[str, ...] = ("chunks",)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self: T) -> T:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError

@@ -237,15 +237,6 @@ class SqliteStore(Tables):
             return f"sqlite-vec {self.vec_version}"
         return "numpy (sqlite-vec extension could not be loaded)"
 
-    def close(self) -> None:
-        self.conn.close()
-
-    def __enter__(self) -> SqliteStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """BEGIN IMMEDIATE ... COMMIT: one file's change lands whole or not at all."""
