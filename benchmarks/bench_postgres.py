@@ -10,7 +10,8 @@ temporary folder: the server runs on this machine, so the figures carry no netwo
   model made of sample_vault's chunks, plus noise (random unit vectors, which have no structure at
   all, are no model's output: HNSW's recall on them is far lower, and is printed too).
 - Query latency in-process (hybrid, the local model embedding each query) on that index, whole and
-  filtered to 0.5%, and `memsync query` as a whole process on sample_vault/.
+  filtered to 0.5%, where each query's time goes (each leg alone), and `memsync query` as a whole
+  process on sample_vault/.
 - Text-only indexing and no-op re-index of a generated vault of --notes notes, both backends.
 """
 
@@ -85,6 +86,35 @@ def recall(where: PostgresLocation, vectors: np.ndarray, queries: np.ndarray) ->
     return found
 
 
+def legs(where: PostgresLocation, embedder: LocalEmbedder) -> None:
+    """Where a query's time goes, per query: each leg alone, then the whole hybrid search."""
+    from memsync import fts
+    from memsync.search import search
+
+    def ms(work) -> float:  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
+        work()
+        return (time.perf_counter() - started) * 1000
+
+    print(
+        "\n| query | keyword AND (ms) | keyword OR fallback (ms) | vector (ms) | hybrid, all (ms) |"
+    )
+    print("|---|---|---|---|---|")
+    with where.open() as store:
+        search(store, "warm up", Options(), embedder)
+        for query in QUERIES:
+            terms = fts.query_terms(query)
+            found: list[object] = []
+            both = ms(lambda: found.extend(store.keyword_search(terms, False, 24)[0]))  # noqa: B023
+            fallback = len(found) < 6 and len(terms) > 1
+            either = ms(lambda: store.keyword_search(terms, True, 24)) if fallback else 0.0  # noqa: B023
+            vector = embedder.embed_query(query)
+            nearest = ms(lambda: store.vector_search(vector, 24))  # noqa: B023
+            total = ms(lambda: search(store, query, Options(), embedder))  # noqa: B023
+            shown = f"{either:.1f}" if fallback else "-"
+            print(f"| {query} | {both:.1f} | {shown} | {nearest:.1f} | {total:.1f} |")
+
+
 def indexing(where: Location, root: Path) -> tuple[float, float, int]:
     """(text-only index s, no-op re-index s (best of 3), notes)."""
     with where.open(create=True) as store:
@@ -102,6 +132,11 @@ def indexing(where: Location, root: Path) -> tuple[float, float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--db", help="a postgresql:// URL (default: start a pgserver)")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="query the generated index already in --db instead of building it again",
+    )
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=50)
@@ -123,8 +158,9 @@ def main() -> None:
         queries = np.vstack(
             [embedder.embed_query(t) for t in texts] + [realistic_vectors(100, embedder, seed=9)]
         )
-    with where.open(create=True) as store:
-        build(store, args.chunks, embedder, vectors)
+    if not args.reuse:
+        with where.open(create=True) as store:
+            build(store, args.chunks, embedder, vectors)
     print(f"built {args.chunks:,} chunks in PostgreSQL in {time.perf_counter() - started:.0f} s\n")
     kind = "random unit vectors" if args.random_vectors else "model-like vectors"
     print(f"| ef_search | HNSW recall@10 vs exact, {kind}, {len(queries)} queries |")
@@ -141,6 +177,7 @@ def main() -> None:
             f"| {args.chunks:,} chunks, in-process hybrid, PostgreSQL HNSW{what} | {p50:.1f} "
             f"| {p95:.1f} | {embed:.1f} |"
         )
+    legs(where, embedder)
     p50, p95 = whole_process(min(args.runs, 20), workdir, "--db", url, "--name", "sample_vault")
     print(
         f"| sample_vault, whole `memsync query --db postgresql://...` process | {p50 * 1000:.0f} "
