@@ -161,9 +161,11 @@ def main() -> None:
     if not args.reuse:
         with where.open(create=True) as store:
             build(store, args.chunks, embedder, vectors)
-    print(f"built {args.chunks:,} chunks in PostgreSQL in {time.perf_counter() - started:.0f} s\n")
+        print(
+            f"built {args.chunks:,} chunks in PostgreSQL in {time.perf_counter() - started:.0f} s"
+        )
     kind = "random unit vectors" if args.random_vectors else "model-like vectors"
-    print(f"| ef_search | HNSW recall@10 vs exact, {kind}, {len(queries)} queries |")
+    print(f"\n| ef_search | HNSW recall@10 vs exact, {kind}, {len(queries)} queries |")
     print("|---|---|")
     for ef, share in recall(where, vectors, queries).items():
         print(f"| {ef} | {share:.3f} |")
@@ -177,12 +179,12 @@ def main() -> None:
             f"| {args.chunks:,} chunks, in-process hybrid, PostgreSQL HNSW{what} | {p50:.1f} "
             f"| {p95:.1f} | {embed:.1f} |"
         )
-    legs(where, embedder)
     p50, p95 = whole_process(min(args.runs, 20), workdir, "--db", url, "--name", "sample_vault")
     print(
         f"| sample_vault, whole `memsync query --db postgresql://...` process | {p50 * 1000:.0f} "
         f"| {p95 * 1000:.0f} | - |"
     )
+    legs(where, embedder)
 
     root = make_vault(workdir / "vault", args.notes)
     print("\n| backend | notes | text-only index (s) | notes/s | no-op re-index (s) |")
