@@ -50,7 +50,8 @@ def test_vaults_share_a_database_and_never_see_each_other(
     listed = _invoke("status", "--db", pg_url)
     assert listed.exit_code == 0 and "ops:" in listed.output and "research:" in listed.output
     facts = json.loads(_invoke("status", "--db", pg_url, "--json").output)
-    assert {v["name"]: v["files"] for v in facts["vaults"]} == {"ops": 2, "research": 2}
+    files = {v["name"]: v["files"] for v in facts["vaults"]}  # a shared server may hold more
+    assert files["ops"] == 2 and files["research"] == 2
     for name, topic, other in (("ops", "redis", "heron"), ("research", "heron", "redis")):
         found = _invoke("query", "service port", "--db", pg_url, "--name", name, "--json")
         paths = [r["path"] for r in json.loads(found.output)["results"]]
