@@ -8,6 +8,7 @@ argument is a tool error (`isError`) of one line; nothing an agent sends stops t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -211,8 +212,9 @@ class MemoryServer:
 
     def close(self) -> None:
         if self._memory is not None:
-            self._memory.close()
-            self._memory = None
+            memory, self._memory = self._memory, None
+            with contextlib.suppress(Exception):  # a connection the server dropped may not close
+                memory.close()
 
     def exit_now(self, why: str) -> None:
         """On SIGTERM/SIGINT: let a tool call in progress (a write) finish, then leave at once. A
@@ -234,6 +236,9 @@ class MemoryServer:
                 if problem is None:
                     log.exception("%s failed", name)
                     problem = f"{name} failed unexpectedly ({exc.__class__.__name__}); see the log"
+                elif problem is not exc:  # the database failed (a server restarted, a disk)
+                    log.warning("%s: %s; the index is opened again on the next call", name, problem)
+                    self.close()
                 raise ToolError(str(problem)) from None
             finally:
                 log.debug("%s: %.1f ms", name, (time.perf_counter() - started) * 1000)

@@ -387,3 +387,30 @@ def test_an_agent_reads_and_writes_a_vault_kept_in_postgresql(
     assert not written[0] and again[2]["results"][0]["path"] == "inbox/new.md"
     assert status[2]["files_indexed"] == 8 and "pgvector" in status[2]["vector_backend"]
     assert name in status[2]["db"] and "@" in status[2]["db"]
+
+
+def test_the_server_reconnects_after_postgresql_drops_its_connections(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    import psycopg
+
+    url, name = pg_vault
+    vault = _vault(tmp_path / "notes")
+    index = ["index", str(vault), "--db", url, "--name", name, "--provider", "none"]
+    assert CliRunner().invoke(main, index).exit_code == 0
+
+    async def use(session: ClientSession) -> list[bool]:
+        outcomes = []
+        for attempt in range(3):
+            if attempt == 1:  # as a server restart would: every memsync session ends
+                with psycopg.connect(url, autocommit=True) as admin:
+                    admin.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE application_name = 'memsync' AND pid <> pg_backend_pid()"
+                    )
+            result = await session.call_tool("memory_search", {"query": "ssh port"})
+            outcomes.append(not result.is_error and bool(result.structured_content["results"]))
+        return outcomes
+
+    first, during, after = with_server(["--db", url, "--name", name], use)
+    assert first and after  # the call that met the dropped connection may fail, the next works
