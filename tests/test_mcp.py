@@ -368,13 +368,20 @@ def test_the_server_exits_0_when_stdin_closes_or_on_a_signal(
                 stream.close()
 
 
-def test_an_agent_reads_and_writes_a_vault_kept_in_postgresql(
-    tmp_path: Path, pg_vault: tuple[str, str]
-) -> None:
+@pytest.fixture
+def pg_indexed(tmp_path: Path, pg_vault: tuple[str, str]) -> tuple[str, str]:
+    """The test vault indexed, keyword-only, into a fresh vault of the test server: (URL, name)."""
     url, name = pg_vault
     vault = _vault(tmp_path / "notes")
     index = ["index", str(vault), "--db", url, "--name", name, "--provider", "none"]
     assert CliRunner().invoke(main, index).exit_code == 0
+    return url, name
+
+
+def test_an_agent_reads_and_writes_a_vault_kept_in_postgresql(
+    pg_indexed: tuple[str, str],
+) -> None:
+    url, name = pg_indexed
     args = ["--db", url, "--name", name, "--writable"]
     found, written, again, status = calls(
         args,
@@ -390,14 +397,11 @@ def test_an_agent_reads_and_writes_a_vault_kept_in_postgresql(
 
 
 def test_the_server_reconnects_after_postgresql_drops_its_connections(
-    tmp_path: Path, pg_vault: tuple[str, str]
+    pg_indexed: tuple[str, str],
 ) -> None:
     import psycopg
 
-    url, name = pg_vault
-    vault = _vault(tmp_path / "notes")
-    index = ["index", str(vault), "--db", url, "--name", name, "--provider", "none"]
-    assert CliRunner().invoke(main, index).exit_code == 0
+    url, name = pg_indexed
 
     async def use(session: ClientSession) -> list[bool]:
         outcomes = []
