@@ -8,6 +8,7 @@ second thread computes vectors in the background and backs off while the provide
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -191,10 +192,13 @@ class Watcher:
         watchdog_log.addHandler(alarm)
         abandoned = False
         try:
-            with self.location.open(create=True) as store:
-                syncer = Syncer(
-                    store, self.root, self.config.max_file_bytes, should_stop=self.stop.is_set
-                )
+            syncer = Syncer(
+                self.location.open(create=True),
+                self.root,
+                self.config.max_file_bytes,
+                should_stop=self.stop.is_set,
+            )
+            try:
                 sink = _EventSink(self.root, syncer.rules, self.changes)
                 self._start_observer(sink)
                 try:
@@ -213,9 +217,11 @@ class Watcher:
                 finally:
                     self._stop_observer()
                     abandoned = self._stop_embedding()
-                waiting = store.pending_count() if self.embedder is not None else 0
+                waiting = syncer.store.pending_count() if self.embedder is not None else 0
                 if waiting:
                     log.info("%d chunks still wait for vectors; the next run embeds them", waiting)
+            finally:
+                syncer.store.close()
         finally:
             watchdog_log.removeHandler(alarm)
             if not abandoned:  # else the process exit frees the lock, after the thread's last write
@@ -351,16 +357,32 @@ class Watcher:
                 "stopped so that two writers never write one vault: start memsync watch again"
             )
 
-    def _guarded(self, work: Callable[..., None], *args: object) -> None:
-        """Bad input or a passing database error never stops the daemon."""
+    def _guarded(self, work: Callable[..., None], syncer: Syncer, *args: object) -> None:
+        """Bad input or a passing database error never stops the daemon. After a database error
+        the index is opened again (a server may have dropped the connection) and the work tried
+        once more."""
+        for attempt in (1, 2):
+            try:
+                work(syncer, *args)
+                return
+            except Exception as exc:  # noqa: BLE001 - the daemon must survive anything
+                problem = user_error(exc)
+                if problem is None:
+                    log.exception("unexpected error; will reconcile on the next cycle")
+                    return
+                if problem is exc or attempt == 2:  # memsync's own error, or failed twice
+                    log.error("%s; will reconcile on the next cycle", problem)
+                    return
+                log.warning("%s; opening the index again", problem)
+                self._reopen(syncer)
+
+    def _reopen(self, syncer: Syncer) -> None:
+        with contextlib.suppress(Exception):  # a connection the server dropped may not close
+            syncer.store.close()
         try:
-            work(*args)
-        except Exception as exc:  # noqa: BLE001 - the daemon must survive anything
-            problem = user_error(exc)
-            if problem is None:
-                log.exception("unexpected error; will reconcile on the next cycle")
-            else:
-                log.error("%s; will reconcile on the next cycle", problem)
+            syncer.store = self.location.open(create=True)
+        except MemsyncError as exc:  # the closed store fails the next batch, which tries again
+            log.error("cannot open the index again (%s); trying with the next change", exc)
 
     def _apply(self, syncer: Syncer, changes: list[Change]) -> None:
         started = time.monotonic()

@@ -376,3 +376,42 @@ def test_a_watcher_that_loses_its_lock_stops_instead_of_writing_unlocked(
     finally:
         watcher.request_stop()
         thread.join(15)
+
+
+def test_a_watcher_whose_connection_is_dropped_opens_the_index_again(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    """The server ends the watcher's store session but not its lock's: the next change is
+    indexed on a fresh connection, without waiting for the periodic reconcile."""
+    import threading
+    import time
+
+    from memsync.config import load_config
+    from memsync.watcher import Watcher
+
+    url, name = pg_vault
+    root = _vault(tmp_path / "w", "kafka")
+    where = PostgresLocation(url, name)
+    watcher = Watcher(root, where, load_config(debounce_ms=50), None)
+    thread = threading.Thread(target=watcher.run)
+    thread.start()
+    try:
+        assert watcher.ready.wait(30)
+        lock = watcher.lock._conn.info.backend_pid  # type: ignore[attr-defined]
+        with psycopg.connect(url, autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
+                "'memsync' AND pid NOT IN (%s, pg_backend_pid())",
+                (lock,),
+            ).fetchall()
+        assert ended
+        write(root, "new.md", "# New\n\nthe zeppelin runbook\n")
+        with where.open() as reader:
+            deadline = time.monotonic() + 20
+            while "new.md" not in reader.file_rows() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert "new.md" in reader.file_rows()
+        assert thread.is_alive()
+    finally:
+        watcher.request_stop()
+        thread.join(15)
