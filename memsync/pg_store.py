@@ -133,10 +133,11 @@ def connect(url: str) -> psycopg.Connection[Any]:
     """An autocommit connection (every statement sees the latest commit: readers never wait for
     the writer); libpq reads PGPASSWORD, ~/.pgpass and sslmode as usual."""
     try:
+        import pgvector.psycopg  # noqa: F401 - checked here: every connection registers it
         import psycopg
     except ImportError as exc:
         raise MemsyncError(
-            f"a postgresql:// index needs psycopg ({exc.name} is missing): "
+            f"a postgresql:// index needs psycopg and pgvector ({exc.name} is missing): "
             "pip install 'memsync[postgres]'"
         ) from exc
     shown = redact(url)

@@ -267,9 +267,11 @@ def test_without_psycopg_a_postgres_url_says_what_to_install(
 ) -> None:
     from memsync import pg_store
 
-    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
-    with pytest.raises(MemsyncError, match=r"pip install 'memsync\[postgres\]'"):
-        pg_store.connect("postgresql://x@/db")
+    for missing in ("psycopg", "pgvector.psycopg"):
+        with monkeypatch.context() as patched:
+            patched.setitem(sys.modules, missing, None)  # as if not installed
+            with pytest.raises(MemsyncError, match=r"pip install 'memsync\[postgres\]'"):
+                pg_store.connect("postgresql://x@/db")
 
 
 def test_a_newer_vault_schema_is_refused(pg_vault: tuple[str, str]) -> None:
