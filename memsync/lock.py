@@ -117,6 +117,17 @@ def _holder_of(handle: IO[str]) -> dict[str, Any]:
         return {}
 
 
+def _settled_holder(handle: IO[str]) -> dict[str, Any]:
+    """The holder's facts, read again while the writer is rewriting them (a moment's window in
+    which the file is empty or half written)."""
+    for _ in range(20):
+        holder = _holder_of(handle)
+        if holder:
+            return holder
+        time.sleep(0.01)
+    return {}
+
+
 def read_holder(db: Path) -> dict[str, Any] | None:
     """Who holds the lock file of `db` now (pid, role, started), or None if nobody does."""
     try:
@@ -127,7 +138,7 @@ def read_holder(db: Path) -> dict[str, Any] | None:
         try:
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return _holder_of(handle)
+            return _settled_holder(handle)
         fcntl.flock(handle, fcntl.LOCK_UN)
         return None
 
@@ -157,7 +168,7 @@ class FileLock(WriterLock):
         assert self._handle is not None
         self._handle.seek(0)
         self._handle.truncate()
-        self._handle.write(json.dumps(facts))
+        self._handle.write(json.dumps(facts))  # "a+": a write always goes to the end
         self._handle.flush()
 
     def _unlock(self) -> None:
