@@ -167,19 +167,14 @@ def vaults_at(url: str) -> list[PostgresLocation]:
 
 
 def _postgres(config: Config) -> Location:
-    """The vault --name names in the server's database, or its only vault."""
+    """The vault --name names in the server's database (opening it says if there is none), or
+    the database's only vault."""
     from .pg_store import vault_names
 
     assert config.db is not None
-    names = vault_names(config.db)
     if config.name:
-        if config.name not in names:
-            raise IndexNotFound(
-                f"no vault {config.name!r} in {redact(config.db)}"
-                + (f" (it holds {', '.join(names)})" if names else "")
-                + f": run memsync index VAULT --db URL --name {config.name}"
-            )
         return PostgresLocation(config.db, config.name)
+    names = vault_names(config.db)
     if len(names) == 1:
         return PostgresLocation(config.db, names[0])
     if not names:

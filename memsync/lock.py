@@ -36,6 +36,7 @@ class WriterLock:
         self.index = index  # for messages: the index as the user may see it
         self.role = role
         self.held = False
+        self.facts: dict[str, Any] = {}  # what this holder publishes for `status`
         self._guard = threading.Lock()  # the watcher's threads both publish facts
 
     # -- the primitives ---------------------------------------------------------------------
@@ -44,6 +45,7 @@ class WriterLock:
         raise NotImplementedError
 
     def _holder(self) -> dict[str, Any]:
+        """The facts another process published while it holds the lock."""
         raise NotImplementedError
 
     def _write(self, facts: dict[str, Any]) -> None:
@@ -80,21 +82,21 @@ class WriterLock:
                 )
             time.sleep(0.02)
         self.held = True
-        self._write(
-            {
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "role": self.role,
-                "started": time.time(),
-            }
-        )
+        self.facts = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "role": self.role,
+            "started": time.time(),
+        }
+        self._write(self.facts)
         return self
 
     def update(self, **fields: object) -> None:
         """Publish watcher facts (last event, last sync) for `status`, under the lock."""
         with self._guard:
             if self.held:
-                self._write({**self._holder(), **fields})
+                self.facts.update(fields)
+                self._write(self.facts)
 
     def release(self) -> None:
         with self._guard:

@@ -199,9 +199,13 @@ def _exists(conn: psycopg.Connection[Any], table: str) -> bool:
 def vault_names(url: str) -> list[str]:
     """The vaults indexed in the database at `url`, by name."""
     with connect(url) as conn:
-        if not _ensure_shared(conn, create=False):
-            return []
-        return [r[0] for r in conn.execute(f"SELECT name FROM {SHARED}.vaults ORDER BY name")]
+        return _names(conn)
+
+
+def _names(conn: psycopg.Connection[Any]) -> list[str]:
+    if not _ensure_shared(conn, create=False):
+        return []
+    return [r[0] for r in conn.execute(f"SELECT name FROM {SHARED}.vaults ORDER BY name")]
 
 
 def _glob_regex(pattern: str) -> str:
@@ -330,9 +334,11 @@ class PgStore(Tables):
     def _open(self, create: bool) -> None:
         conn = self.conn
         if not _ensure_shared(conn, create) or not (create or self._registered()):
+            names = _names(conn)
             raise IndexNotFound(
-                f"no vault {self.name!r} in {redact(self.url)}: run memsync index VAULT "
-                f"--db URL --name {self.name}"
+                f"no vault {self.name!r} in {redact(self.url)}"
+                + (f" (it holds {', '.join(names)})" if names else "")
+                + f": run memsync index VAULT --db URL --name {self.name}"
             )
         conn.execute(f"SET search_path TO {self.schema}, {SHARED}, public")
         if not self._registered() or self._schema_version() != SCHEMA_VERSION:
