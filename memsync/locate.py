@@ -178,7 +178,9 @@ def _postgres(config: Config) -> Location:
     if len(names) == 1:
         return PostgresLocation(config.db, names[0])
     if not names:
-        raise IndexNotFound(f"no vault is indexed in {redact(config.db)} yet: run memsync index")
+        raise IndexNotFound(
+            f"no vault is indexed in {redact(config.db)} yet: run memsync index VAULT --db URL"
+        )
     raise AmbiguousIndex(
         f"{redact(config.db)} holds several vaults, name one with --name: {', '.join(names)}"
     )

@@ -144,7 +144,10 @@ def connect(url: str) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(url, autocommit=True, connect_timeout=10, application_name="memsync")
     except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to {shown}: {_first_line(exc)}") from exc
+        raise StoreError(
+            f"cannot connect to {shown} ({_first_line(exc)}): check that the server runs and that "
+            "the URL, user and password (PGPASSWORD, ~/.pgpass) are right"
+        ) from exc
 
 
 def _ident(name: str) -> str:
