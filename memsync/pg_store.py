@@ -336,7 +336,8 @@ class PgStore(Tables):
 
     def _open(self, create: bool) -> None:
         conn = self.conn
-        if not _ensure_shared(conn, create) or not (create or self._registered()):
+        registered = _ensure_shared(conn, create) and self._registered()
+        if not (registered or create):
             names = _names(conn)
             raise IndexNotFound(
                 f"no vault {self.name!r} in {redact(self.url)}"
@@ -344,7 +345,7 @@ class PgStore(Tables):
                 + f": run memsync index VAULT --db URL --name {self.name}"
             )
         conn.execute(f"SET search_path TO {self.schema}, {SHARED}, public")
-        if not self._registered() or self._schema_version() != SCHEMA_VERSION:
+        if not registered or self._schema_version() != SCHEMA_VERSION:
             with conn.transaction():  # one process at a time creates or migrates a vault
                 conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
                 self._create()
