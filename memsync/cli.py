@@ -44,8 +44,8 @@ def run(action: Callable[[], Any]) -> Any:
 
 def _config(**flags: Any):  # type: ignore[no-untyped-def]
     from .config import load_config  # lazily, like every import here
-    from .errors import ConfigError
-    from .locate import is_postgres
+    from .errors import ArgumentError, ConfigError
+    from .locate import checked_name, is_postgres
 
     try:
         config = load_config(**flags)
@@ -55,6 +55,11 @@ def _config(**flags: Any):  # type: ignore[no-untyped-def]
         raise
     if flags.get("name") is not None and not (config.db and is_postgres(config.db)):
         raise click.UsageError("--name names a vault in a PostgreSQL database: add --db URL")
+    if config.name is not None:
+        try:
+            checked_name(config.name)
+        except ArgumentError as exc:  # an unusable vault name is a usage error, exit 2
+            raise click.UsageError(str(exc)) from exc
     return config
 
 
@@ -121,6 +126,12 @@ def writer_options(command: Callable[..., None]) -> Callable[..., None]:
                 "installed, else none).",
             ),
             click.option("--model", help="Embedding model of the provider (env MEMSYNC_MODEL)."),
+            click.option(
+                "--replace",
+                is_flag=True,
+                help="The vault moved to VAULT: let it take over an index built from another "
+                "folder or host (without it, such an index is refused).",
+            ),
         ]
     ):
         command = option(command)
@@ -162,6 +173,7 @@ def index(
     name: str | None,
     provider: str | None,
     model: str | None,
+    replace: bool,
     max_file_mb: float | None,
     as_json: bool,
 ) -> None:
@@ -171,12 +183,14 @@ def index(
         from . import output
         from .embedders import make_embedder, resolve_provider
         from .locate import for_vault
+        from .origin import check_writer
         from .sync import index_vault
         from .vault import vault_root
 
         config = _config(db=db, name=name, provider=provider, model=model, max_file_mb=max_file_mb)
         root = vault_root(vault)
         location = for_vault(root, config)
+        owner = check_writer(location, root, replace)
         chosen = resolve_provider(config)
         if chosen == "none" and config.provider == "auto":
             click.echo(
@@ -188,7 +202,7 @@ def index(
         with location.writer_lock("index"), location.open(create=True) as store:
             try:
                 report = index_vault(
-                    store, root, config.max_file_bytes, embedder, _progress_factory(bars)
+                    store, root, config.max_file_bytes, embedder, _progress_factory(bars), owner
                 )
             finally:
                 for bar in bars:
@@ -381,6 +395,7 @@ def watch(
     debounce_ms: int | None,
     provider: str | None,
     model: str | None,
+    replace: bool,
     verbose: bool,
     quiet: bool,
     log_file: Path | None,
@@ -393,6 +408,7 @@ def watch(
 
         from .embedders import make_embedder
         from .locate import for_vault
+        from .origin import check_writer
         from .vault import vault_root
         from .watcher import Watcher
 
@@ -400,7 +416,9 @@ def watch(
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
         memsync_log = _log_to(log_file, level, "watchdog")
         root = vault_root(vault)
-        watcher = Watcher(root, for_vault(root, config), config, make_embedder(config))
+        location = for_vault(root, config)
+        owner = check_writer(location, root, replace)
+        watcher = Watcher(root, location, config, make_embedder(config), owner=owner)
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: watcher.request_stop())
         watcher.run()
@@ -449,6 +467,7 @@ def mcp(
         config = _config(db=db, name=name, protect=protect or None)
         _log_to(log_file, logging.DEBUG if verbose else logging.INFO, "mcp")
         server = MemoryServer(config, lambda: _locate(config, vault), writable, config.protect)
+        server.check_writable()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda number, _: server.exit_now(signal.Signals(number).name))
         serve(server)

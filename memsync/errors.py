@@ -7,8 +7,9 @@
      │    └── AmbiguousIndex      several vaults are indexed and none was named (exit 2)
      ├── StoreError               the database cannot be opened or is of a newer schema
      ├── LockError                another writer (index or watch) holds this index
- ├── ArgumentError            an argument refused: a path outside the vault, hidden or not a
- │                            note, a line range past the end, a write memsync will not make
+     ├── VaultTaken               the index belongs to another folder or host (index, watch)
+     ├── ArgumentError            an argument refused: a path outside the vault, hidden or not a
+     │                            note, a line range past the end, a write memsync will not make
      └── EmbeddingError           the embedding provider failed
           ├── EmbeddingAuthError      401/403: the key is missing or wrong
           ├── EmbeddingConfigError    404, unknown provider, model not installed
@@ -51,6 +52,10 @@ class LockError(MemsyncError):
     def __init__(self, message: str, pid: int | None = None) -> None:
         super().__init__(message)
         self.pid = pid
+
+
+class VaultTaken(MemsyncError):
+    pass
 
 
 class ArgumentError(MemsyncError):

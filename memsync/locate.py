@@ -12,7 +12,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .config import Config, data_dir, default_db_path
 from .errors import AmbiguousIndex, ArgumentError, IndexNotFound
@@ -25,6 +25,10 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 class Location(Protocol):
+    # readers on other machines share it: they never write it, and read the vault only on its host
+    shared: ClassVar[bool]
+    rename: ClassVar[str]  # how a writer chooses another index: the flag to change
+
     def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> Store: ...
     def writer_lock(self, role: str) -> WriterLock: ...
     def holder(self) -> dict[str, Any] | None: ...
@@ -35,6 +39,8 @@ class Location(Protocol):
 @dataclass(frozen=True)
 class SqliteLocation:
     path: Path
+    shared: ClassVar[bool] = False
+    rename: ClassVar[str] = "--db"
 
     def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> Store:
         from .sqlite_store import SqliteStore
@@ -59,6 +65,8 @@ class SqliteLocation:
 class PostgresLocation:
     url: str
     name: str  # the vault's schema
+    shared: ClassVar[bool] = True
+    rename: ClassVar[str] = "--name"
 
     def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> Store:
         from .pg_store import PgStore
@@ -94,7 +102,9 @@ def redact(url: str) -> str:
     query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
     _PASSWORDS.update(v for k, v in query if k == "password")
     kept = urllib.parse.urlencode([(k, v) for k, v in query if k != "password"], safe="/")
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, kept, parts.fragment))
+    # urlunsplit drops the `//` of an empty host (postgresql:///db?host=/socket): build it whole
+    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    return shown + (f"?{kept}" if kept else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def scrub(message: str) -> str:

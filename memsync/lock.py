@@ -8,16 +8,50 @@ the server drops when the holder's session ends.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import socket
 import threading
 import time
 from pathlib import Path
 from typing import IO, Any
 
 from .errors import LockError
+from .origin import this_host
+
+
+# the file lock itself, behind one seam: flock on POSIX (per open file, dropped when its process
+# dies); on Windows msvcrt's byte-range lock on one byte far past the facts, which stay readable
+try:
+    import fcntl
+except ImportError:  # Windows; exercised on Linux with a stand-in msvcrt
+    import msvcrt
+
+    _LOCK_BYTE = 1 << 30
+
+    def _try_lock(handle: IO[str], shared: bool = False) -> bool:
+        """Windows has no shared lock: a reader's probe is exclusive for an instant."""
+        os.lseek(handle.fileno(), _LOCK_BYTE, os.SEEK_SET)
+        try:
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+
+    def _unlock_file(handle: IO[str]) -> None:
+        os.lseek(handle.fileno(), _LOCK_BYTE, os.SEEK_SET)
+        msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+
+else:
+
+    def _try_lock(handle: IO[str], shared: bool = False) -> bool:
+        try:
+            fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def _unlock_file(handle: IO[str]) -> None:
+        fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def lock_path(db: Path) -> Path:
@@ -84,7 +118,7 @@ class WriterLock:
         self.held = True
         self.facts = {
             "pid": os.getpid(),
-            "host": socket.gethostname(),
+            "host": this_host(),
             "role": self.role,
             "started": time.time(),
         }
@@ -137,11 +171,9 @@ def read_holder(db: Path) -> dict[str, Any] | None:
     except OSError:
         return None
     with handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _try_lock(handle, shared=True):
             return _settled_holder(handle)
-        fcntl.flock(handle, fcntl.LOCK_UN)
+        _unlock_file(handle)
         return None
 
 
@@ -157,11 +189,7 @@ class FileLock(WriterLock):
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._handle = open(self.path, "a+")
-        try:
-            fcntl.flock(self._handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
+        return _try_lock(self._handle)
 
     def _holder(self) -> dict[str, Any]:
         return _holder_of(self._handle) if self._handle else {}
@@ -175,6 +203,6 @@ class FileLock(WriterLock):
 
     def _unlock(self) -> None:
         if self._handle is not None:
-            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            _unlock_file(self._handle)
             self._handle.close()
             self._handle = None

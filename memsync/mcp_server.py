@@ -9,23 +9,36 @@ argument is a tool error (`isError`) of one line; nothing an agent sends stops t
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import date, datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, BinaryIO, Literal, TypeVar
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    TextContent,
+    ToolAnnotations,
+)
+from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
 from . import notes
 from .config import Config
-from .errors import ArgumentError
+from .errors import ArgumentError, IndexNotFound
 from .locate import Location
 from .memory import Memory
 from .search import Options, Outcome, note_filter, path_globs
@@ -210,6 +223,17 @@ class MemoryServer:
             self._memory = Memory(self.config, self.locate(), long_lived=True)
         return self._memory
 
+    def check_writable(self) -> None:
+        """At start: --writable only on the vault's host (VaultTaken elsewhere). A missing index
+        is said by the first call, as without --writable."""
+        if not self.writable:
+            return
+        try:
+            memory = self.memory()
+        except IndexNotFound:
+            return
+        memory.check_writable_here()
+
     def close(self) -> None:
         if self._memory is not None:
             memory, self._memory = self._memory, None
@@ -247,16 +271,41 @@ class MemoryServer:
 
     def memory_search(
         self,
-        query: str,
-        limit: int = 6,
-        min_score: float | None = None,
-        mode: Literal["hybrid", "vector", "keyword", "rrf"] | None = None,
-        decay: bool | None = None,
-        mmr: bool | None = None,
-        path: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        tags: list[str] | None = None,
+        query: Annotated[str, Field(description="What to find: words, a phrase or a question.")],
+        limit: Annotated[int, Field(description="How many chunks to return, 1-1000.")] = 6,
+        min_score: Annotated[
+            float | None,
+            Field(description="Drop chunks scoring below this, 0-1 (default: the user's, 0.35)."),
+        ] = None,
+        mode: Annotated[
+            Literal["hybrid", "vector", "keyword", "rrf"] | None,
+            Field(description="Keyword, meaning (vector) or both (default: the user's, hybrid)."),
+        ] = None,
+        decay: Annotated[
+            bool | None, Field(description="Rank older daily notes lower (default: the user's).")
+        ] = None,
+        mmr: Annotated[
+            bool | None, Field(description="Prefer diverse results (default: the user's).")
+        ] = None,
+        path: Annotated[
+            str | None,
+            Field(
+                description="Only notes in this folder (projects/) or glob (daily/2026-11-*.md)."
+            ),
+        ] = None,
+        since: Annotated[
+            str | None,
+            Field(
+                description="Only notes dated on or after: YYYY-MM-DD, today, yesterday, 7d, 2w, 3m."
+            ),
+        ] = None,
+        until: Annotated[
+            str | None, Field(description="Only notes dated on or before (forms as since).")
+        ] = None,
+        tags: Annotated[
+            list[str] | None,
+            Field(description="Only notes with every one of these tags (without #)."),
+        ] = None,
     ) -> Annotated[CallToolResult, SearchResult]:
         """Search the user's notes by keyword and by meaning (English and Chinese); returns the
         best chunks with path, line range, scores and a citation path#Lstart-Lend. `path`: a
@@ -285,7 +334,16 @@ class MemoryServer:
         return self.call("memory_search", work)
 
     def memory_get(
-        self, path: str, start_line: int | None = None, end_line: int | None = None
+        self,
+        path: Annotated[
+            str, Field(description="The note's path relative to the vault, as search returns it.")
+        ],
+        start_line: Annotated[
+            int | None, Field(description="First line to read, 1-based (default: 1).")
+        ] = None,
+        end_line: Annotated[
+            int | None, Field(description="Last line to read, inclusive (default: the last).")
+        ] = None,
     ) -> Annotated[CallToolResult, NoteLines]:
         """Read lines of one note from disk, now, with line numbers (the whole note by default; at
         most 400 lines or 64 KB per call: the answer says how to get the rest). `path` is
@@ -304,7 +362,14 @@ class MemoryServer:
         return self.call("memory_get", work)
 
     def memory_tree(
-        self, path: str = "", depth: int | None = None
+        self,
+        path: Annotated[
+            str, Field(description="A folder relative to the vault; empty for the whole vault.")
+        ] = "",
+        depth: Annotated[
+            int | None,
+            Field(description="Levels of folders to list, 1 or more (default: all of them)."),
+        ] = None,
     ) -> Annotated[CallToolResult, Tree]:
         """The notes memsync has indexed under a folder ('' = the whole vault), each with its
         size, modification time and chunk count; `depth` 1 = that folder's own notes, deeper
@@ -333,9 +398,21 @@ class MemoryServer:
 
     def memory_write(
         self,
-        content: str,
-        path: str | None = None,
-        mode: Literal["append", "create", "replace"] = "append",
+        content: Annotated[str, Field(description="Markdown text to write, at most 256 KB.")],
+        path: Annotated[
+            str | None,
+            Field(
+                description="The note relative to the vault, ending .md (default: today's "
+                "daily/YYYY-MM-DD.md)."
+            ),
+        ] = None,
+        mode: Annotated[
+            Literal["append", "create", "replace"],
+            Field(
+                description="append at the end (default), create a new note (fails if it "
+                "exists), or replace an existing note's whole text."
+            ),
+        ] = "append",
     ) -> Annotated[CallToolResult, Written]:
         """Write to the user's notes: append (default; to today's daily/YYYY-MM-DD.md when no
         path is given, created with a heading), create (fails if the note exists) or replace.
@@ -347,8 +424,7 @@ class MemoryServer:
             root = memory.vault_root()
             today = date.today().isoformat()
             rel = checked_path(root, path or f"daily/{today}.md", memory.rules(), existing=False)
-            if notes.protected(rel, self.protect):
-                raise ArgumentError(f"{rel} is protected: memsync does not let an agent write it")
+            notes.check_writable(root, rel, self.protect)
             heading = f"# {today}" if path is None else ""
             written = notes.write_note(root, rel, text, mode, heading)
             indexed = memory.sync_note(rel, written.sha256)
@@ -365,14 +441,86 @@ class MemoryServer:
         return self.call("memory_write", work)
 
 
+READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+# a write may replace a note's text (mode replace); it never reaches outside the vault
+WRITES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+)
+
+
 def build(server: MemoryServer) -> MCPServer:
+    """The tools in a fixed order, each with hints a client can act on (auto-approving reads)."""
     app = MCPServer("memsync", instructions=INSTRUCTIONS, log_level="WARNING")
-    tools = [server.memory_search, server.memory_get, server.memory_tree, server.memory_status]
+    tools = [
+        (server.memory_search, READS),
+        (server.memory_get, READS),
+        (server.memory_tree, READS),
+        (server.memory_status, READS),
+    ]
     if server.writable:
-        tools.append(server.memory_write)
-    for tool in tools:
-        app.add_tool(tool, name=tool.__name__, structured_output=True)
+        tools.append((server.memory_write, WRITES))
+    for tool, hints in tools:
+        app.add_tool(tool, name=tool.__name__, annotations=hints, structured_output=True)
     return app
+
+
+def without_lone_surrogates(line: str) -> str:
+    """Pure: a JSON line whose strings hold a lone surrogate ("\\ud800": valid JSON, which the
+    SDK's parser refuses without a reply) with each one as U+FFFD, so the request is answered;
+    any other line as it is."""
+    if "\\u" not in line.lower():
+        return line  # only an escape can spell a lone surrogate: stdin is decoded with replacement
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line  # not JSON: answered as a parse error
+    cleaned = _replace_surrogates(message)
+    return line if cleaned == message else json.dumps(cleaned, ensure_ascii=False) + "\n"
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
+    if isinstance(value, list):
+        return [_replace_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    return value
+
+
+class _StdinLines:
+    """stdin for the SDK's transport, read as UTF-8 with replacement, line by line."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+
+    def readline(self) -> str:
+        return without_lone_surrogates(self.raw.readline().decode("utf-8", "replace"))
+
+
+async def _serve_stdio(app: MCPServer) -> None:
+    """MCPServer.run("stdio"), except that every line gets an answer: one that is not JSON-RPC
+    gets a JSON-RPC parse error (-32700), which the SDK's stdio transport does not send."""
+    lowlevel = app._lowlevel_server  # the SDK's own run_stdio_async does the same
+    stdin = anyio.wrap_file(_StdinLines(sys.stdin.buffer))
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def forward() -> None:
+            async with send:
+                async for item in read_stream:
+                    if not isinstance(item, Exception):
+                        await send.send(item)
+                        continue
+                    log.warning("a line that is not JSON-RPC: answered with a parse error")
+                    error = ErrorData(code=PARSE_ERROR, message="Parse error")
+                    await write_stream.send(
+                        SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error))
+                    )
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(forward)
+            await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
 
 
 def serve(server: MemoryServer) -> None:
@@ -380,6 +528,6 @@ def serve(server: MemoryServer) -> None:
     app = build(server)
     log.info("serving MCP on stdio (%s)", "writable" if server.writable else "read-only")
     try:
-        app.run("stdio")
+        anyio.run(_serve_stdio, app)
     finally:
         server.close()

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from .config import Config
 from .embedders import Embedder, embedder_for_index
-from .errors import IndexNotFound, LockError
+from .errors import IndexNotFound, LockError, VaultTaken
 from .locate import Location
+from .origin import Origin, this_host
 from .search import Options, Outcome, search
 from .store import ModelKey, user_error
-from .sync import Report, Syncer, refresh_text
+from .sync import Report, Syncer, behind_notice, refresh_text
 from .vault import IgnoreRules
 
 log = logging.getLogger("memsync.memory")
@@ -42,12 +43,24 @@ class Memory:
         self.store.close()
 
     @property
+    def origin(self) -> Origin:
+        return Origin.of(self.store.meta())
+
+    @property
     def vault(self) -> Path | None:
-        recorded = self.store.meta().get("vault_path")
-        return Path(recorded) if recorded else None
+        """The vault's folder where this machine is the vault's host; None elsewhere, where a
+        folder at the same path is not the vault."""
+        origin = self.origin
+        return Path(origin.path) if origin.path and origin.here(self.location.shared) else None
 
     def vault_root(self) -> Path:
-        """The vault, for reading and writing notes; IndexNotFound if it is not there now."""
+        """The vault, for reading and writing notes; IndexNotFound if it is not here now."""
+        origin = self.origin
+        if origin.path and not origin.here(self.location.shared):
+            raise IndexNotFound(
+                f"the vault of {self.location} is {origin.where()}, not on this machine: its "
+                "notes are read there"
+            )
         root = self.vault
         if root is None or not root.is_dir():
             raise IndexNotFound(
@@ -64,7 +77,10 @@ class Memory:
         root = self.vault
         stale = ""
         if root is not None and root.is_dir():
-            stale = refresh_text(self.store, self.location, root, self.config.max_file_bytes)
+            if self.location.shared:  # a shared index is written by its writer only
+                stale = behind_notice(self.store, self.location, root)
+            else:
+                stale = refresh_text(self.store, self.location, root, self.config.max_file_bytes)
         embedder, why = (None, "")
         if options.mode != "keyword":
             embedder, why = self._query_embedder()
@@ -72,6 +88,15 @@ class Memory:
         if stale:
             outcome.notices.append(stale)
         return outcome
+
+    def check_writable_here(self) -> None:
+        """An agent may write only where the vault is: on its host (VaultTaken elsewhere)."""
+        origin = self.origin
+        if origin.path and not origin.here(self.location.shared):
+            raise VaultTaken(
+                f"--writable: the vault of {self.location} is {origin.where()}, not on "
+                f"{this_host()}: run memsync mcp --writable there, or without --writable here"
+            )
 
     def _query_embedder(self) -> tuple[Embedder | None, str]:
         """Loaded once per model: a long-lived server must not reload it for every query."""

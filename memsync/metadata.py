@@ -18,7 +18,7 @@ _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _TAG = re.compile(r"(?:(?<=^)|(?<=[\s(\[{,;]))#([^\W\d_/-][\w/-]*|[\w/-]*[^\W\d][\w/-]*)", re.M)
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
 # recorded with the index's rules: when these change, every note is read again
-RULES = "meta-1"
+RULES = "meta-2"
 
 
 @dataclass(frozen=True)
@@ -48,24 +48,69 @@ def expand(tag: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(len(parts), 0, -1)]
 
 
+MAX_TITLE = 1024  # characters of a front-matter title
+MAX_TAGS = 100  # tags in front matter, each at most MAX_TITLE characters
+
+
+class _Malformed(Exception):
+    """Front matter memsync will not use: the note keeps its text, not its metadata."""
+
+
+def _loader():  # type: ignore[no-untyped-def]
+    """YAML's safe loader without aliases: nine levels of nested aliases in 400 bytes expand to
+    gigabytes (a "billion laughs"), and notes have no use for them."""
+    import yaml
+
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+            if self.check_event(yaml.AliasEvent):
+                raise _Malformed("front matter uses YAML aliases (*name)")
+            return super().compose_node(parent, index)
+
+    return NoAliases
+
+
 def _front_matter(text: str) -> tuple[dict[str, object], str | None, int]:
-    """The front matter as a mapping, a warning if it is malformed, and where the body starts."""
+    """The front matter as a mapping, a warning if it is malformed, and where the body starts.
+    Any failure (bad YAML, an impossible date, a 5,000-digit number, deep nesting, aliases, a
+    huge title or tag list) costs the note its metadata only: its text is indexed."""
     match = _FRONT_MATTER.match(text)
     if not match:
         return {}, None, 0
     import yaml
 
     try:
-        data = yaml.safe_load(match.group(1))
+        data = yaml.load(match.group(1), Loader=_loader())  # noqa: S506 - a safe loader
+        if isinstance(data, dict):
+            _check_size(data)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 2})" if where is not None else ""
         return {}, f"front matter is not valid YAML{line}: indexed as text", match.end()
+    except _Malformed as exc:
+        return {}, f"{exc}: indexed as text", match.end()
+    except Exception as exc:  # noqa: BLE001 - one note's metadata never stops a vault
+        return {}, f"front matter cannot be read ({_reason(exc)}): indexed as text", match.end()
     if data is None:
         return {}, None, match.end()
     if not isinstance(data, dict):
         return {}, "front matter is not a mapping of keys: indexed as text", match.end()
     return data, None, match.end()
+
+
+def _reason(exc: Exception) -> str:
+    """A short, bounded reason: YAML's messages may quote the whole value."""
+    text = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _check_size(data: dict[object, object]) -> None:
+    title = data.get("title")
+    if title is not None and len(str(title)) > MAX_TITLE:
+        raise _Malformed(f"front matter title is longer than {MAX_TITLE} characters")
+    tags = _listed(data.get("tags")) + _listed(data.get("tag"))
+    if len(tags) > MAX_TAGS or any(len(t) > MAX_TITLE for t in tags):
+        raise _Malformed(f"front matter has more than {MAX_TAGS} tags or a tag too long")
 
 
 def _listed(value: object) -> list[str]:
@@ -127,12 +172,12 @@ def parse_day(text: str, today: date) -> date:
     if value == "yesterday":
         return today - timedelta(days=1)
     match = re.fullmatch(r"(\d{1,5})([dwm])", value)
-    if match:
-        days = int(match.group(1)) * {"d": 1, "w": 7, "m": 30}[match.group(2)]
-        return today - timedelta(days=days)
     try:
+        if match:
+            days = int(match.group(1)) * {"d": 1, "w": 7, "m": 30}[match.group(2)]
+            return today - timedelta(days=days)
         return date.fromisoformat(value)
-    except ValueError:
+    except (ValueError, OverflowError):  # 99999m: before year 1
         raise ValueError(
             f"{text!r} is not a date: use YYYY-MM-DD, today, yesterday, or Nd / Nw / Nm ago"
         ) from None

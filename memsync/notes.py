@@ -8,12 +8,13 @@ import hashlib
 import os
 import re
 import tempfile
+import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from .errors import ArgumentError
-from .vault import SkipFile, read_note
+from .vault import SkipFile, fold, read_note, shown
 
 MAX_LINES = 400  # lines one read returns
 MAX_BYTES = 64 * 1024  # bytes one read returns
@@ -122,9 +123,35 @@ def read_lines(
 
 
 def protected(rel: str, patterns: tuple[str, ...]) -> bool:
-    """A glob without `/` matches a note's name in any folder; one with `/`, the whole path."""
-    name = rel.rsplit("/", 1)[-1]
-    return any(fnmatch.fnmatchcase(rel if "/" in p else name, p) for p in (*PROTECTED, *patterns))
+    """A glob without `/` matches a note's name in any folder; one with `/`, the whole path.
+    Names compare case-folded: on macOS and Windows `memory.md` *is* MEMORY.md."""
+    path = fold(rel)
+    name = path.rsplit("/", 1)[-1]
+    return any(
+        fnmatch.fnmatchcase(path if "/" in p else name, fold(p)) for p in (*PROTECTED, *patterns)
+    )
+
+
+def _hidden_character(char: str) -> bool:
+    """Control and format characters (newline, bidi overrides, zero-width space, BOM) that make
+    a name look like another; ZWJ and ZWNJ are allowed (Persian names and emoji need them)."""
+    kind = unicodedata.category(char)
+    return kind == "Cc" or (kind == "Cf" and char not in "\u200c\u200d")
+
+
+def check_writable(root: Path, rel: str, patterns: tuple[str, ...]) -> None:
+    """An agent's write target: refused if its name hides characters, or if it, or the name the
+    file has on disk, is protected. `rel` must come from vault.checked_path."""
+    hidden = [c for c in rel if _hidden_character(c)]
+    if hidden:
+        codes = ", ".join(dict.fromkeys(f"U+{ord(c):04X}" for c in hidden))
+        raise ArgumentError(
+            f"{shown(rel)!r} holds invisible or control characters ({codes}): memsync does not "
+            "let an agent write such a name"
+        )
+    on_disk = os.path.relpath(os.path.realpath(root / rel), os.path.realpath(root))
+    if protected(rel, patterns) or protected(on_disk.replace(os.sep, "/"), patterns):
+        raise ArgumentError(f"{rel} is protected: memsync does not let an agent write it")
 
 
 def check_content(content: object) -> str:
@@ -149,8 +176,11 @@ def write_note(root: Path, rel: str, content: str, mode: str, heading: str = "")
     path = root / rel
     try:
         old = path.read_bytes()
+        _refuse_read_only(path, rel)
     except FileNotFoundError:
         old = None
+    except OSError as exc:
+        raise ArgumentError(f"cannot write {rel}: {exc.strerror or exc}") from None
     if mode == "create" and old is not None:
         raise ArgumentError(f"{rel} exists: use mode append or replace")
     if mode == "replace" and old is None:
@@ -173,9 +203,19 @@ def write_note(root: Path, rel: str, content: str, mode: str, heading: str = "")
     if old is None:
         path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8")
-    _replace_atomically(path, data, None if old is None else os.stat(path).st_mode)
+    try:
+        _replace_atomically(path, data, None if old is None else os.stat(path).st_mode)
+    except OSError as exc:  # a folder this user may not write, a full disk
+        raise ArgumentError(f"cannot write {rel}: {exc.strerror or exc}") from None
     first = start + (2 if old is None and heading else 0)
     return WrittenLines(first, start + added - 1, hashlib.sha256(data).hexdigest())
+
+
+def _refuse_read_only(path: Path, rel: str) -> None:
+    """A note without a write bit is never written, by root either: replacing it needs only the
+    folder's permission, so the bits are checked, not the failure of a write."""
+    if not os.stat(path).st_mode & 0o222 or not os.access(path, os.W_OK):
+        raise ArgumentError(f"{rel} is read-only: memsync does not write a read-only note")
 
 
 def _replace_atomically(path: Path, data: bytes, mode: int | None) -> None:
@@ -194,8 +234,9 @@ def _replace_atomically(path: Path, data: bytes, mode: int | None) -> None:
         except OSError:
             pass
         raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+    if os.name == "posix":  # the rename itself made durable; Windows cannot open a folder
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)

@@ -47,7 +47,9 @@ def index_summary(report: Report, vault: str, model: str | None) -> str:
 
 def status_text(facts: dict[str, Any]) -> str:
     disk = facts["disk"]
-    lines = [f"vault:    {facts['vault'] or '(unknown)'}", f"index:    {facts['db']}"]
+    host = f" on {facts['vault_host']}" if facts.get("vault_host") else ""
+    lines = [f"vault:    {facts['vault'] or '(unknown)'}{host}", f"index:    {facts['db']}"]
+    elsewhere = disk.get("here") is False
     if facts["model"]:
         lines.append(f"model:    {facts['provider']} {facts['model']} ({facts['dims']} dims)")
     else:
@@ -59,6 +61,10 @@ def status_text(facts: dict[str, Any]) -> str:
         skipped = f" ({disk['skipped']} skipped, listed below)" if disk["skipped"] else ""
         lines.append(
             f"files:    {facts['files_indexed']} indexed, {disk['files']} notes on disk{skipped}"
+        )
+    elif elsewhere:
+        lines.append(
+            f"files:    {facts['files_indexed']} indexed; the vault is on another machine{host}"
         )
     else:
         lines.append(
@@ -95,6 +101,8 @@ def status_text(facts: dict[str, Any]) -> str:
         state = "up to date"
     elif facts["text_up_to_date"] and not facts["model"]:
         state = "up to date for keyword search (no embedding model has run: memsync index VAULT)"
+    elif elsewhere:
+        state = f"not compared here: the vault's notes are{host}, where its writer runs"
     elif not disk["present"]:
         state = "vault folder not on this machine: cannot compare it with the index"
     else:

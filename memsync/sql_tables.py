@@ -116,15 +116,16 @@ class Tables:
         """By path, in code-point order on both engines (PostgreSQL would sort by locale)."""
         return sorted(self._rows("SELECT path, warning FROM files WHERE warning IS NOT NULL"))
 
-    def move_file(self, old: str, row: FileRow) -> None:
-        """A rename: same bytes under a new path; chunks and vectors stay as they are."""
+    def move_file(self, old: str, row: FileRow, day: str) -> None:
+        """A rename: same bytes under a new path; chunks and vectors stay as they are, the date
+        is the new path's (a daily note moved in or out of daily/)."""
         new = row.path
         with self.transaction():
             self._run_many("DELETE FROM files WHERE path = ?", [(new,)])
             self._delete_chunks(new)
             self._run_many(
-                "UPDATE files SET path = ?, mtime = ?, size = ? WHERE path = ?",
-                [(new, row.mtime_ns, row.size, old)],
+                "UPDATE files SET path = ?, mtime = ?, size = ?, date = ? WHERE path = ?",
+                [(new, row.mtime_ns, row.size, day, old)],
             )
             for table in self.PATH_TABLES:
                 self._run_many(f"UPDATE {table} SET path = ? WHERE path = ?", [(new, old)])

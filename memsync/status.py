@@ -3,43 +3,37 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from .locate import Location, redact, vaults_at
-from .sync import plan
-from .vault import scan
+from .origin import Origin
+from .sync import drift
 
 
 def gather(location: Location) -> dict[str, Any]:
-    """Never claims 'up to date' unless every note on disk matches its files row by stat."""
+    """Never claims 'up to date' unless every note on disk matches its files row by stat; the
+    notes are compared only on the vault's host (elsewhere a folder at that path is not it)."""
     with location.open() as store:
         meta = store.meta()
         counts = store.counts()
-        index_rows = store.file_stats()
         skips = store.skip_rows()
         warnings = store.file_warnings()
         backend = store.vector_backend
         read_only = store.read_only
-    vault = Path(meta["vault_path"]) if meta.get("vault_path") else None
-    disk: dict[str, Any] = {"present": False}
-    if vault is not None and vault.is_dir():
-        found = scan(vault)
-        work = plan(found.files, index_rows, skips)
-        changed = [p for p in work.to_read if p in index_rows]
-        disk = {
-            "present": True,
-            "files": len(found.files),
-            "new": len(work.to_read) - len(changed),
-            "changed": len(changed),
-            "removed": len(work.removed),
-            "skipped": len(work.still_skipped) + len(found.skipped),
-        }
+        origin = Origin.of(meta)
+        vault = Path(origin.path) if origin.path else None
+        here = origin.here(location.shared)
+        disk: dict[str, Any] = {"present": False, "here": here}
+        if vault is not None and here and vault.is_dir():
+            disk = {"present": True, "here": True, **asdict(drift(vault, store))}
     holder = location.holder()
     last_sync = float(meta["last_sync"]) if meta.get("last_sync") else None
     in_step = bool(disk["present"]) and not (disk["new"] or disk["changed"] or disk["removed"])
     return {
         "vault": str(vault) if vault else None,
+        "vault_host": origin.host,
         "db": str(location),
         "schema_version": int(meta.get("schema_version", 0)),
         "provider": meta.get("provider"),

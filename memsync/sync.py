@@ -18,6 +18,7 @@ from . import fts, metadata
 from .chunking import CHUNKER, chunk_text, embed_input
 from .embedders import Embedder, to_blob
 from .errors import EmbeddingError, EmbeddingResponseError, VaultError
+from .origin import Owner
 from .store import FileFacts, FileRow, NewChunk, SkipRow, Store, user_error
 from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan, shown
 
@@ -142,11 +143,13 @@ class Syncer:
         root: Path,
         max_file_bytes: int,
         should_stop: Callable[[], bool] = lambda: False,
+        owner: Owner = Owner(),
     ) -> None:
         self.store = store
         self.root = root
         self.max_file_bytes = max_file_bytes
         self.should_stop = should_stop
+        self.owner = owner  # whose index this is: another folder is refused (VaultTaken)
         self.rules = IgnoreRules(root)
 
     def reload_rules(self) -> None:
@@ -160,11 +163,10 @@ class Syncer:
         found = scan(self.root, self.rules)
         index = self.store.file_stats()
         meta = self.store.meta()
-        if not index or meta.get("vault_path") != str(self.root):
-            # recorded before the first file, so that a run killed midway resumes like any other
-            facts = {"vault_path": str(self.root)}
-            if not index:
-                facts["chunker"] = INDEX_RULES
+        facts = self.owner.claim(meta, self.root)
+        if not index:
+            facts["chunker"] = INDEX_RULES
+        if facts:  # recorded before the first file: a run killed midway resumes like any other
             self.store.record(**facts)
             meta.update(facts)
         skips = self.store.skip_rows()
@@ -258,7 +260,8 @@ class Syncer:
         moves = match_moves(fresh, {p: hashes[p] for p in removed})
         for new, old in moves.items():
             note = notes.pop(new)
-            self.store.move_file(old, FileRow(new, note.hash, note.mtime_ns, note.size))
+            day = metadata.day_of(metadata.parse(new, note.text), note.mtime_ns)
+            self.store.move_file(old, FileRow(new, note.hash, note.mtime_ns, note.size), day)
             report.moved += 1
             if progress:
                 progress(1)
@@ -353,11 +356,12 @@ def index_vault(
     max_file_bytes: int,
     embedder: Embedder | None,
     progress: ProgressFactory | None = None,
+    owner: Owner = Owner(),
 ) -> Report:
     """`memsync index`: reconcile the text, then embed what lacks a vector (unless keyword-only)."""
     started = time.monotonic()
     report = Report()
-    syncer = Syncer(store, root, max_file_bytes)
+    syncer = Syncer(store, root, max_file_bytes, owner=owner)
     syncer.sync_all(report, progress)
     if embedder is not None:
         try:
@@ -371,6 +375,48 @@ def index_vault(
         store.prune_cache()
     report.seconds = time.monotonic() - started
     return report
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How the notes on disk differ from the index, by stat alone."""
+
+    files: int
+    new: int
+    changed: int
+    removed: int
+    skipped: int
+
+    @property
+    def behind(self) -> int:
+        return self.new + self.changed + self.removed
+
+
+def drift(root: Path, store: Store) -> Drift:
+    """A stat-only walk of the vault against the index's files rows; reads no note, writes nothing."""
+    found = scan(root, IgnoreRules(root))
+    index = store.file_stats()
+    work = plan(found.files, index, store.skip_rows())
+    changed = sum(1 for p in work.to_read if p in index)
+    return Drift(
+        len(found.files),
+        len(work.to_read) - changed,
+        changed,
+        len(work.removed),
+        len(work.still_skipped) + len(found.skipped),
+    )
+
+
+def behind_notice(store: Store, location: Location, root: Path) -> str:
+    """A reader of a shared index on the vault's host never writes it: it says how far the index
+    is behind the notes, unless a writer is at work on it."""
+    behind = drift(root, store).behind
+    if not behind or location.holder() is not None:
+        return ""
+    return (
+        f"{behind} notes changed on disk since the index was written: memsync watch (or memsync "
+        "index) on this machine brings it up to date"
+    )
 
 
 def refresh_text(store: Store, location: Location, root: Path, max_file_bytes: int) -> str:
@@ -388,7 +434,7 @@ def refresh_text(store: Store, location: Location, root: Path, max_file_bytes: i
     except OSError as exc:
         return f"could not check the vault for changes ({exc.strerror}); results may be stale"
     try:
-        Syncer(store, root, max_file_bytes).sync_all(Report())
+        Syncer(store, root, max_file_bytes, owner=Owner.of(location)).sync_all(Report())
         return ""
     except Exception as exc:  # noqa: BLE001 - a read-only index or vault must still answer queries
         problem = user_error(exc) or exc

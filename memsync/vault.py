@@ -7,6 +7,7 @@ import errno
 import hashlib
 import os
 import stat as stat_mod
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
@@ -56,8 +57,17 @@ class Scan:
     skipped: list[Skip] = field(default_factory=list)
 
 
+def fold(name: str) -> str:
+    """A name as a case-insensitive file system (macOS, Windows) compares it: `Drafts`, `DRAFTS`
+    and fullwidth `ＤＲＡＦＴＳ` are one name. Ignore and protect rules compare folded names."""
+    if name.isascii():  # nearly every name, and a C-speed path
+        return name.lower()
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
 class IgnoreRules:
-    """Hidden folders and files, node_modules, and gitignore patterns from .memsyncignore."""
+    """Hidden folders and files, node_modules, and gitignore patterns from .memsyncignore; the
+    patterns match names case-folded, so `drafts/` also keeps out `Drafts/` and `DRAFTS/`."""
 
     def __init__(self, root: Path) -> None:
         self._spec = None
@@ -67,21 +77,21 @@ class IgnoreRules:
 
             try:
                 lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
-                self._spec = pathspec.GitIgnoreSpec.from_lines(lines)
+                self._spec = pathspec.GitIgnoreSpec.from_lines([fold(line) for line in lines])
             except (OSError, ValueError):
                 self._spec = None
 
     def skips_dir(self, rel: str) -> bool:
         name = rel.rsplit("/", 1)[-1]
-        if name.startswith(".") or name in SKIPPED_DIRS:
+        if name.startswith(".") or fold(name) in SKIPPED_DIRS:
             return True
-        return self._spec is not None and self._spec.match_file(rel + "/")
+        return self._spec is not None and self._spec.match_file(fold(rel) + "/")
 
     def skips_file(self, rel: str) -> bool:
         name = rel.rsplit("/", 1)[-1]
         if name.startswith(".") or not name.lower().endswith(NOTE_SUFFIXES):
             return True
-        return self._spec is not None and self._spec.match_file(rel)
+        return self._spec is not None and self._spec.match_file(fold(rel))
 
     def skips_folder(self, rel: str) -> bool:
         """For a folder from an event: it, or any folder above it, is skipped."""

@@ -22,6 +22,7 @@ from .config import Config
 from .embedders import Embedder
 from .errors import EmbeddingError, LockError, MemsyncError
 from .locate import Location
+from .origin import Owner
 from .store import Store, user_error
 from .sync import Report, Syncer, embed_pending
 from .vault import IGNORE_FILE, IgnoreRules
@@ -168,8 +169,10 @@ class Watcher:
         config: Config,
         embedder: Embedder | None,
         retry_base: float = 5.0,
+        owner: Owner | None = None,
     ) -> None:
         self.retry_base = retry_base
+        self.owner = owner or Owner.of(location)
         self.root = root
         self.location = location
         self.config = config
@@ -197,6 +200,7 @@ class Watcher:
                 self.root,
                 self.config.max_file_bytes,
                 should_stop=self.stop.is_set,
+                owner=self.owner,
             )
             try:
                 sink = _EventSink(self.root, syncer.rules, self.changes)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import EmbeddingServer, write
+from conftest import EmbeddingServer, memsync, write
 
 from memsync.cli import main
 
@@ -254,3 +254,43 @@ def test_status_lists_notes_indexed_with_a_warning(tmp_path: Path) -> None:
     ]
     text = _invoke("status", "--vault", str(vault)).output
     assert "warnings: 1 note(s), indexed anyway" in text and "broken.md: front matter" in text
+
+
+def test_notes_whose_front_matter_cannot_be_read_are_indexed_as_text_and_listed(
+    tmp_path: Path,
+) -> None:
+    from test_metadata import NESTED_ALIASES
+
+    vault = tmp_path / "notes"
+    fronts = {
+        "feb30.md": "date: 2026-02-30",
+        "month13.md": "date: 2026-13-01",
+        "year0.md": "date: 0000-01-01",
+        "digits.md": "n: " + "9" * 5000,
+        "nested.md": "deep: " + "[" * 3000 + "]" * 3000,
+    }
+    for name, front in fronts.items():
+        write(vault, name, f"---\n{front}\n---\n# {name}\n\nkestrel words\n")
+    write(vault, "aliases.md", NESTED_ALIASES + "kestrel words\n")
+    write(vault, "plain.md", "# Plain\n\nkestrel words\n")
+    db = tmp_path / "i.sqlite"
+    done = memsync("index", str(vault), "--db", str(db), "--provider", "none", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["added"] == 7 and report["skipped"] == []
+    assert {w["path"] for w in report["warnings"]} == set(fronts) | {"aliases.md"}
+    assert db.stat().st_size < 1 << 20  # proportional to the notes, not to what aliases expand to
+    found = json.loads(memsync("query", "kestrel", "--db", str(db), "-n", "10", "--json").stdout)
+    assert len(found["results"]) == 7
+    status = memsync("status", "--db", str(db)).stdout
+    assert "front matter cannot be read" in status and "uses YAML aliases" in status
+
+
+@pytest.mark.parametrize("flag", ["--since", "--until"])
+@pytest.mark.parametrize("value", ["99999m", "0000-01-01", "2026-02-30"])
+def test_an_out_of_range_date_is_a_usage_error(tmp_path: Path, flag: str, value: str) -> None:
+    vault = _vault(tmp_path / "notes")
+    assert memsync("index", str(vault), "--provider", "none").returncode == 0
+    done = memsync("query", "port", "--vault", str(vault), flag, value)
+    assert done.returncode == 2
+    assert f"{value!r} is not a date: use YYYY-MM-DD" in done.stderr

@@ -108,6 +108,36 @@ def test_tools_are_listed_with_schemas_and_write_only_when_writable(
     assert error and "memory_write" in text
 
 
+def test_tools_carry_hints_and_every_argument_is_described_in_a_fixed_order(
+    indexed: tuple[Path, Path],
+) -> None:
+    _, db = indexed
+
+    async def listed(session: ClientSession) -> list[Any]:
+        return (await session.list_tools()).tools
+
+    tools = with_server(["--db", str(db), "--writable"], listed)
+    assert [t.name for t in tools] == [
+        "memory_search",
+        "memory_get",
+        "memory_tree",
+        "memory_status",
+        "memory_write",
+    ]
+    hints = {t.name: t.annotations for t in tools}
+    for name in ("memory_search", "memory_get", "memory_tree", "memory_status"):
+        assert hints[name].read_only_hint is True and hints[name].open_world_hint is False
+    write_hints = hints["memory_write"]
+    assert write_hints.read_only_hint is False and write_hints.destructive_hint is True
+    assert write_hints.open_world_hint is False
+    for tool in tools:
+        for argument, schema in tool.input_schema.get("properties", {}).items():
+            assert len(schema.get("description", "")) > 15, (tool.name, argument)
+    search = {t.name: t for t in tools}["memory_search"].input_schema["properties"]
+    assert "YYYY-MM-DD" in search["since"]["description"]
+    assert "1-1000" in search["limit"]["description"]
+
+
 def test_memory_search_returns_what_memsync_query_returns(
     tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
@@ -307,6 +337,46 @@ def test_create_replace_line_endings_modes_and_protected_notes(indexed: tuple[Pa
     assert not (vault / "big.md").exists()
 
 
+def test_look_alikes_of_protected_notes_read_only_notes_and_ignored_folders_in_another_case_are_refused(
+    indexed: tuple[Path, Path],
+) -> None:
+    vault, db = indexed
+    locked = write(vault, "locked.md", "# Locked\n")
+    locked.chmod(0o444)
+    look_alikes = [
+        "memory.md",
+        "Memory.MD",
+        "agents.md",
+        "ＭＥＭＯＲＹ.md",
+        "MEMORY\u200b.md",
+        "\u202eMEMORY.md",
+        "new\nline.md",
+    ]
+    results = calls(
+        ["--db", str(db), "--writable"],
+        *[("memory_write", {"content": "x", "path": name}) for name in look_alikes],
+        ("memory_write", {"content": "x", "path": "locked.md"}),
+        ("memory_write", {"content": "x", "path": "locked.md", "mode": "replace"}),
+        ("memory_get", {"path": "DRAFTS/secret.md"}),
+        ("memory_write", {"content": "x", "path": "Drafts/new.md"}),
+        ("memory_write", {"content": "سلام", "path": "می\u200cخواهم.md"}),
+    )
+    assert [e for e, _, _ in results] == [True] * 11 + [False]
+    said = [text for _, text, _ in results]
+    assert all("protected" in t for t in said[:4]), said[:4]
+    assert all("invisible or control characters" in t for t in said[4:7]), said[4:7]
+    assert all("locked.md is read-only" in t for t in said[7:9])
+    assert all("hidden or ignored" in t for t in said[9:11])
+    assert locked.read_text() == "# Locked\n"
+    assert sorted(p.name for p in vault.iterdir() if p.is_file()) == [
+        ".memsyncignore",
+        "MEMORY.md",
+        "locked.md",
+        "long.md",
+        "می\u200cخواهم.md",
+    ]
+
+
 def test_a_write_while_a_watcher_runs_is_indexed_by_the_watcher(indexed: tuple[Path, Path]) -> None:
     from memsync.config import load_config
     from memsync.locate import SqliteLocation
@@ -418,3 +488,61 @@ def test_the_server_reconnects_after_postgresql_drops_its_connections(
 
     first, during, after = with_server(["--db", url, "--name", name], use)
     assert first and after  # the call that met the dropped connection may fail, the next works
+
+
+def test_every_line_gets_an_answer_lone_surrogates_and_lines_that_are_not_json_included(
+    indexed: tuple[Path, Path],
+) -> None:
+    _, db = indexed
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+
+    def call(number: int, tool: str, arguments: dict[str, Any]) -> str:
+        params = {"name": tool, "arguments": arguments}
+        return json.dumps(
+            {"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params}
+        )
+
+    lines = [
+        json.dumps(hello),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call(2, "memory_search", {"query": "\ud800 redis port", "mode": "keyword"}),
+        "this is not json",
+        call(3, "memory_search", {"query": "port", "since": "99999m"}),
+        call(4, "memory_get", {"path": "\udfff.md"}),
+        call(5, "memory_status", {}),
+    ]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "memsync", "mcp", "--db", str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write("\n".join(lines) + "\n")
+    server.stdin.flush()
+    timer = threading.Timer(60, server.kill)  # a missing answer fails the test, not the suite
+    timer.start()
+    answers = [json.loads(server.stdout.readline() or "null") for _ in range(6)]
+    timer.cancel()
+    _, stderr = server.communicate(timeout=30)  # closes stdin: the server exits
+    assert server.returncode == 0 and "Traceback" not in stderr
+    by_id = {a.get("id"): a for a in answers if a}
+    assert sorted(by_id, key=str) == [1, 2, 3, 4, 5, None]
+    assert by_id[None]["error"]["code"] == -32700
+    assert by_id[2]["result"]["isError"] is False
+    assert by_id[2]["result"]["structuredContent"]["results"][0]["path"] == "tech/redis.md"
+    assert by_id[3]["result"]["isError"] is True
+    assert "'99999m' is not a date: use YYYY-MM-DD" in by_id[3]["result"]["content"][0]["text"]
+    assert by_id[4]["result"]["isError"] is True
+    assert by_id[5]["result"]["isError"] is False

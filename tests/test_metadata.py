@@ -72,3 +72,48 @@ def test_dates_a_user_types(text: str, expected: date) -> None:
 def test_a_date_that_is_not_one_says_what_is_accepted() -> None:
     with pytest.raises(ValueError, match="YYYY-MM-DD, today, yesterday, or Nd"):
         parse_day("last tuesday", date(2026, 11, 30))
+
+
+NESTED_ALIASES = (
+    "---\na: &a [x, x, x, x, x, x, x, x, x]\n"
+    + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(8)
+    )
+    + "tags: [*i]\n---\nbody #kept\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("front", "warning"),
+    [
+        ("date: 2026-02-30", "cannot be read"),
+        ("date: 2026-13-01", "cannot be read"),
+        ("date: 0000-01-01", "cannot be read"),
+        ("n: " + "9" * 5000, "cannot be read"),
+        ("deep: " + "[" * 3000 + "]" * 3000, "cannot be read"),
+        ("title: " + "t" * 2000, "title is longer than 1024"),
+        ("tags: [" + ", ".join(f"t{i}" for i in range(150)) + "]", "more than 100 tags"),
+    ],
+)
+def test_front_matter_that_cannot_be_read_costs_only_the_metadata(front: str, warning: str) -> None:
+    meta = parse("a.md", f"---\n{front}\n---\n# Heading\n\nbody #kept\n")
+    assert (
+        meta.warning is not None and warning in meta.warning and "indexed as text" in meta.warning
+    )
+    assert len(meta.warning) < 300
+    assert meta.tags == ("kept",) and meta.title == "Heading" and meta.date is None
+
+
+def test_yaml_aliases_are_refused_before_they_expand() -> None:
+    meta = parse("a.md", NESTED_ALIASES)
+    assert meta.warning == "front matter uses YAML aliases (*name): indexed as text"
+    assert meta.tags == ("kept",)
+    anchored = parse("a.md", "---\ntitle: &t Plain\n---\n")  # an anchor alone is harmless
+    assert anchored.title == "Plain" and anchored.warning is None
+
+
+@pytest.mark.parametrize("text", ["99999m", "99999d0", "0000-01-01", "10000-01-01"])
+def test_out_of_range_dates_say_what_a_date_is(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a date: use YYYY-MM-DD"):
+        parse_day(text, date(2026, 11, 30))

@@ -227,13 +227,19 @@ def test_redact_drops_the_password_from_every_form_of_url() -> None:
         "postgresql://alice@/notes?host=/run/postgresql&sslmode=require"
     )
     assert redact("postgres://db/notes") == "postgres://db/notes"
+    # no host in the authority: the `//` stays, so the shown URL can be pasted back
+    assert redact("postgresql:///postgres?host=/sock&user=u&password=p") == (
+        "postgresql:///postgres?host=/sock&user=u"
+    )
+    assert redact("postgresql:///notes") == "postgresql:///notes"
 
 
 def test_names_that_are_not_safe_schemas_are_refused(tmp_path: Path, pg_url: str) -> None:
     root = _vault(tmp_path / "n", "x")
     for bad in ("public", "memsync", "pg_catalog", "Has Space", 'x"; drop', "a" * 60):
-        result = _invoke("index", str(root), "--db", pg_url, "--name", bad)
-        assert result.exit_code == 1 and "cannot name a vault" in result.output, bad
+        for command in (["index", str(root)], ["query", "x"], ["status"]):
+            result = _invoke(*command, "--db", pg_url, "--name", bad)
+            assert result.exit_code == 2 and "cannot name a vault" in result.output, bad
     assert _invoke("query", "x", "--name", "ops").exit_code == 2  # --name needs a PostgreSQL --db
 
 

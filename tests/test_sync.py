@@ -138,6 +138,35 @@ def test_rename_and_folder_move_reuse_embeddings(
         assert store.counts()["pending"] == 0
 
 
+def test_a_moved_note_takes_the_date_of_its_new_path(
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder
+) -> None:
+    from memsync.store import NoteFilter
+
+    root = tmp_path / "vault"
+    write(root, "daily/2026-11-02.md", "# log\n\nheron standup notes\n")
+    write(root, "inbox/june.md", "# june\n\nkestrel planning notes\n")
+
+    def dated(since: str, until: str) -> list[str]:
+        only = NoteFilter(since=since, until=until)
+        hits, _ = store.keyword_search(["notes"], False, 10, only)
+        return sorted(store.chunks([i for i, _ in hits])[i].path for i, _ in hits)
+
+    with location.open(create=True) as store:
+        _index(store, root, hash_embedder)
+        assert dated("2026-11-02", "2026-11-02") == ["daily/2026-11-02.md"]
+        hash_embedder.calls.clear()
+        os.utime(root / "daily/2026-11-02.md", (1e9, 1e9))  # mtime day 2001-09-09
+        os.utime(root / "inbox/june.md", (1e9, 1e9))
+        (root / "daily/2026-11-02.md").rename(root / "archive.md")
+        (root / "inbox/june.md").rename(root / "daily/2024-06-01.md")
+        report = _index(store, root, hash_embedder)
+        assert report.moved == 2 and hash_embedder.calls == []
+        assert dated("2026-11-02", "2026-11-02") == []
+        assert dated("2024-06-01", "2024-06-30") == ["daily/2024-06-01.md"]
+        assert dated("2001-09-01", "2001-09-30") == ["archive.md"]
+
+
 def test_case_only_rename(tmp_path: Path, location: Location, hash_embedder: HashEmbedder) -> None:
     root = tmp_path / "vault"
     write(root, "Note.md", "# Note\n\nsome text\n")

@@ -1,0 +1,202 @@
+"""An index belongs to the vault it was built from (host and folder): another folder's writer is
+refused before it writes, and readers of a shared index never write it, comparing files with it
+only on the vault's host. The CLI runs as real processes; other hosts are played by MEMSYNC_HOST."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+from conftest import memsync, write
+
+from memsync.errors import VaultTaken
+from memsync.locate import redact
+from memsync.origin import HOST_KEY, PATH_KEY, Origin, Owner
+
+
+def _notes(root: Path, topic: str) -> Path:
+    write(
+        root, f"{topic}.md", f"# {topic}\n\nThe {topic} runbook says restart the port forwarder.\n"
+    )
+    write(root, "shared.md", f"# Shared\n\nnotes about {topic}\n")
+    write(root, "extra.md", f"# Extra\n\n{topic} extra\n")
+    return root
+
+
+def _files(url: str, name: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(f'SELECT path FROM "{name}".files ORDER BY path').fetchall()
+    return [r[0] for r in rows]
+
+
+def _meta(url: str, name: str) -> dict[str, str]:
+    with psycopg.connect(url) as conn:
+        return dict(conn.execute(f'SELECT key, value FROM "{name}".meta').fetchall())
+
+
+# -- the rule, pure --------------------------------------------------------------------------
+
+
+def test_a_new_or_old_index_is_claimed_and_another_folder_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MEMSYNC_HOST", "laptop")
+    a, b = Path("/notes/a"), Path("/notes/b")
+    local, shared = Owner("one.db"), Owner("db (vault dup)", shared=True, rename="--name")
+    assert local.claim({}, a) == {PATH_KEY: "/notes/a", HOST_KEY: "laptop"}
+    # made before hosts were recorded: adopts the folder it is given, as before
+    assert shared.claim({PATH_KEY: "/notes/b"}, a) == {PATH_KEY: "/notes/a", HOST_KEY: "laptop"}
+    mine = {PATH_KEY: "/notes/a", HOST_KEY: "laptop"}
+    assert local.claim(mine, a) == {} and shared.claim(mine, a) == {}
+    with pytest.raises(VaultTaken, match=r"holds the vault /notes/a on laptop, not /notes/b"):
+        local.claim(mine, b)
+    with pytest.raises(VaultTaken, match="choose another --name; .* --replace"):
+        shared.claim(mine, b)
+    renamed = {PATH_KEY: "/notes/a", HOST_KEY: "laptop.local"}
+    assert local.claim(renamed, a) == {HOST_KEY: "laptop"}  # a local file follows its path
+    with pytest.raises(VaultTaken, match="on laptop.local"):
+        shared.claim(renamed, a)  # the same path on another machine is another folder
+    moved = Owner("db", shared=True, rename="--name", replace=True)
+    assert moved.claim(renamed, b) == {PATH_KEY: "/notes/b", HOST_KEY: "laptop"}
+
+
+def test_the_vault_is_here_only_on_its_recorded_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSYNC_HOST", "laptop")
+    assert Origin("laptop", "/n").here(shared=True)
+    assert not Origin("server", "/n").here(shared=True)
+    assert Origin(None, "/n").here(shared=False)  # an old local index: this machine's file
+    assert not Origin(None, "/n").here(
+        shared=True
+    )  # an old shared one: unknown until it is written
+
+
+# -- SQLite ----------------------------------------------------------------------------------
+
+
+def test_another_folder_into_one_sqlite_index_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    a, b = _notes(tmp_path / "a", "redis"), _notes(tmp_path / "b", "kafka")
+    db = tmp_path / "one.db"
+    assert memsync("index", str(a), "--db", str(db), "--provider", "none").returncode == 0
+    before = db.read_bytes()
+    for command in ("index", "watch"):
+        refused = memsync(command, str(b), "--db", str(db), "--provider", "none")
+        assert refused.returncode == 1
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1, refused.stderr
+        assert f"holds the vault {a} on laptop, not {b}" in lines[0]
+        assert "choose another --db" in lines[0] and "--replace" in lines[0]
+    assert db.read_bytes() == before
+    found = json.loads(memsync("query", "runbook", "--db", str(db), "--json").stdout)
+    assert [r["path"] for r in found["results"]][0] == "redis.md"
+    moved = memsync("index", str(b), "--db", str(db), "--provider", "none", "--replace")
+    assert moved.returncode == 0 and "1 new" in moved.stdout and "1 removed" in moved.stdout
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------
+
+
+def test_a_taken_postgresql_vault_name_is_refused_for_index_and_watch(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    url, name = pg_vault
+    a, b = (
+        _notes(tmp_path / "alice" / "notes", "redis"),
+        _notes(tmp_path / "bob" / "notes", "kafka"),
+    )
+    assert (
+        memsync("index", str(a), "--db", url, "--name", name, "--provider", "none").returncode == 0
+    )
+    meta = _meta(url, name)
+    assert meta[PATH_KEY] == str(a) and meta[HOST_KEY] == "laptop"
+    for command, host in (("index", "laptop"), ("watch", "laptop"), ("index", "desktop")):
+        refused = memsync(
+            command, str(b), "--db", url, "--name", name, "--provider", "none", host=host
+        )
+        assert refused.returncode == 1, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+        assert f"holds the vault {a} on laptop" in refused.stderr
+        assert "choose another --name" in refused.stderr
+    # the same folder's path on another machine is another folder too
+    elsewhere = memsync(
+        "index", str(a), "--db", url, "--name", name, "--provider", "none", host="desktop"
+    )
+    assert elsewhere.returncode == 1 and "on laptop, not" in elsewhere.stderr
+    assert _files(url, name) == ["extra.md", "redis.md", "shared.md"]
+    assert _meta(url, name) == meta
+
+
+def test_a_reader_never_writes_a_shared_vault_and_says_when_it_is_behind_on_the_host(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    url, name = pg_vault
+    root = _notes(tmp_path / "notes", "redis")
+    assert (
+        memsync("index", str(root), "--db", url, "--name", name, "--provider", "none").returncode
+        == 0
+    )
+    indexed = _files(url, name)
+    # another machine has a different folder at the vault's path
+    (root / "redis.md").unlink()
+    write(root, "other.md", "# Other\n\nsomething else entirely, a runbook too\n")
+    query = ("query", "runbook", "--db", url, "--name", name, "--mode", "keyword", "--json")
+    away = memsync(*query, host="desktop")
+    assert away.returncode == 0
+    result = json.loads(away.stdout)
+    assert [r["path"] for r in result["results"]] == ["redis.md"] and result["notices"] == []
+    assert _files(url, name) == indexed
+    status = json.loads(
+        memsync("status", "--db", url, "--name", name, "--json", host="desktop").stdout
+    )
+    assert status["disk"] == {"present": False, "here": False} and status["vault_host"] == "laptop"
+    got = memsync("get", "redis.md", "--db", url, "--name", name, host="desktop")
+    assert got.returncode == 1 and "on host laptop" in got.stderr
+    assert len(got.stderr.strip().splitlines()) == 1
+    # on the vault's host the reader says how far behind the index is, and still writes nothing
+    home = json.loads(memsync(*query).stdout)
+    assert [r["path"] for r in home["results"]] == ["redis.md"]
+    assert home["notices"] == [
+        "2 notes changed on disk since the index was written: memsync watch (or memsync index) "
+        "on this machine brings it up to date"
+    ]
+    assert _files(url, name) == indexed
+    text = memsync("status", "--db", url, "--name", name).stdout
+    assert "1 new" in text and "1 removed" in text
+    assert (
+        memsync("index", str(root), "--db", url, "--name", name, "--provider", "none").returncode
+        == 0
+    )
+    assert _files(url, name) == ["extra.md", "other.md", "shared.md"]
+
+
+def test_an_agent_reads_a_shared_vault_without_writing_it_and_writes_only_on_its_host(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    from test_mcp import calls
+
+    url, name = pg_vault
+    root = _notes(tmp_path / "notes", "redis")
+    assert (
+        memsync("index", str(root), "--db", url, "--name", name, "--provider", "none").returncode
+        == 0
+    )
+    (root / "redis.md").unlink()
+    args = ["--db", url, "--name", name]
+    for host in ("laptop", "desktop"):
+        [(error, text, _)] = calls(
+            args,
+            ("memory_search", {"query": "runbook", "mode": "keyword"}),
+            env={"MEMSYNC_HOST": host},
+        )
+        assert not error and "redis.md#L1-L3" in text
+        assert ("1 notes changed on disk" in text) == (host == "laptop")
+        assert _files(url, name) == ["extra.md", "redis.md", "shared.md"]
+    refused = memsync("mcp", "--writable", *args, host="desktop")
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines() == [
+        f"memsync: error: --writable: the vault of {redact(url)} (vault {name}) is at {root} on host "
+        "laptop, not on desktop: run memsync mcp --writable there, or without --writable here"
+    ]
