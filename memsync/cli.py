@@ -476,12 +476,24 @@ def mcp(
     run(action)
 
 
+MAX_LOG_LINE = 500  # characters: a library's message naming thousands of paths stays one short line
+
+
 def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
     """memsync's log (and the named libraries') on stderr or appended to a file, never stdout."""
     import logging
 
+    class ShortLines(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return "\n".join(
+                line
+                if len(line) <= MAX_LOG_LINE
+                else f"{line[:MAX_LOG_LINE]}... ({len(line) - MAX_LOG_LINE} more characters)"
+                for line in super().format(record).split("\n")
+            )
+
     handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.setFormatter(ShortLines("%(asctime)s %(levelname)s %(message)s"))
     memsync_log = logging.getLogger("memsync")
     memsync_log.addHandler(handler)
     memsync_log.setLevel(level)

@@ -18,7 +18,6 @@ from typing import IO, Any
 from .errors import LockError
 from .origin import this_host
 
-
 # the file lock itself, behind one seam: flock on POSIX (per open file, dropped when its process
 # dies); on Windows msvcrt's byte-range lock on one byte far past the facts, which stay readable
 try:

@@ -39,11 +39,10 @@ class Origin:
         return cls(meta.get(HOST_KEY) or None, meta.get(PATH_KEY) or None)
 
     def here(self, shared: bool) -> bool:
-        """Whether this machine is the vault's. An index without a recorded host is a local file's
-        (SQLite: this machine's) or unknown (a shared server's: not here until its writer runs)."""
-        if self.host is None:
-            return not shared
-        return self.host == this_host()
+        """Whether the vault's folder is on this machine. A local index (SQLite) is a file of
+        this machine's, whatever its host is called today; a shared one's vault is on its
+        recorded host (unknown, so not here, until a writer of this memsync records it)."""
+        return not shared or (self.host is not None and self.host == this_host())
 
     def where(self) -> str:
         host = f"host {self.host}" if self.host else "its writer's machine"

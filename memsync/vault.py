@@ -104,6 +104,44 @@ class IgnoreRules:
         return (bool(parent) and self.skips_folder(parent)) or self.skips_file(rel)
 
 
+def _subfolders(path: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as entries:
+            return [e for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def watch_roots(root: Path, rules: IgnoreRules) -> list[tuple[str, bool]]:
+    """The fewest folder watches that see every indexed folder and no skipped one, as
+    (vault-relative folder, recursive); "" is the vault. A folder with no skipped folder anywhere
+    below it is watched as one tree; any other folder alone, its subfolders planned alike. A
+    git vault is then a handful of watches, none of them on .git/objects."""
+    order: list[str] = []  # folders, each before its subfolders
+    kept: dict[str, list[str]] = {}  # folder -> its subfolders that are not skipped
+    clean: dict[str, bool] = {}  # no skipped folder anywhere below
+    stack = [("", str(root))]
+    while stack:  # iterative: a vault may be deeper than Python's recursion limit
+        rel, path = stack.pop()
+        order.append(rel)
+        children = [(f"{rel}/{e.name}" if rel else e.name, e.path) for e in _subfolders(path)]
+        kept[rel] = [c for c, _ in children if not rules.skips_dir(c)]
+        clean[rel] = len(kept[rel]) == len(children)
+        stack += [(c, p) for c, p in children if c in kept[rel]]
+    for rel in reversed(order):  # subfolders first
+        clean[rel] = clean[rel] and all(clean[c] for c in kept[rel])
+    plan: list[tuple[str, bool]] = []
+    split: set[str] = set()  # planned folders watched alone
+    for rel in order:
+        parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        if rel and parent not in split:
+            continue  # inside a tree watched whole
+        plan.append((rel, clean[rel]))
+        if not clean[rel]:
+            split.add(rel)
+    return plan
+
+
 def vault_root(path: str | os.PathLike[str]) -> Path:
     root = Path(path).expanduser()
     if not root.exists():

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .config import Config
 from .embedders import Embedder
@@ -25,12 +26,13 @@ from .locate import Location
 from .origin import Owner
 from .store import Store, user_error
 from .sync import Report, Syncer, embed_pending
-from .vault import IGNORE_FILE, IgnoreRules
+from .vault import IGNORE_FILE, IgnoreRules, watch_roots
 
 log = logging.getLogger("memsync.watch")
 
 RESCAN = "\0rescan"  # a queue item meaning: events were lost, reconcile everything
 RELOAD = "\0reload"  # a queue item meaning: .memsyncignore changed, apply its rules
+REWATCH = "\0rewatch"  # a queue item meaning: folders appeared or went, plan the watches again
 MAX_BATCH_WAIT = 2.0  # seconds: a steady stream of events still gets applied this often
 STOP_CHECK = 0.25  # seconds between looks at the stop flag while idle
 STOP_GRACE = 1.0  # seconds a stopping watcher waits for the embedding batch in flight
@@ -75,6 +77,8 @@ class _EventSink:
             if rel == IGNORE_FILE:
                 self.changes.put(RELOAD)
                 continue
+            if is_folder and kind in ("created", "deleted", "moved"):
+                self.changes.put(REWATCH)  # an ignored folder too: it may need its watch gone
             if self.rules.skips_folder(rel) if is_folder else self.rules.skips_path(rel):
                 continue
             self.last_event = time.time()
@@ -181,6 +185,7 @@ class Watcher:
         self.changes: queue.Queue[Change | str] = queue.Queue()
         self.lock = location.writer_lock("watch")
         self._observer: object | None = None
+        self._watches: dict[tuple[str, bool], Any] = {}  # (folder, recursive) -> watchdog's watch
         self._embedding: Embedding | None = None
         self.ready = threading.Event()
 
@@ -247,53 +252,74 @@ class Watcher:
         return False
 
     def _start_observer(self, sink: _EventSink) -> None:
-        """Watch the vault; where the observer cannot take the whole tree (too deep, too many
-        folders), watch each top folder apart and leave the ones that fail to the reconcile."""
+        """Watch the vault's indexed folders (vault.watch_roots): hidden and ignored folders get
+        no inotify watch, so a .git/objects or node_modules cannot exhaust the user's limit."""
         from watchdog.observers import Observer
 
         observer = Observer()
-        try:
-            observer.start()
-            observer.schedule(sink, str(self.root), recursive=True)  # type: ignore[arg-type]
-        except (OSError, RecursionError) as exc:
-            log.warning(
-                "cannot watch %s as one tree (%s): watching its folders one by one",
-                self.root,
-                exc.__class__.__name__,
-            )
-            unwatched = self._watch_folders(observer, sink)
-            if unwatched is None:
-                log.error("cannot watch %s: reconciling every minute instead", self.root)
-                observer.stop()
-                observer.join(timeout=10)
-                self._observer = None
-                return
-            if unwatched:
-                log.warning(
-                    "not watching %s (too deep or too many folders for the observer): changes "
-                    "there are found by the periodic reconcile",
-                    ", ".join(f"{f}/" for f in unwatched),
-                )
-                self.lock.update(unwatched=unwatched)
+        observer.start()
         self._observer = observer
+        self._watches = {}
+        if not self._rewatch(sink):
+            log.error("cannot watch %s: reconciling every minute instead", self.root)
+            self._stop_observer()
 
-    def _watch_folders(self, observer: object, sink: _EventSink) -> list[str] | None:
-        """The vault's own folder alone, then each top folder as a tree; returns those that could
-        not be watched, or None when even the vault's folder cannot be."""
-        try:
-            observer.schedule(sink, str(self.root), recursive=False)  # type: ignore[attr-defined]
-            entries = sorted(os.scandir(self.root), key=lambda e: e.name)
-        except (OSError, RecursionError):
-            return None
-        unwatched = []
-        for entry in entries:
-            if not entry.is_dir(follow_symlinks=False) or sink.rules.skips_folder(entry.name):
+    def _rewatch(self, sink: _EventSink) -> bool:
+        """Bring the watches to the plan for the folders now on disk and the rules now in force
+        (at start, and after folders appear, go or become ignored). New watches are made before
+        old ones go, so no event falls between. A tree the observer cannot take whole (too deep,
+        too many folders) is watched folder by folder one level down; what still fails is left
+        to the periodic reconcile and published. False when even the vault cannot be watched."""
+        observer = self._observer
+        if observer is None:
+            return False
+        wanted = [(rel, recursive, True) for rel, recursive in watch_roots(self.root, sink.rules)]
+        watches: dict[tuple[str, bool], Any] = {}
+        unwatched: list[str] = []
+        while wanted:
+            rel, recursive, may_split = wanted.pop(0)
+            key = (rel, recursive)
+            if key in self._watches or key in watches:
+                watches[key] = self._watches.pop(key, None) or watches[key]
                 continue
             try:
-                observer.schedule(sink, entry.path, recursive=True)  # type: ignore[attr-defined]
-            except (OSError, RecursionError):
-                unwatched.append(entry.name)
-        return unwatched
+                watches[key] = observer.schedule(sink, str(self.root / rel), recursive=recursive)  # type: ignore[attr-defined]
+            except (OSError, RecursionError) as exc:
+                if not rel and not recursive:
+                    return False
+                if recursive and may_split:
+                    log.warning(
+                        "cannot watch %s/ as one tree (%s): watching its folders one by one",
+                        rel or ".",
+                        exc.__class__.__name__,
+                    )
+                    wanted.insert(0, (rel, False, False))
+                    wanted += [(child, True, False) for child in self._subfolders(rel, sink)]
+                else:
+                    unwatched.append(rel)
+        for stale in self._watches.values():
+            with contextlib.suppress(KeyError, OSError):  # its folder may be gone already
+                observer.unschedule(stale)  # type: ignore[attr-defined]
+        self._watches = watches
+        if unwatched:
+            log.warning(
+                "not watching %s (too deep or too many folders for the observer): changes "
+                "there are found by the periodic reconcile",
+                ", ".join(f"{f}/" for f in unwatched),
+            )
+        if unwatched or self.lock.facts.get("unwatched"):
+            self.lock.update(unwatched=unwatched)
+        return True
+
+    def _subfolders(self, rel: str, sink: _EventSink) -> list[str]:
+        try:
+            entries = sorted(os.scandir(self.root / rel), key=lambda e: e.name)
+        except OSError:
+            return []
+        names = [
+            f"{rel}/{e.name}" if rel else e.name for e in entries if e.is_dir(follow_symlinks=False)
+        ]
+        return [name for name in names if not sink.rules.skips_dir(name)]
 
     def _stop_observer(self) -> None:
         observer = self._observer
@@ -340,6 +366,7 @@ class Watcher:
                 syncer.reload_rules()
                 sink.rules = syncer.rules
                 log.info("%s changed: applying its rules", IGNORE_FILE)
+                self._rewatch(sink)
                 self._guarded(self._reconcile, syncer, IGNORE_FILE)
                 continue
             if RESCAN in batch or (self._observer is not None and not self._observer.is_alive()):  # type: ignore[attr-defined]
@@ -349,6 +376,8 @@ class Watcher:
                     self._start_observer(sink)
                 self._guarded(self._reconcile, syncer, "events lost")
                 continue
+            if REWATCH in batch:
+                self._rewatch(sink)
             changes = [c for c in batch if isinstance(c, Change)]
             self._guarded(self._apply, syncer, changes)
 

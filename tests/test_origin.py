@@ -66,7 +66,8 @@ def test_the_vault_is_here_only_on_its_recorded_host(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("MEMSYNC_HOST", "laptop")
     assert Origin("laptop", "/n").here(shared=True)
     assert not Origin("server", "/n").here(shared=True)
-    assert Origin(None, "/n").here(shared=False)  # an old local index: this machine's file
+    assert Origin(None, "/n").here(shared=False)  # a local index: this machine's file
+    assert Origin("old-name.local", "/n").here(shared=False)  # whatever the host is called now
     assert not Origin(None, "/n").here(
         shared=True
     )  # an old shared one: unknown until it is written

@@ -482,3 +482,82 @@ def test_a_tree_too_deep_for_the_observer_is_reported_and_the_rest_is_watched(
             r.stop()
     finally:
         _remove_deep_chain(vault / "deep")
+
+
+def _inotify_watches() -> set[str]:
+    """The folders this process holds an inotify watch on (Linux: /proc/self/fdinfo)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:inotify":
+                continue
+            with open(f"/proc/self/fdinfo/{fd}") as info:
+                for line in info:
+                    if line.startswith("inotify wd:"):
+                        fields = dict(f.split(":", 1) for f in line.split()[1:])
+                        inodes.add(int(fields["ino"], 16))
+        except OSError:
+            continue
+    return inodes
+
+
+def _folders(root: Path, *rels: str) -> set[int]:
+    return {(root / rel).stat().st_ino for rel in rels}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fdinfo"), reason="counts Linux inotify watches")
+def test_hidden_and_ignored_folders_get_no_watch_and_the_watches_follow_the_folders(
+    vault: Path, tmp_path: Path
+) -> None:
+    for i in range(300):
+        (vault / f".git/objects/{i:02x}").mkdir(parents=True, exist_ok=True)
+    (vault / "node_modules/pkg/lib").mkdir(parents=True)
+    write(vault, "drafts/d.md", "# Draft\n\nwhiskey\n")
+    write(vault, ".memsyncignore", "drafts/\n")
+    write(vault, "projects/heron/plan.md", "# Plan\n\nheron\n")
+    r = Running(vault, tmp_path / "i.sqlite")
+    try:
+        indexed = {"", "projects", "projects/heron"}
+        wait_until(lambda: _inotify_watches() == _folders(vault, *indexed))
+        # an ignored folder appears inside a watched tree: its watch goes
+        (vault / "projects/node_modules/x/y").mkdir(parents=True)
+        wait_until(lambda: _inotify_watches() == _folders(vault, *indexed))
+        # a new folder is watched, and what is written in it is indexed
+        write(vault, "ideas/new.md", "# New\n\nquokka\n")
+        wait_until(lambda: r.keyword("quokka") == ["ideas/new.md"])
+        wait_until(lambda: _inotify_watches() == _folders(vault, *indexed, "ideas"))
+        write(vault, "ideas/deeper/more.md", "# More\n\nwombat\n")
+        wait_until(lambda: r.keyword("wombat") == ["ideas/deeper/more.md"])
+        # drafts/ un-ignored: watched and indexed; then ignored again: unwatched
+        (vault / ".memsyncignore").write_text("# nothing ignored\n")
+        wait_until(lambda: "drafts/d.md" in r.files())
+        expected = {*indexed, "ideas", "ideas/deeper", "drafts"}
+        wait_until(lambda: _inotify_watches() == _folders(vault, *expected))
+        write(vault, "drafts/e.md", "# Draft\n\nxray\n")
+        wait_until(lambda: r.keyword("xray") == ["drafts/e.md"])
+        (vault / ".memsyncignore").write_text("DRAFTS/\n")  # case-folded
+        wait_until(lambda: "drafts/d.md" not in r.files())
+        wait_until(lambda: _inotify_watches() == _folders(vault, *(expected - {"drafts"})))
+    finally:
+        r.stop()
+    assert _inotify_watches() == set()
+
+
+def test_log_lines_stay_short_whatever_a_library_logs(tmp_path: Path) -> None:
+    import logging
+
+    from memsync.cli import MAX_LOG_LINE, _log_to
+
+    log_file = tmp_path / "watch.log"
+    memsync_log = _log_to(log_file, logging.INFO, "watchdog")
+    handler = memsync_log.handlers[-1]
+    try:
+        logging.getLogger("watchdog").warning("events for %s", ", ".join(["x" * 40] * 2000))
+        memsync_log.info("a short line")
+    finally:
+        for name in ("memsync", "watchdog"):
+            logging.getLogger(name).removeHandler(handler)
+        handler.close()
+    lines = log_file.read_text().splitlines()
+    assert len(lines) == 2 and "a short line" in lines[1]
+    assert len(lines[0]) < MAX_LOG_LINE + 50 and lines[0].endswith("more characters)")
