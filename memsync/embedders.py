@@ -195,9 +195,10 @@ class HttpEmbedder(Embedder):
             wait = min(0.5 * 2 ** (attempt - 1), self.max_wait)
             timeout = self._remaining(started)
             try:
-                response = self._client.post(
-                    url, json=payload, **({} if timeout is None else {"timeout": timeout})
-                )
+                if timeout is None:
+                    response = self._client.post(url, json=payload)
+                else:
+                    response = self._client.post(url, json=payload, timeout=timeout)
             except httpx.TransportError as exc:
                 kind = (
                     "no answer from" if isinstance(exc, httpx.TimeoutException) else "cannot reach"

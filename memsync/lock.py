@@ -31,14 +31,14 @@ except ImportError:  # Windows; exercised on Linux with a stand-in msvcrt
         """Windows has no shared lock: a reader's probe is exclusive for an instant."""
         os.lseek(handle.fileno(), _LOCK_BYTE, os.SEEK_SET)
         try:
-            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
         except OSError:
             return False
         return True
 
     def _unlock_file(handle: IO[str]) -> None:
         os.lseek(handle.fileno(), _LOCK_BYTE, os.SEEK_SET)
-        msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+        msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
 
 else:
 

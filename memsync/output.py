@@ -64,7 +64,7 @@ def status_text(facts: dict[str, Any]) -> str:
         )
     elif elsewhere:
         lines.append(
-            f"files:    {facts['files_indexed']} indexed; the vault is on another machine{host}"
+            f"files:    {facts['files_indexed']} indexed; the notes are{host}, not on this machine"
         )
     else:
         lines.append(

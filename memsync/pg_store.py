@@ -195,8 +195,15 @@ def _shared_version(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
+def _value(cursor: psycopg.Cursor[Any]) -> Any:
+    """The one value of a statement that always gives one row."""
+    row = cursor.fetchone()
+    assert row is not None
+    return row[0]
+
+
 def _exists(conn: psycopg.Connection[Any], table: str) -> bool:
-    return conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is not None
+    return _value(conn.execute("SELECT to_regclass(%s)", (table,))) is not None
 
 
 def vault_names(url: str) -> list[str]:
@@ -566,7 +573,10 @@ class PgStore(Tables):
             binary=True,  # vectors as bytes: parsing their text form costs 100 us each
         )
         return {
-            r[0]: ChunkRow(*r[:5], None if r[5] is None else _floats(r[5]).tobytes()) for r in rows
+            r[0]: ChunkRow(
+                r[0], r[1], r[2], r[3], r[4], None if r[5] is None else _floats(r[5]).tobytes()
+            )
+            for r in rows
         }
 
     def sample_vectors(self, size: int) -> np.ndarray:
@@ -630,9 +640,11 @@ class PgStore(Tables):
         return [
             counted.get(p[0], 0)
             if len(p) == 1
-            else self.conn.execute(
-                "SELECT count(*) FROM chunks WHERE fts @@ %s::tsquery", (_tsquery(p),)
-            ).fetchone()[0]
+            else _value(
+                self.conn.execute(
+                    "SELECT count(*) FROM chunks WHERE fts @@ %s::tsquery", (_tsquery(p),)
+                )
+            )
             for p in phrases
         ]
 
@@ -733,7 +745,7 @@ class AdvisoryLock(WriterLock):
             self._conn = connect(self.url)
             _ensure_shared(self._conn, create=True)
         keys, args = _lock_key(self.name)
-        return bool(self._conn.execute(f"SELECT pg_try_advisory_lock({keys})", args).fetchone()[0])
+        return bool(_value(self._conn.execute(f"SELECT pg_try_advisory_lock({keys})", args)))
 
     def _holder(self) -> dict[str, Any]:
         assert self._conn is not None
@@ -783,7 +795,7 @@ def read_holder(url: str, name: str) -> dict[str, Any] | None:
         if not _ensure_shared(conn, create=False):
             return None
         keys, args = _lock_key(name)
-        if conn.execute(f"SELECT pg_try_advisory_lock_shared({keys})", args).fetchone()[0]:
+        if _value(conn.execute(f"SELECT pg_try_advisory_lock_shared({keys})", args)):
             conn.execute(f"SELECT pg_advisory_unlock_shared({keys})", args)
             return None
         return _holder_row(conn, name)

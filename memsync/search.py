@@ -208,10 +208,12 @@ def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candid
     """Weighted fusion (or reciprocal-rank fusion), best first."""
     if options.mode == "rrf":
         by_vector = sorted(
-            (c for c in candidates if c.vector_score is not None), key=lambda c: -c.vector_score
+            (c for c in candidates if c.vector_score is not None),
+            key=lambda c: -(c.vector_score or 0.0),
         )
         by_text = sorted(
-            (c for c in candidates if c.text_score is not None), key=lambda c: -c.text_score
+            (c for c in candidates if c.text_score is not None),
+            key=lambda c: -(c.text_score or 0.0),
         )
         ranks: dict[int, float] = {}
         for ordered in (by_vector, by_text):

@@ -84,6 +84,13 @@ def _first(cursor: Iterable[tuple]) -> tuple | None:  # type: ignore[type-arg]
     return rows[0] if rows else None
 
 
+def _one(cursor: Iterable[tuple]) -> tuple:  # type: ignore[type-arg]
+    """The only row of a statement that always gives one (a count, a pragma)."""
+    row = _first(cursor)
+    assert row is not None
+    return row
+
+
 def _now() -> int:
     return int(time.time())
 
@@ -227,7 +234,7 @@ class SqliteStore(Tables):
             self.conn.enable_load_extension(True)
             self.conn.load_extension(_vec_extension())
             self.conn.enable_load_extension(False)
-            return str(_first(self.conn.execute("SELECT vec_version()"))[0])
+            return str(_one(self.conn.execute("SELECT vec_version()"))[0])
         except Exception:  # any failure means: search vectors with numpy instead
             return None
 
@@ -249,7 +256,7 @@ class SqliteStore(Tables):
         self.conn.execute("COMMIT")
 
     def _migrate(self) -> None:
-        version = _first(self.conn.execute("PRAGMA user_version"))[0]
+        version = _one(self.conn.execute("PRAGMA user_version"))[0]
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"index {self.path} has schema {version}, newer than this memsync "
@@ -273,7 +280,7 @@ class SqliteStore(Tables):
         self.conn.executemany(sql, rows)
 
     def integrity_check(self) -> str:
-        return str(_first(self.conn.execute("PRAGMA integrity_check"))[0])
+        return str(_one(self.conn.execute("PRAGMA integrity_check"))[0])
 
     # -- meta -------------------------------------------------------------------------------
 
@@ -343,7 +350,7 @@ class SqliteStore(Tables):
             has_vec = self._has_vec_table()
             for chunk in chunks:
                 blob = cached.get(chunk.hash)
-                inserted = _first(
+                inserted = _one(
                     self.conn.execute(
                         "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
                         "context, embedding, updated_at) VALUES(?,?,?,?,?,?,?,?,?,?) RETURNING id",
@@ -532,7 +539,7 @@ class SqliteStore(Tables):
         """Every stored vector, normalised; reloaded only when the index changed since."""
         import numpy as np
 
-        version = (_first(self.conn.execute("PRAGMA data_version"))[0], self.conn.total_changes())
+        version = (_one(self.conn.execute("PRAGMA data_version"))[0], self.conn.total_changes())
         if self._matrix is not None and self._matrix[0] == version:
             return self._matrix[1], self._matrix[2]
         rows = list(

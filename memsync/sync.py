@@ -279,8 +279,9 @@ class Syncer:
                 report.warnings.append((path, facts.warning))
                 log.warning("%s: %s", path, facts.warning)
             chunks = _new_chunks(note, meta)
-            row = FileRow(path, note.hash, note.mtime_ns, note.size)
-            self.store.replace_file(row, chunks, facts)
+            self.store.replace_file(
+                FileRow(path, note.hash, note.mtime_ns, note.size), chunks, facts
+            )
             report.chunks_written += len(chunks)
             if path in index:
                 report.changed += 1
@@ -413,9 +414,10 @@ def behind_notice(store: Store, location: Location, root: Path) -> str:
     behind = drift(root, store).behind
     if not behind or location.holder() is not None:
         return ""
+    notes = "1 note" if behind == 1 else f"{behind} notes"
     return (
-        f"{behind} notes changed on disk since the index was written: memsync watch (or memsync "
-        "index) on this machine brings it up to date"
+        f"{notes} changed on disk since the index was written: memsync watch (or memsync index) "
+        "on this machine brings it up to date"
     )
 
 

@@ -193,7 +193,7 @@ def test_an_agent_reads_a_shared_vault_without_writing_it_and_writes_only_on_its
             env={"MEMSYNC_HOST": host},
         )
         assert not error and "redis.md#L1-L3" in text
-        assert ("1 notes changed on disk" in text) == (host == "laptop")
+        assert ("1 note changed on disk" in text) == (host == "laptop")
         assert _files(url, name) == ["extra.md", "redis.md", "shared.md"]
     refused = memsync("mcp", "--writable", *args, host="desktop")
     assert refused.returncode == 1
