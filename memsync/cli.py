@@ -28,12 +28,9 @@ def run(action: Callable[[], Any]) -> Any:
     except KeyboardInterrupt:
         click.echo("memsync: interrupted", err=True)
         sys.exit(130)
+    except MemsyncError as exc:
+        _fail(exc)
     except Exception as exc:
-        from .store import user_error
-
-        problem = user_error(exc)
-        if problem is not None:
-            _fail(problem)
         if os.environ.get("MEMSYNC_RAISE_ERRORS"):
             raise
         if not isinstance(exc, (OSError, RuntimeError)):

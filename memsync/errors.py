@@ -5,7 +5,8 @@
      ├── VaultError               the vault path is missing or not a folder
      ├── IndexNotFound            no index for that vault / db
      │    └── AmbiguousIndex      several vaults are indexed and none was named (exit 2)
-     ├── StoreError               the database cannot be opened or is of a newer schema
+     ├── StoreError               the database failed or cannot be opened; `reopen`: a database
+     │                            error after opening (a dropped connection), opening again may help
      ├── LockError                another writer (index or watch) holds this index
      ├── VaultTaken               the index belongs to another folder or host (index, watch)
      ├── ArgumentError            an argument refused: a path outside the vault, hidden or not a
@@ -16,7 +17,9 @@
           ├── EmbeddingResponseError  malformed answer or vectors of the wrong size
           └── EmbeddingUnavailable    timeouts, refused connections, 429/5xx after retries
 
-Lower-level exceptions are translated where they happen with ``raise X(...) from exc``.
+Lower-level exceptions are translated where they happen with ``raise X(...) from exc``: each
+store backend raises StoreError from its public methods for its engine's errors, as httpx's
+transports raise httpx's own errors, so callers above the store catch memsync's errors only.
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ class AmbiguousIndex(IndexNotFound):
 
 
 class StoreError(MemsyncError):
-    pass
+    def __init__(self, message: str, reopen: bool = False) -> None:
+        super().__init__(message)
+        self.reopen = reopen
 
 
 class LockError(MemsyncError):

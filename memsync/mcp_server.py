@@ -38,11 +38,10 @@ from typing_extensions import TypedDict  # pydantic needs this one before Python
 
 from . import notes
 from .config import Config
-from .errors import ArgumentError, IndexNotFound
+from .errors import ArgumentError, IndexNotFound, MemsyncError, StoreError
 from .locate import Location
 from .memory import Memory
 from .search import Options, Outcome, note_filter, path_globs
-from .store import user_error
 from .vault import checked_path
 
 log = logging.getLogger("memsync.mcp")
@@ -255,15 +254,16 @@ class MemoryServer:
         with self._lock:
             try:
                 return work(self.memory())
-            except Exception as exc:
-                problem = user_error(exc)
-                if problem is None:
-                    log.exception("%s failed", name)
-                    problem = f"{name} failed unexpectedly ({exc.__class__.__name__}); see the log"
-                elif problem is not exc:  # the database failed (a server restarted, a disk)
-                    log.warning("%s: %s; the index is opened again on the next call", name, problem)
+            except MemsyncError as exc:
+                if isinstance(exc, StoreError) and exc.reopen:  # a server restarted, a disk
+                    log.warning("%s: %s; the index is opened again on the next call", name, exc)
                     self.close()
-                raise ToolError(str(problem)) from None
+                raise ToolError(str(exc)) from None
+            except Exception as exc:
+                log.exception("%s failed", name)
+                raise ToolError(
+                    f"{name} failed unexpectedly ({exc.__class__.__name__}); see the log"
+                ) from None
             finally:
                 log.debug("%s: %.1f ms", name, (time.perf_counter() - started) * 1000)
 

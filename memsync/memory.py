@@ -18,7 +18,7 @@ from .errors import IndexNotFound, LockError, VaultTaken
 from .locate import Location
 from .origin import Origin, this_host
 from .search import Options, Outcome, search
-from .store import ModelKey, user_error
+from .store import ModelKey
 from .sync import Report, Syncer, behind_notice, refresh_text
 from .vault import IgnoreRules
 
@@ -120,7 +120,7 @@ class Memory:
             except LockError:
                 pass  # an index run or a watcher that just started: it will see the file
             except Exception as exc:  # noqa: BLE001 - the note is written; say it is not indexed
-                log.warning("wrote %s but could not index it: %s", rel, user_error(exc) or exc)
+                log.warning("wrote %s but could not index it: %s", rel, exc)
                 return False
         deadline = time.monotonic() + WRITE_SYNC_WAIT
         while True:

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import IndexNotFound, MemsyncError, StoreError
-from .locate import redact, scrub
 from .lock import WriterLock
+from .redact import redact, scrub
 from .sql_tables import Tables
 from .store import (
     SOURCE,
@@ -39,6 +39,8 @@ from .store import (
     NewChunk,
     NoteFilter,
     spread_ids,
+    translated,
+    translating,
 )
 from .tokenizer import tokens
 
@@ -116,17 +118,19 @@ def database_error(exc: BaseException) -> StoreError | None:
     except ImportError:
         return None
     if isinstance(exc, psycopg.errors.DiskFull):  # before OperationalError, its parent class
-        return StoreError("the PostgreSQL server's disk is full (the index is intact)")
-    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        return StoreError(
+        message = "the PostgreSQL server's disk is full (the index is intact)"
+    elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        message = (
             f"this PostgreSQL user may not do that ({_first_line(exc)}): ask for write access "
             "to the vault's schema"
         )
-    if isinstance(exc, psycopg.OperationalError):
-        return StoreError(f"the PostgreSQL server failed ({_first_line(exc)}): try again")
-    if isinstance(exc, psycopg.Error):
-        return StoreError(f"PostgreSQL error: {_first_line(exc)} (the index is intact)")
-    return None
+    elif isinstance(exc, psycopg.OperationalError):
+        message = f"the PostgreSQL server failed ({_first_line(exc)}): try again"
+    elif isinstance(exc, psycopg.Error):
+        message = f"PostgreSQL error: {_first_line(exc)} (the index is intact)"
+    else:
+        return None
+    return StoreError(message, reopen=True)
 
 
 def connect(url: str) -> psycopg.Connection[Any]:
@@ -206,6 +210,7 @@ def _exists(conn: psycopg.Connection[Any], table: str) -> bool:
     return _value(conn.execute("SELECT to_regclass(%s)", (table,))) is not None
 
 
+@translated(database_error)
 def vault_names(url: str) -> list[str]:
     """The vaults indexed in the database at `url`, by name."""
     with connect(url) as conn:
@@ -321,6 +326,7 @@ def _floats(value: Any) -> np.ndarray:
     return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype="<f4")
 
 
+@translating(database_error)
 class PgStore(Tables):
     """One vault's index in a PostgreSQL database (its own schema); many readers on any machine,
     one writer at a time (AdvisoryLock)."""
@@ -729,6 +735,7 @@ def _lock_key(name: str) -> tuple[str, tuple[Any, ...]]:
     return "%s, hashtext(%s)", (LOCK_CLASS, f"{SHARED}:{name}")
 
 
+@translating(database_error)
 class AdvisoryLock(WriterLock):
     """One writer per vault across machines: a session advisory lock on its own connection (the
     server frees it when that session ends, so a killed writer leaves nothing stale); the
@@ -789,6 +796,7 @@ def _holder_row(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:
     return dict(row[0]) if row else {}
 
 
+@translated(database_error)
 def read_holder(url: str, name: str) -> dict[str, Any] | None:
     """Who writes the vault now, or None: a shared try-lock succeeds only when nobody does."""
     with connect(url) as conn:

@@ -26,6 +26,7 @@ from .store import (
     NewChunk,
     NoteFilter,
     spread_ids,
+    translating,
 )
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
@@ -151,10 +152,11 @@ def database_error(exc: BaseException) -> StoreError | None:
     import apsw
 
     if isinstance(exc, apsw.Error):
-        return StoreError(describe(exc) + " (the index is intact)")
+        return StoreError(describe(exc) + " (the index is intact)", reopen=True)
     return None
 
 
+@translating(database_error)
 class SqliteStore(Tables):
     """A connection to one index. Writers serialise through SQLite; readers never wait (WAL)."""
 

@@ -7,8 +7,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .locate import Location, redact, vaults_at
+from .locate import Location, vaults_at
 from .origin import Origin
+from .redact import redact
 from .sync import drift
 
 

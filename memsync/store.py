@@ -7,13 +7,17 @@ and the CLI talk to this interface only; `locate` chooses the backend from `--db
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterable, Sequence
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, cast
 
-from .errors import MemsyncError, StoreError
+from .errors import StoreError
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
@@ -174,18 +178,63 @@ def spread_ids(low: int, high: int, size: int) -> list[int]:
     return sorted({low + round(i * step) for i in range(count)})
 
 
-def user_error(exc: BaseException) -> MemsyncError | None:
-    """What to tell a user about `exc`: memsync's own error as it is, a database error of either
-    backend in words; None for anything else, which is a bug and deserves its traceback."""
-    if isinstance(exc, MemsyncError):
-        return exc
-    problem: StoreError | None = None
-    if "apsw" in sys.modules:  # only a backend that was used can have raised
-        from .sqlite_store import database_error
+Translate = Callable[[BaseException], StoreError | None]
 
-        problem = database_error(exc)
-    if problem is None and "psycopg" in sys.modules:
-        from .pg_store import database_error as pg_database_error
 
-        problem = pg_database_error(exc)
-    return problem
+def _guarded(function: Callable[..., Any], translate: Translate) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = function(*args, **kwargs)
+        except StoreError:
+            raise
+        except Exception as exc:
+            problem = translate(exc)
+            if problem is None:
+                raise
+            raise problem from exc
+        if isinstance(result, AbstractContextManager) and not (args and result is args[0]):
+            return _GuardedContext(result, translate)  # a transaction commits in its __exit__
+        return result
+
+    return guarded
+
+
+class _GuardedContext(AbstractContextManager[Any]):
+    def __init__(self, inner: AbstractContextManager[Any], translate: Translate) -> None:
+        self.inner = inner
+        self.translate = translate
+
+    def __enter__(self) -> Any:
+        return _guarded(self.inner.__enter__, self.translate)()
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return _guarded(self.inner.__exit__, self.translate)(*exc)
+
+
+def translating(translate: Translate) -> Callable[[type[T]], type[T]]:
+    """A backend's class decorator: its public methods (inherited ones too) raise memsync's
+    StoreError for the engine's own errors, as httpx's transports raise httpx's errors; so
+    nothing above the store needs to know an engine's exceptions."""
+
+    def decorate(cls: type[T]) -> type[T]:
+        for name in dir(cls):
+            if name.startswith("_") and name != "__init__":
+                continue
+            member = inspect.getattr_static(cls, name)
+            if isinstance(member, property) and member.fget is not None:
+                setattr(cls, name, property(_guarded(member.fget, translate)))
+            elif inspect.isfunction(member):
+                setattr(cls, name, _guarded(member, translate))
+        return cls
+
+    return decorate
+
+
+def translated(translate: Translate) -> Callable[[F], F]:
+    """The same for a backend's module-level entry points."""
+
+    def decorate(function: F) -> F:
+        return cast(F, _guarded(function, translate))
+
+    return decorate

@@ -19,7 +19,7 @@ from .chunking import CHUNKER, chunk_text, embed_input
 from .embedders import Embedder, to_blob
 from .errors import EmbeddingError, EmbeddingResponseError, VaultError
 from .origin import Owner
-from .store import FileFacts, FileRow, NewChunk, SkipRow, Store, user_error
+from .store import FileFacts, FileRow, NewChunk, SkipRow, Store
 from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan, shown
 
 if TYPE_CHECKING:
@@ -439,7 +439,6 @@ def refresh_text(store: Store, location: Location, root: Path, max_file_bytes: i
         Syncer(store, root, max_file_bytes, owner=Owner.of(location)).sync_all(Report())
         return ""
     except Exception as exc:  # noqa: BLE001 - a read-only index or vault must still answer queries
-        problem = user_error(exc) or exc
-        return f"could not bring the index up to date ({problem}); results may be stale"
+        return f"could not bring the index up to date ({exc}); results may be stale"
     finally:
         lock.release()

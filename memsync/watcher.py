@@ -21,10 +21,10 @@ from typing import Any
 
 from .config import Config
 from .embedders import Embedder
-from .errors import EmbeddingError, LockError, MemsyncError
+from .errors import EmbeddingError, LockError, MemsyncError, StoreError
 from .locate import Location
 from .origin import Owner
-from .store import Store, user_error
+from .store import Store
 from .sync import Report, Syncer, embed_pending
 from .vault import IGNORE_FILE, IgnoreRules, watch_roots
 
@@ -125,7 +125,7 @@ class Embedding(threading.Thread):
                 with self.location.open(create=True) as store:
                     self._serve(store)
             except Exception as exc:  # noqa: BLE001 - a worker must not die silently
-                self._failed(user_error(exc) or exc)
+                self._failed(exc)
                 self.wake.wait(self._backoff())
 
     def _serve(self, store: Store) -> None:
@@ -398,16 +398,15 @@ class Watcher:
             try:
                 work(syncer, *args)
                 return
-            except Exception as exc:  # noqa: BLE001 - the daemon must survive anything
-                problem = user_error(exc)
-                if problem is None:
-                    log.exception("unexpected error; will reconcile on the next cycle")
+            except MemsyncError as exc:
+                if not (isinstance(exc, StoreError) and exc.reopen) or attempt == 2:
+                    log.error("%s; will reconcile on the next cycle", exc)
                     return
-                if problem is exc or attempt == 2:  # memsync's own error, or failed twice
-                    log.error("%s; will reconcile on the next cycle", problem)
-                    return
-                log.warning("%s; opening the index again", problem)
+                log.warning("%s; opening the index again", exc)  # the database failed
                 self._reopen(syncer)
+            except Exception:  # noqa: BLE001 - the daemon must survive anything
+                log.exception("unexpected error; will reconcile on the next cycle")
+                return
 
     def _reopen(self, syncer: Syncer) -> None:
         with contextlib.suppress(Exception):  # a connection the server dropped may not close

@@ -206,14 +206,14 @@ def test_a_database_error_after_opening_is_one_line_exit_1(
 ) -> None:
     import apsw
 
-    from memsync import sync
+    from memsync.sqlite_store import SqliteStore
 
     vault = _vault(tmp_path / "notes")
 
     def disk_full(*args: object, **kwargs: object) -> None:
         raise apsw.FullError("database or disk is full")
 
-    monkeypatch.setattr(sync.Syncer, "sync_all", disk_full)
+    monkeypatch.setattr(SqliteStore, "_run_many", disk_full)  # the store's every write
     result = CliRunner().invoke(main, ["index", str(vault), "--provider", "none"])
     assert result.exit_code == 1 and result.output.count("\n") == 1
     assert "the disk that holds the index is full: free some space" in result.output

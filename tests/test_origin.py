@@ -12,7 +12,7 @@ import pytest
 from conftest import memsync, write
 
 from memsync.errors import VaultTaken
-from memsync.locate import redact
+from memsync.redact import redact
 from memsync.origin import HOST_KEY, PATH_KEY, Origin, Owner
 
 

@@ -17,7 +17,8 @@ from conftest import drop_vault, write
 
 from memsync.cli import main
 from memsync.errors import LockError, MemsyncError, StoreError
-from memsync.locate import PostgresLocation, redact
+from memsync.locate import PostgresLocation
+from memsync.redact import redact
 from memsync.sync import Report, Syncer
 
 
@@ -172,8 +173,9 @@ def test_a_crash_mid_file_leaves_the_vault_consistent(
                 return self.cursor.executemany(query, *args, **kwargs)
 
         monkeypatch.setattr(store.conn, "cursor", DiesAtTheEndOfTheThirdNote)
-        with pytest.raises(psycopg.OperationalError):
+        with pytest.raises(StoreError, match="server failed") as raised:  # translated at the store
             Syncer(store, root, 1 << 20).sync_all(Report())
+        assert isinstance(raised.value.__cause__, psycopg.OperationalError) and raised.value.reopen
     with where.open() as store:
         assert len(store.file_rows()) == 2  # two notes committed, the third rolled back whole
         assert store.counts()["chunks"] == 2

@@ -160,13 +160,14 @@ def test_database_errors_become_one_line_that_says_what_to_do(tmp_path: Path) ->
     with SqliteStore(tmp_path / "i.sqlite") as store:
         pages = list(store.conn.execute("PRAGMA page_count"))[0][0]
         store.conn.execute(f"PRAGMA max_page_count={pages}")  # a full disk, as SQLite sees one
-        with pytest.raises(Exception) as raised:
+        with pytest.raises(StoreError) as raised:  # translated where it arose: in the store
             store.replace_file(
                 FileRow("big.md", "h", 1, 1),
                 [NewChunk(1, 1, f"h{i}", "words " * 2000, "", "words " * 2000) for i in range(20)],
             )
-        problem = database_error(raised.value)
+        problem = database_error(raised.value.__cause__)  # type: ignore[arg-type]
         assert problem is not None and "disk that holds the index is full" in str(problem)
+        assert str(raised.value) == str(problem) and raised.value.reopen
         assert store.file_rows() == {} and store.integrity_check() == "ok"
     assert database_error(ValueError("not a database error")) is None
 
