@@ -35,8 +35,9 @@ from bench_index import make_vault  # noqa: E402
 from bench_query import QUERIES, build, in_process, random_vectors, whole_process  # noqa: E402
 
 from memsync.embedders import LocalEmbedder  # noqa: E402
+from memsync.filters import note_filter  # noqa: E402
 from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
-from memsync.search import Options, note_filter  # noqa: E402
+from memsync.search import Options  # noqa: E402
 from memsync.sync import index_vault  # noqa: E402
 
 EF_VALUES = (100, 200, 400, 800)

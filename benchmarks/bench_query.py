@@ -29,10 +29,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from memsync import fts  # noqa: E402
-from memsync.embedders import LocalEmbedder, to_blob  # noqa: E402
+from memsync.embedders import LocalEmbedder  # noqa: E402
+from memsync.filters import note_filter  # noqa: E402
 from memsync.locate import Location, SqliteLocation  # noqa: E402
-from memsync.search import Options, note_filter, search  # noqa: E402
+from memsync.search import Options, search  # noqa: E402
 from memsync.store import FileRow, NewChunk, Store  # noqa: E402
+from memsync.vectors import to_blob  # noqa: E402
 
 
 def vocabulary() -> tuple[list[str], list[int]]:

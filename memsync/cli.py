@@ -40,23 +40,17 @@ def run(action: Callable[[], Any]) -> Any:
 
 
 def _config(**flags: Any):  # type: ignore[no-untyped-def]
-    from .config import load_config  # lazily, like every import here
-    from .errors import ArgumentError, ConfigError
-    from .locate import checked_name, is_postgres
+    from .config import is_postgres, load_config  # lazily, like every import here
+    from .errors import ConfigError
 
     try:
         config = load_config(**flags)
-    except ConfigError as exc:  # a bad combination of flags is a usage error, exit 2
+    except ConfigError as exc:  # a bad flag (a bad --name too) is a usage error, exit 2
         if any(flags.get(name) is not None for name in exc.settings):
             raise click.UsageError(str(exc)) from exc
         raise
     if flags.get("name") is not None and not (config.db and is_postgres(config.db)):
         raise click.UsageError("--name names a vault in a PostgreSQL database: add --db URL")
-    if config.name is not None:
-        try:
-            checked_name(config.name)
-        except ArgumentError as exc:  # an unusable vault name is a usage error, exit 2
-            raise click.UsageError(str(exc)) from exc
     return config
 
 
@@ -177,40 +171,26 @@ def index(
     """Sync VAULT into its index: text first, then vectors for what changed."""
 
     def action() -> None:
-        from . import output
-        from .embedders import make_embedder, resolve_provider
-        from .locate import for_vault
-        from .origin import check_writer
-        from .sync import index_vault
-        from .vault import vault_root
+        from . import memory, output
 
         config = _config(db=db, name=name, provider=provider, model=model, max_file_mb=max_file_mb)
-        root = vault_root(vault)
-        location = for_vault(root, config)
-        owner = check_writer(location, root, replace)
-        chosen = resolve_provider(config)
-        if chosen == "none" and config.provider == "auto":
-            click.echo(
-                "memsync: the local model is not installed here; indexing for keyword search only",
-                err=True,
-            )
-        embedder = make_embedder(config, chosen)
         bars: list[Any] = []
-        with location.writer_lock("index"), location.open(create=True) as store:
-            try:
-                report = index_vault(
-                    store, root, config.max_file_bytes, embedder, _progress_factory(bars), owner
-                )
-            finally:
-                for bar in bars:
-                    bar.__exit__(None, None, None)
-        model_name = embedder.describe() if embedder else None
-        if as_json:
-            click.echo(
-                output.as_json({"vault": str(root), "db": str(location), **report.as_dict()})
+        try:
+            done = memory.index(
+                config,
+                vault,
+                replace_vault=replace,
+                progress=_progress_factory(bars),
+                notice=lambda message: click.echo(f"memsync: {message}", err=True),
             )
+        finally:
+            for bar in bars:
+                bar.__exit__(None, None, None)
+        if as_json:
+            summary = {"vault": str(done.vault), "db": done.db, **done.report.as_dict()}
+            click.echo(output.as_json(summary))
         else:
-            click.echo(output.index_summary(report, str(root), model_name))
+            click.echo(output.index_summary(done.report, str(done.vault), done.model))
 
     run(action)
 
@@ -223,16 +203,15 @@ def status(vault: Path | None, db: str | None, name: str | None, as_json: bool) 
     PostgreSQL --db without --name, the vaults it holds."""
 
     def action() -> None:
-        from . import output
-        from .locate import is_postgres
-        from .status import gather, vaults_in
+        from . import memory, output
 
         config = _config(db=db, name=name)
-        if config.db and is_postgres(config.db) and not config.name:
-            facts = vaults_in(config.db)
+        if memory.lists_vaults(config):
+            facts = memory.vaults(config)
             click.echo(output.as_json(facts) if as_json else output.vaults_text(facts))
             return
-        facts = gather(_locate(config, vault))
+        with memory.Memory.open(config, vault) as opened:
+            facts = opened.status()
         click.echo(output.as_json(facts) if as_json else output.status_text(facts))
 
     run(action)
@@ -299,20 +278,18 @@ def query(
     """Find the notes and exact lines that match TEXT, by keyword and by meaning."""
 
     def action() -> None:
-        from dataclasses import replace
-
         from . import output
         from .errors import ArgumentError
-        from .memory import Memory
-        from .search import Options, note_filter, query_words
+        from .memory import Memory, query_words, search_options
 
         config = _config(db=db, name=name, **flags)
         try:
-            only = note_filter(paths, since, until, tags)
-        except ArgumentError as exc:
+            options = search_options(
+                config, paths=paths, since=since, until=until, tags=tags, explain=explain
+            )
+        except ArgumentError as exc:  # a filter that cannot be read is a usage error, exit 2
             raise click.UsageError(str(exc)) from exc
-        options = replace(Options.from_settings(config), only=only, explain=explain)
-        with Memory(config, _locate(config, vault)) as memory:
+        with Memory.open(config, vault) as memory:
             outcome = memory.search(text, options)
             root = memory.vault
         if as_json:
@@ -341,16 +318,12 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
     """Print lines of a note: LOCATION is PATH, PATH:N or PATH:N-M, as `query` prints them."""
 
     def action() -> None:
-        from . import notes
-        from .memory import Memory
-        from .vault import checked_path
+        from .memory import Memory, parse_location
 
-        path, start, end = notes.parse_location(location)
+        path, start, end = parse_location(location)
         config = _config(db=db, name=name)
-        with Memory(config, _locate(config, vault)) as memory:
-            root = memory.vault_root()
-            rel = checked_path(root, path, memory.rules())
-        lines = notes.read_lines(root, rel, start, end, config.max_file_bytes, capped=False)
+        with Memory.open(config, vault) as memory:
+            lines = memory.read(path, start, end, capped=False)
         if lines.end_line >= lines.start_line:
             click.echo(lines.text if raw else lines.numbered())
 
@@ -363,13 +336,13 @@ def _vault_paths(incomplete: str) -> list[Any]:
 
     try:
         from .config import load_config
-        from .locate import locate
+        from .memory import Memory
 
-        with locate(load_config(), None).open() as store:
-            paths = [row[0] for row in store.listing()]
+        with Memory.open(load_config()) as memory:
+            paths = memory.paths(incomplete)
     except Exception:  # noqa: BLE001 - completion must never print an error
         return []
-    return [CompletionItem(p) for p in paths if p.startswith(incomplete)][:200]
+    return [CompletionItem(p) for p in paths[:200]]
 
 
 @main.command()
@@ -403,19 +376,12 @@ def watch(
         import logging
         import signal
 
-        from .embedders import make_embedder
-        from .locate import for_vault
-        from .origin import check_writer
-        from .vault import vault_root
         from .watcher import Watcher
 
         config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
         memsync_log = _log_to(log_file, level, "watchdog")
-        root = vault_root(vault)
-        location = for_vault(root, config)
-        owner = check_writer(location, root, replace)
-        watcher = Watcher(root, location, config, make_embedder(config), owner=owner)
+        watcher = Watcher.for_vault(config, vault, replace)
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: watcher.request_stop())
         watcher.run()
@@ -463,7 +429,12 @@ def mcp(
 
         config = _config(db=db, name=name, protect=protect or None)
         _log_to(log_file, logging.DEBUG if verbose else logging.INFO, "mcp")
-        server = MemoryServer(config, lambda: _locate(config, vault), writable, config.protect)
+        from .memory import Memory
+
+        def open_memory() -> Memory:
+            return Memory.open(config, vault, long_lived=True)
+
+        server = MemoryServer(config, open_memory, writable, config.protect)
         server.check_writable()
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda number, _: server.exit_now(signal.Signals(number).name))
@@ -498,10 +469,3 @@ def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
     for name in others:
         logging.getLogger(name).addHandler(handler)
     return memsync_log
-
-
-def _locate(config: Any, vault: Path | None) -> Any:
-    from .locate import locate
-    from .vault import vault_root
-
-    return locate(config, vault_root(vault) if vault else None)

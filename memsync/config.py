@@ -60,6 +60,27 @@ RANGES = {
 }
 
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+# a schema name PostgreSQL takes without surprises, and not one of its own
+VAULT_NAME = re.compile(r"[a-z0-9_][a-z0-9_-]{0,49}")
+RESERVED_NAMES = frozenset({"public", "memsync", "information_schema"})
+
+
+def is_postgres(db: str) -> bool:
+    return db.startswith(POSTGRES_SCHEMES)
+
+
+def checked_name(name: str) -> str:
+    """A vault's name in a PostgreSQL database (its schema), or ConfigError saying what is not."""
+    if not VAULT_NAME.fullmatch(name) or name in RESERVED_NAMES or name.startswith("pg_"):
+        raise ConfigError(
+            f"--name {name!r} cannot name a vault: use 1-50 lower-case letters, digits, _ or -, "
+            "not public, memsync or pg_*",
+            ("name",),
+        )
+    return name
+
+
 @dataclass(frozen=True)
 class Config:
     """Every setting memsync reads; the README's configuration table documents each field."""
@@ -104,6 +125,8 @@ class Config:
             value = getattr(self, name)
             if not allowed.admits(value):
                 raise ConfigError(f"{name} must be {allowed}, not {value!r}", (name,))
+        if self.name is not None:
+            checked_name(self.name)
         if self.vector_weight + self.text_weight == 0:
             raise ConfigError(
                 "vector_weight and text_weight cannot both be 0", ("vector_weight", "text_weight")

@@ -25,6 +25,7 @@ from .errors import (
     EmbeddingUnavailable,
 )
 from .store import ModelKey
+from .vectors import normalise
 
 if TYPE_CHECKING:  # numpy is imported when vectors are made: a no-op sync never needs it
     import numpy as np
@@ -65,26 +66,6 @@ class Embedder(ABC):
 
     def describe(self) -> str:
         return f"{self.provider} {self.model}"
-
-
-def normalise(matrix: np.ndarray, source: str = "the model") -> np.ndarray:
-    """Unit vectors; a NaN, infinite or all-zero vector is a provider error: stored, it would have
-    no direction to compare, and every search over it would fail."""
-    import numpy as np
-
-    matrix = np.asarray(matrix, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    if not np.all(np.isfinite(norms)):
-        raise EmbeddingResponseError(f"{source} returned vectors with NaN or infinite values")
-    if np.any(norms == 0):
-        raise EmbeddingResponseError(f"{source} returned an all-zero vector")
-    return matrix / norms
-
-
-def to_blob(vector: np.ndarray) -> bytes:
-    import numpy as np
-
-    return np.asarray(vector, dtype="<f4").tobytes()
 
 
 def redact(text: str, secret: str | None) -> str:

@@ -13,15 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from .config import Config, data_dir, default_db_path
-from .errors import AmbiguousIndex, ArgumentError, IndexNotFound
+from .config import RESERVED_NAMES, Config, checked_name, data_dir, default_db_path, is_postgres
+from .errors import AmbiguousIndex, IndexNotFound
 from .redact import redact
 
 if TYPE_CHECKING:
     from .lock import WriterLock
     from .store import Store
-
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 class Location(Protocol):
@@ -85,24 +83,6 @@ class PostgresLocation:
 
     def __str__(self) -> str:
         return f"{redact(self.url)} (vault {self.name})"
-
-
-def is_postgres(db: str) -> bool:
-    return db.startswith(POSTGRES_SCHEMES)
-
-
-# a schema name PostgreSQL takes without surprises, and not one of its own
-VAULT_NAME = re.compile(r"[a-z0-9_][a-z0-9_-]{0,49}")
-RESERVED_NAMES = frozenset({"public", "memsync", "information_schema"})
-
-
-def checked_name(name: str) -> str:
-    if not VAULT_NAME.fullmatch(name) or name in RESERVED_NAMES or name.startswith("pg_"):
-        raise ArgumentError(
-            f"--name {name!r} cannot name a vault: use 1-50 lower-case letters, digits, _ or -, "
-            "not public, memsync or pg_*"
-        )
-    return name
 
 
 def default_name(vault: Path) -> str:

@@ -1,5 +1,5 @@
 """`memsync mcp`: the vault as an agent's memory, over MCP on stdio. The only module that imports
-`mcp`; every tool calls the same library code as the CLI (memory.Memory, notes, status).
+`mcp`; every tool validates, makes one call on the library face (memory) and renders (output).
 
 Agent input is untrusted: every path goes through vault.checked_path (inside the vault, a note
 memsync indexes), writes exist only with --writable and never touch protected notes. A bad
@@ -16,8 +16,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
-from datetime import date, datetime
 from typing import Annotated, Any, BinaryIO, Literal, TypeVar
 
 import anyio
@@ -34,15 +32,12 @@ from mcp.types import (
     ToolAnnotations,
 )
 from pydantic import Field
-from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
-from . import notes
+from . import output
 from .config import Config
-from .errors import ArgumentError, IndexNotFound, MemsyncError, StoreError
-from .locate import Location
-from .memory import Memory
-from .search import Options, Outcome, note_filter, path_globs
-from .vault import checked_path
+from .errors import IndexNotFound, MemsyncError, StoreError
+from .memory import Memory, search_options
+from .output import NoteLines, SearchResult, Tree, Written
 
 log = logging.getLogger("memsync.mcp")
 T = TypeVar("T")
@@ -54,150 +49,10 @@ INSTRUCTIONS = (
 )
 
 
-class SearchHit(TypedDict):
-    path: str
-    start_line: int
-    end_line: int
-    score: float
-    vector_score: float | None
-    text_score: float | None
-    hybrid_match: bool
-    snippet: str
-    citation: str
-
-
-class SearchResult(TypedDict):
-    query: str
-    mode: str
-    notices: list[str]
-    results: list[SearchHit]
-
-
-class NoteLines(TypedDict):
-    path: str
-    start_line: int
-    end_line: int
-    total_lines: int
-    text: str
-    truncated: bool
-    citation: str
-    note: str | None
-
-
-class TreeNote(TypedDict):
-    path: str
-    size: int
-    modified: str
-    chunks: int
-
-
-class TreeFolder(TypedDict):
-    path: str
-    notes: int
-
-
-class Tree(TypedDict):
-    path: str
-    notes: list[TreeNote]
-    folders: list[TreeFolder]
-
-
-class Written(TypedDict):
-    path: str
-    start_line: int
-    end_line: int
-    citation: str
-    indexed: bool
-
-
 def _result(text: str, structured: Any) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=structured
     )
-
-
-def search_result(outcome: Outcome) -> SearchResult:
-    """`memsync query --json`'s results, with the fields the tool's schema names and a citation."""
-    hits = []
-    for hit in outcome.results:
-        data = hit.as_dict()
-        data["citation"] = notes.citation(hit.path, hit.start_line, hit.end_line)
-        hits.append({key: data[key] for key in SearchHit.__annotations__})
-    return {
-        "query": outcome.query,
-        "mode": outcome.mode,
-        "notices": outcome.notices,
-        "results": hits,  # type: ignore[typeddict-item]
-    }
-
-
-def search_text(result: SearchResult) -> str:
-    """A short list an agent can quote: citation, score, and the best-matching lines."""
-    lines = [f"note: {n}" for n in result["notices"]]
-    if not result["results"]:
-        lines.append(f"no notes match {result['query']!r}")
-    for rank, hit in enumerate(result["results"], start=1):
-        both = ", keyword and meaning" if hit["hybrid_match"] else ""
-        lines.append(f"{rank}. {hit['citation']} (score {hit['score']:.2f}{both})")
-        lines += [f"   {line}" for line in hit["snippet"].split("\n")]
-    return "\n".join(lines)
-
-
-def tree_of(listing: list[tuple[str, int, int, int]], folder: str, depth: int | None) -> Tree:
-    """Pure: the indexed notes below `folder`, those deeper than `depth` folded into folders."""
-    prefix = f"{folder}/" if folder else ""
-    shown: list[TreeNote] = []
-    folded: dict[str, int] = {}
-    for path, size, mtime_ns, chunks in listing:
-        rest = path[len(prefix) :].split("/")
-        if depth is not None and len(rest) > depth:
-            where = prefix + "/".join(rest[:depth])
-            folded[where] = folded.get(where, 0) + 1
-            continue
-        modified = datetime.fromtimestamp(mtime_ns / 1e9).strftime("%Y-%m-%d %H:%M")
-        shown.append({"path": path, "size": size, "modified": modified, "chunks": chunks})
-    folders: list[TreeFolder] = [{"path": p, "notes": n} for p, n in sorted(folded.items())]
-    return {"path": folder, "notes": shown, "folders": folders}
-
-
-def _size(size: int) -> str:
-    return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
-
-
-def tree_text(tree: Tree) -> str:
-    """An indented tree: each folder once, its notes and folded subfolders below it."""
-    if not tree["notes"] and not tree["folders"]:
-        return f"no indexed notes under {tree['path'] or 'the vault'}"
-    base = len(tree["path"].split("/")) if tree["path"] else 0
-    entries = [(n["path"], n) for n in tree["notes"]] + [
-        (f["path"] + "/", f) for f in tree["folders"]
-    ]
-    lines: list[str] = []
-    shown: set[str] = set()
-    for path, entry in sorted(entries, key=lambda item: item[0].split("/")):
-        parts = path.rstrip("/").split("/")
-        for depth in range(base + 1, len(parts)):
-            folder = "/".join(parts[:depth])
-            if folder not in shown:
-                shown.add(folder)
-                lines.append("  " * (depth - base - 1) + parts[depth - 1] + "/")
-        indent = "  " * (len(parts) - base - 1)
-        if path.endswith("/"):
-            lines.append(f"{indent}{parts[-1]}/  ({entry['notes']} notes below)")
-        else:
-            lines.append(
-                f"{indent}{parts[-1]}  {_size(entry['size'])}  {entry['modified']}  "
-                f"{entry['chunks']} chunks"
-            )
-    return "\n".join(lines)
-
-
-def _folder(path: str) -> str:
-    """A folder argument: relative, without '..'; '' is the whole vault."""
-    if any(ch in path for ch in "*?["):
-        raise ArgumentError("memory_tree takes a folder, not a glob")
-    globs = path_globs([path])  # refuses '..', absolute paths; (folder, folder/*) or nothing
-    return globs[0] if globs else ""
 
 
 class MemoryServer:
@@ -206,12 +61,12 @@ class MemoryServer:
     def __init__(
         self,
         config: Config,
-        locate: Callable[[], Location],
+        open_memory: Callable[[], Memory],
         writable: bool,
         protect: tuple[str, ...],
     ) -> None:
         self.config = config
-        self.locate = locate
+        self.open_memory = open_memory
         self.writable = writable
         self.protect = protect
         self._memory: Memory | None = None
@@ -219,7 +74,7 @@ class MemoryServer:
 
     def memory(self) -> Memory:
         if self._memory is None:
-            self._memory = Memory(self.config, self.locate(), long_lived=True)
+            self._memory = self.open_memory()
         return self._memory
 
     def check_writable(self) -> None:
@@ -320,16 +175,20 @@ class MemoryServer:
             raise ToolError("min_score must be between 0 and 1")
 
         def work(memory: Memory) -> CallToolResult:
-            flags = {"min_score": min_score, "mode": mode, "decay": decay, "mmr": mmr}
-            only = note_filter([path] if path else [], since, until, tags or [])
-            options = replace(
-                Options.from_settings(self.config),
+            options = search_options(
+                self.config,
+                paths=[path] if path else [],
+                since=since,
+                until=until,
+                tags=tags or [],
                 limit=limit,
-                only=only,
-                **{k: v for k, v in flags.items() if v is not None},
+                min_score=min_score,
+                mode=mode,
+                decay=decay,
+                mmr=mmr,
             )
-            result = search_result(memory.search(query, options))
-            return _result(search_text(result), result)
+            result = output.search_result(memory.search(query, options))
+            return _result(output.search_text(result), result)
 
         return self.call("memory_search", work)
 
@@ -350,13 +209,7 @@ class MemoryServer:
         relative to the vault, as memory_search returns it."""
 
         def work(memory: Memory) -> CallToolResult:
-            root = memory.vault_root()
-            rel = checked_path(root, path, memory.rules())
-            lines = notes.read_lines(root, rel, start_line, end_line, self.config.max_file_bytes)
-            data: NoteLines = lines.as_dict()  # type: ignore[assignment]
-            text = lines.numbered() or f"{rel} is empty"
-            if lines.rest():
-                text += f"\n({lines.rest()})"
+            text, data = output.lines_result(memory.read(path, start_line, end_line))
             return _result(text, data)
 
         return self.call("memory_get", work)
@@ -378,20 +231,18 @@ class MemoryServer:
             raise ToolError("depth must be 1 or more (or omitted for the whole subtree)")
 
         def work(memory: Memory) -> CallToolResult:
-            folder = _folder(path)
-            tree = tree_of(memory.store.listing(folder), folder, depth)
-            return _result(tree_text(tree), tree)
+            folder, listing = memory.tree(path)
+            tree = output.tree_of(listing, folder, depth)
+            return _result(output.tree_text(tree), tree)
 
         return self.call("memory_tree", work)
 
     def memory_status(self) -> Annotated[CallToolResult, dict[str, Any]]:
         """What `memsync status --json` says: the vault, the model, counts, the watcher, skipped
         files, and whether the index matches the notes on disk."""
-        from . import output
-        from .status import gather
 
         def work(memory: Memory) -> CallToolResult:
-            facts = gather(memory.location)
+            facts = memory.status()
             return _result(output.status_text(facts), facts)
 
         return self.call("memory_status", work)
@@ -420,23 +271,8 @@ class MemoryServer:
         (AGENTS.md, MEMORY.md, ...) are never written."""
 
         def work(memory: Memory) -> CallToolResult:
-            text = notes.check_content(content)
-            root = memory.vault_root()
-            today = date.today().isoformat()
-            rel = checked_path(root, path or f"daily/{today}.md", memory.rules(), existing=False)
-            notes.check_writable(root, rel, self.protect)
-            heading = f"# {today}" if path is None else ""
-            written = notes.write_note(root, rel, text, mode, heading)
-            indexed = memory.sync_note(rel, written.sha256)
-            result: Written = {
-                "path": rel,
-                "start_line": written.start_line,
-                "end_line": written.end_line,
-                "citation": notes.citation(rel, written.start_line, written.end_line),
-                "indexed": indexed,
-            }
-            said = f"wrote {result['citation']}" + ("" if indexed else " (not indexed yet)")
-            return _result(said, result)
+            written: Written = memory.write(content, path, mode, self.protect)  # type: ignore[assignment]
+            return _result(output.written_text(written), written)
 
         return self.call("memory_write", work)
 

@@ -1,37 +1,126 @@
-"""The library entry point behind `memsync query` and `memsync mcp`: one index opened for answering.
+"""The library face: index a vault, and search, read, list, report on and (for an agent) write
+one vault's index. The CLI and the MCP server are each parse -> one call here -> render, and a
+future command (an HTTP server, `memsync write`) reuses the same calls; the watcher is its own room.
 
-A one-shot query opens it, answers and closes; the MCP server keeps it open (vectors in memory,
-the query embedder loaded once) and sees the watcher's changes through SQLite's data_version.
-Before answering it brings the text up to date when no writer keeps it fresh (stat-only when
-nothing changed); an agent's write is indexed before the write returns.
+A one-shot query opens the index, answers and closes; the MCP server keeps it open (vectors in
+memory, the query embedder loaded once) and sees the watcher's changes through SQLite's
+data_version. Before answering, a query brings a local index's text up to date when no writer
+keeps it fresh (stat-only when nothing changed); a shared index is written by its writer only.
+An agent's write is indexed before the write returns.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import date
 from pathlib import Path
+from typing import Any
 
-from .config import Config
-from .embedders import Embedder, embedder_for_index
-from .errors import IndexNotFound, LockError, VaultTaken
-from .locate import Location
-from .origin import Origin, this_host
+from . import notes
+from .config import Config, is_postgres
+from .embedders import Embedder, embedder_for_index, make_embedder, resolve_provider
+from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, VaultTaken
+from .filters import note_filter, path_globs
+from .locate import Location, for_vault, locate
+from .notes import Lines, parse_location
+from .origin import Origin, check_writer, this_host
+from .ranking import query_words
 from .search import Options, Outcome, search
+from .status import gather, vaults_in
 from .store import ModelKey
-from .sync import Report, Syncer, behind_notice, refresh_text
-from .vault import IgnoreRules
+from .sync import ProgressFactory, Report, Syncer, behind_notice, index_vault, refresh_text
+from .vault import IgnoreRules, checked_path, vault_root
+
+__all__ = [
+    "Indexed",
+    "Memory",
+    "index",
+    "parse_location",
+    "query_words",
+    "search_options",
+    "vaults",
+]
 
 log = logging.getLogger("memsync.memory")
 WRITE_SYNC_WAIT = 5.0  # seconds an agent's write waits for a running watcher to index it
 
 
+@dataclass(frozen=True)
+class Indexed:
+    vault: Path
+    db: str  # the index, safe to show
+    model: str | None  # the embedder that ran, as it describes itself
+    report: Report
+
+
+def index(
+    config: Config,
+    vault: Path,
+    *,
+    replace_vault: bool = False,
+    progress: ProgressFactory | None = None,
+    notice: Callable[[str], None] = lambda message: None,
+) -> Indexed:
+    """`memsync index`: the whole vault, text first, then vectors; refused (VaultTaken) before
+    anything is written when the index belongs to another folder."""
+    root = vault_root(vault)
+    location = for_vault(root, config)
+    owner = check_writer(location, root, replace_vault)
+    chosen = resolve_provider(config)
+    if chosen == "none" and config.provider == "auto":
+        notice("the local model is not installed here; indexing for keyword search only")
+    embedder = make_embedder(config, chosen)
+    with location.writer_lock("index"), location.open(create=True) as store:
+        report = index_vault(store, root, config.max_file_bytes, embedder, progress, owner)
+    return Indexed(root, str(location), embedder.describe() if embedder else None, report)
+
+
+def lists_vaults(config: Config) -> bool:
+    """`status` with a PostgreSQL --db and no --name lists the database's vaults."""
+    return bool(config.db and is_postgres(config.db) and not config.name)
+
+
+def vaults(config: Config) -> dict[str, Any]:
+    assert config.db is not None
+    return vaults_in(config.db)
+
+
+def search_options(
+    config: Config,
+    *,
+    paths: Sequence[str] = (),
+    since: str | None = None,
+    until: str | None = None,
+    tags: Sequence[str] = (),
+    explain: bool = False,
+    **overrides: Any,
+) -> Options:
+    """A search's options: the configured defaults, the request's overrides (None: the default)
+    and its filters. ArgumentError names a filter that cannot be read."""
+    chosen = {name: value for name, value in overrides.items() if value is not None}
+    only = note_filter(paths, since, until, tags)
+    return replace(Options.from_settings(config), only=only, explain=explain, **chosen)
+
+
 class Memory:
+    """One vault's index, opened for answering: search, read, tree, status, and an agent's write."""
+
     def __init__(self, config: Config, location: Location, *, long_lived: bool = False) -> None:
         self.config = config
         self.location = location
         self.store = location.open(vectors_in_memory=long_lived)
         self._embedder: tuple[ModelKey | None, Embedder | None, str] | None = None
+
+    @classmethod
+    def open(cls, config: Config, vault: Path | None = None, *, long_lived: bool = False) -> Memory:
+        """The index a reading command means: --db/--name, --vault, the vault around the current
+        folder, or the only one (IndexNotFound/AmbiguousIndex say which exist)."""
+        return cls(
+            config, locate(config, vault_root(vault) if vault else None), long_lived=long_lived
+        )
 
     def __enter__(self) -> Memory:
         return self
@@ -71,6 +160,54 @@ class Memory:
     def rules(self) -> IgnoreRules:
         return IgnoreRules(self.vault_root())
 
+    def read(
+        self, path: object, start: int | None = None, end: int | None = None, *, capped: bool = True
+    ) -> Lines:
+        """Lines of a note, read from disk now; `path` is untrusted (an agent's or a user's):
+        it must name a note inside the vault that memsync indexes. `capped`: one agent-sized read."""
+        root = self.vault_root()
+        rel = checked_path(root, path, self.rules())
+        return notes.read_lines(root, rel, start, end, self.config.max_file_bytes, capped=capped)
+
+    def tree(self, folder: str = "") -> tuple[str, list[tuple[str, int, int, int]]]:
+        """The indexed notes under a folder ('' = the vault) as (path, size, mtime_ns, chunks):
+        what is indexed, never ignored or hidden files."""
+        if any(ch in folder for ch in "*?["):
+            raise ArgumentError("memory_tree takes a folder, not a glob")
+        globs = path_globs([folder])  # refuses '..', absolute paths; (folder, folder/*) or nothing
+        where = globs[0] if globs else ""
+        return where, self.store.listing(where)
+
+    def paths(self, prefix: str = "") -> list[str]:
+        """Indexed note paths starting with `prefix` (shell completion)."""
+        return [row[0] for row in self.store.listing() if row[0].startswith(prefix)]
+
+    def status(self) -> dict[str, Any]:
+        """What `memsync status --json` says."""
+        return gather(self.location)
+
+    def write(
+        self, content: object, path: str | None, mode: str, protect: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """An agent's write: append (to today's daily note when no path is given, created with a
+        heading), create or replace; atomic, refused for protected, read-only and look-alike
+        notes, and indexed before it returns. Only where the vault is (its host)."""
+        self.check_writable_here()
+        text = notes.check_content(content)
+        root = self.vault_root()
+        today = date.today().isoformat()
+        rel = checked_path(root, path or f"daily/{today}.md", self.rules(), existing=False)
+        notes.check_writable(root, rel, tuple(protect))
+        heading = f"# {today}" if path is None else ""
+        written = notes.write_note(root, rel, text, mode, heading)
+        return {
+            "path": rel,
+            "start_line": written.start_line,
+            "end_line": written.end_line,
+            "citation": notes.citation(rel, written.start_line, written.end_line),
+            "indexed": self._index_written(rel, written.sha256),
+        }
+
     def search(self, text: str, options: Options) -> Outcome:
         """What `memsync query` prints: the text refreshed first, the index's own model for the
         query, and every reason a leg did not run among the notices."""
@@ -106,7 +243,7 @@ class Memory:
             self._embedder = (key, embedder, why)
         return self._embedder[1], self._embedder[2]
 
-    def sync_note(self, rel: str, digest: str) -> bool:
+    def _index_written(self, rel: str, digest: str) -> bool:
         """Index a note just written, before the write returns: under the writer lock when nobody
         holds it, else by waiting (WRITE_SYNC_WAIT at most) for the watcher to see it. True when
         the index holds the note whose bytes hash to `digest`."""
@@ -119,7 +256,7 @@ class Memory:
                     )
             except LockError:
                 pass  # an index run or a watcher that just started: it will see the file
-            except Exception as exc:  # noqa: BLE001 - the note is written; say it is not indexed
+            except MemsyncError as exc:  # the note is written; say it is not indexed
                 log.warning("wrote %s but could not index it: %s", rel, exc)
                 return False
         deadline = time.monotonic() + WRITE_SYNC_WAIT

@@ -1,13 +1,24 @@
-"""Pure renderers: what people read on a terminal, and JSON for scripts and agents."""
+"""Pure renderers: what people read on a terminal, JSON for scripts, and the structured results
+and short texts of the MCP tools."""
 
 from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+try:  # pydantic (the MCP SDK's) reads TypedDicts from typing_extensions before Python 3.12
+    from typing_extensions import TypedDict
+except ImportError:  # pragma: no cover - an install without the MCP extra
+    from typing import TypedDict
+
+from .notes import citation
+
 if TYPE_CHECKING:
+    from .notes import Lines
+    from .search import Outcome
     from .sync import Report
 
 
@@ -200,3 +211,150 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
         if hit.explain is not None:
             lines.append(f"   why: {explanation(hit.explain)}")
     return "\n".join(lines)
+
+
+# -- the MCP tools' results ----------------------------------------------------------------------
+
+
+class SearchHit(TypedDict):
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    vector_score: float | None
+    text_score: float | None
+    hybrid_match: bool
+    snippet: str
+    citation: str
+
+
+class SearchResult(TypedDict):
+    query: str
+    mode: str
+    notices: list[str]
+    results: list[SearchHit]
+
+
+class NoteLines(TypedDict):
+    path: str
+    start_line: int
+    end_line: int
+    total_lines: int
+    text: str
+    truncated: bool
+    citation: str
+    note: str | None
+
+
+class TreeNote(TypedDict):
+    path: str
+    size: int
+    modified: str
+    chunks: int
+
+
+class TreeFolder(TypedDict):
+    path: str
+    notes: int
+
+
+class Tree(TypedDict):
+    path: str
+    notes: list[TreeNote]
+    folders: list[TreeFolder]
+
+
+class Written(TypedDict):
+    path: str
+    start_line: int
+    end_line: int
+    citation: str
+    indexed: bool
+
+
+def search_result(outcome: Outcome) -> SearchResult:
+    """`memsync query --json`'s results, with the fields the tool's schema names and a citation."""
+    hits = []
+    for hit in outcome.results:
+        data = hit.as_dict()
+        data["citation"] = citation(hit.path, hit.start_line, hit.end_line)
+        hits.append({key: data[key] for key in SearchHit.__annotations__})
+    return {
+        "query": outcome.query,
+        "mode": outcome.mode,
+        "notices": outcome.notices,
+        "results": hits,  # type: ignore[typeddict-item]
+    }
+
+
+def search_text(result: SearchResult) -> str:
+    """A short list an agent can quote: citation, score, and the best-matching lines."""
+    lines = [f"note: {n}" for n in result["notices"]]
+    if not result["results"]:
+        lines.append(f"no notes match {result['query']!r}")
+    for rank, hit in enumerate(result["results"], start=1):
+        both = ", keyword and meaning" if hit["hybrid_match"] else ""
+        lines.append(f"{rank}. {hit['citation']} (score {hit['score']:.2f}{both})")
+        lines += [f"   {line}" for line in hit["snippet"].split("\n")]
+    return "\n".join(lines)
+
+
+def tree_of(listing: list[tuple[str, int, int, int]], folder: str, depth: int | None) -> Tree:
+    """Pure: the indexed notes below `folder`, those deeper than `depth` folded into folders."""
+    prefix = f"{folder}/" if folder else ""
+    shown: list[TreeNote] = []
+    folded: dict[str, int] = {}
+    for path, size, mtime_ns, chunks in listing:
+        rest = path[len(prefix) :].split("/")
+        if depth is not None and len(rest) > depth:
+            where = prefix + "/".join(rest[:depth])
+            folded[where] = folded.get(where, 0) + 1
+            continue
+        modified = datetime.fromtimestamp(mtime_ns / 1e9).strftime("%Y-%m-%d %H:%M")
+        shown.append({"path": path, "size": size, "modified": modified, "chunks": chunks})
+    folders: list[TreeFolder] = [{"path": p, "notes": n} for p, n in sorted(folded.items())]
+    return {"path": folder, "notes": shown, "folders": folders}
+
+
+def _size(size: int) -> str:
+    return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
+
+
+def tree_text(tree: Tree) -> str:
+    """An indented tree: each folder once, its notes and folded subfolders below it."""
+    if not tree["notes"] and not tree["folders"]:
+        return f"no indexed notes under {tree['path'] or 'the vault'}"
+    base = len(tree["path"].split("/")) if tree["path"] else 0
+    entries = [(n["path"], n) for n in tree["notes"]] + [
+        (f["path"] + "/", f) for f in tree["folders"]
+    ]
+    lines: list[str] = []
+    shown: set[str] = set()
+    for path, entry in sorted(entries, key=lambda item: item[0].split("/")):
+        parts = path.rstrip("/").split("/")
+        for depth in range(base + 1, len(parts)):
+            folder = "/".join(parts[:depth])
+            if folder not in shown:
+                shown.add(folder)
+                lines.append("  " * (depth - base - 1) + parts[depth - 1] + "/")
+        indent = "  " * (len(parts) - base - 1)
+        if path.endswith("/"):
+            lines.append(f"{indent}{parts[-1]}/  ({entry['notes']} notes below)")
+        else:
+            lines.append(
+                f"{indent}{parts[-1]}  {_size(entry['size'])}  {entry['modified']}  "
+                f"{entry['chunks']} chunks"
+            )
+    return "\n".join(lines)
+
+
+def lines_result(lines: Lines) -> tuple[str, NoteLines]:
+    """memory_get's text (numbered lines, and how to read on when the read was cut) and data."""
+    text = lines.numbered() or f"{lines.path} is empty"
+    if lines.rest():
+        text += f"\n({lines.rest()})"
+    return text, lines.as_dict()  # type: ignore[return-value]
+
+
+def written_text(written: Written) -> str:
+    return f"wrote {written['citation']}" + ("" if written["indexed"] else " (not indexed yet)")

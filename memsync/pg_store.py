@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import IndexNotFound, MemsyncError, StoreError
+from .filters import NoteFilter
 from .lock import WriterLock
 from .redact import redact, scrub
 from .sql_tables import Tables
@@ -37,12 +38,12 @@ from .store import (
     FileRow,
     ModelKey,
     NewChunk,
-    NoteFilter,
     spread_ids,
     translated,
     translating,
 )
 from .tokenizer import tokens
+from .vectors import from_blob
 
 if TYPE_CHECKING:
     import numpy as np
@@ -491,7 +492,6 @@ class PgStore(Tables):
     def replace_file(
         self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
     ) -> None:
-        import numpy as np
 
         key = self.model_key()
         cached = self.cached_embeddings(key, [c.hash for c in chunks]) if key else {}
@@ -501,7 +501,7 @@ class PgStore(Tables):
         frequencies: Counter[str] = Counter()
         for chunk in chunks:
             blob = cached.get(chunk.hash)
-            vector = np.frombuffer(blob, dtype="<f4") if blob else None
+            vector = from_blob(blob) if blob else None
             literal, length, distinct = tsvector_of(chunk.fts_text)
             tokens += length
             frequencies.update(distinct)
@@ -536,7 +536,6 @@ class PgStore(Tables):
     def store_embeddings(
         self, key: ModelKey, items: Sequence[tuple[int, str, bytes]], dims: int
     ) -> int:
-        import numpy as np
 
         now = int(time.time())
         stored = 0
@@ -555,7 +554,7 @@ class PgStore(Tables):
                 cursor.execute(
                     "UPDATE chunks SET embedding = %s, model = %s "
                     "WHERE id = %s AND hash = %s AND embedding IS NULL",
-                    (np.frombuffer(blob, dtype="<f4"), key.model, chunk_id, chunk_hash),
+                    (from_blob(blob), key.model, chunk_id, chunk_hash),
                 )
                 stored += cursor.rowcount
         return stored

@@ -1,26 +1,9 @@
-"""Hybrid retrieval: keyword (FTS5 BM25) and vector (cosine) legs, calibrated, fused, decayed, MMR.
-
-The pure parts (calibration, fusion, decay, MMR, snippets) take plain values; `search()` does the
-I/O through the store and the embedder. Score rules, and why they differ from the reference design:
-
-- Each leg is calibrated into [0, 1] so that one `min_score` means the same for every model. Text:
-  the best BM25 match gets s = (-r) / (1 - r), the others s times their BM25 relative to the best,
-  each floored at half the share of query terms it holds (BM25 is near 0 in a small vault). Vector: the cosine's z-score against this query's cosines
-  with a sample of the index (e5's cosines crowd 0.7-0.9, other models' sit lower: the z-score
-  does not care), squashed by a logistic centred at z = 2.5.
-- Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
-  chunk counts 0). A chunk holding every identifier of the query (`OPS-1432`, `2222`, `pg-main-2`)
-  verbatim, and most of its other content words, is an exact match: it scores at least
-  0.9 + 0.1 x t, so it passes the threshold and comes first instead of vanishing at 0.3.
-- The threshold is applied before temporal decay: decay re-orders results, it never hides an old
-  but perfect match.
-"""
+"""Hybrid retrieval as named steps: run the legs (keyword through the store's BM25, vector through
+the embedder and the store's nearest neighbours), resolve which mode really ran, gather the
+candidates, rank them (ranking, pure) and return hits with the reasons a leg did not run."""
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import date
 
@@ -29,13 +12,23 @@ import numpy as np
 from . import fts
 from .config import Config
 from .embedders import Embedder
-from .errors import ArgumentError, EmbeddingError
-from .metadata import expand, note_date, parse_day
-from .store import NoteFilter, Store
-
-_IDENTIFIER = re.compile(r"\S*\d\S*|\S+[-_./:#]\S+")
-RRF_K = 60
-
+from .errors import EmbeddingError
+from .filters import NoteFilter
+from .ranking import (
+    Candidate,
+    calibrate_bm25,
+    calibrate_cosine,
+    coverage,
+    explain,
+    identifiers,
+    is_exact,
+    other_terms,
+    query_words,
+    rank,
+    rounded,
+    snippet,
+)
+from .store import Store
 
 _SETTINGS = Config()  # the documented defaults live in Config only
 
@@ -63,20 +56,6 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Candidate:
-    id: int
-    path: str
-    start_line: int
-    end_line: int
-    text: str
-    vector_score: float | None
-    text_score: float | None
-    exact: bool = False
-    bm25: float | None = None  # the raw leg values, for --explain
-    cosine: float | None = None
-
-
-@dataclass(frozen=True)
 class Hit:
     path: str
     start_line: int
@@ -97,8 +76,8 @@ class Hit:
             "start_line": self.start_line,
             "end_line": self.end_line,
             "score": round(self.score, 4),
-            "vector_score": _rounded(self.vector_score),
-            "text_score": _rounded(self.text_score),
+            "vector_score": rounded(self.vector_score),
+            "text_score": rounded(self.text_score),
             "snippet": self.snippet,
             "snippet_start_line": self.snippet_start,
             "relevance": round(self.relevance, 4),
@@ -126,366 +105,132 @@ class Outcome:
         }
 
 
-# -- calibration ---------------------------------------------------------------------------------
+# -- the steps -----------------------------------------------------------------------------------
 
 
-def calibrate_cosine(cosines: np.ndarray, background: np.ndarray) -> np.ndarray:
-    """Cosine -> [0, 1] by its z-score against the query's cosines with a sample of the index."""
-    cosines = np.asarray(cosines, dtype=np.float64)
-    if background.size < 8:
-        return np.clip(cosines, 0.0, 1.0)  # too small an index to know its spread
-    mean, spread = float(background.mean()), float(background.std())
-    z = (cosines - mean) / max(spread, 1e-6)
-    return 1.0 / (1.0 + np.exp(-(z - 2.5) / 0.75))
+@dataclass
+class Legs:
+    """What the legs found: calibrated scores by chunk id, and the raw values for --explain."""
 
-
-def coverage(text: str, terms: Sequence[str]) -> float:
-    """The share of the query's terms found in the chunk (a stem or bigram counts as found)."""
-    if not terms:
-        return 0.0
-    haystack = text.lower()
-    found = sum(1 for term in terms if all(word in haystack for word in _stems(term)))
-    return found / len(terms)
-
-
-def _stems(term: str) -> list[str]:
-    # crude stemming, enough to see that "replications" and "running" hold "replication", "run"
-    return [w[:-1] if len(w) > 4 and w.endswith("s") else w for w in term.split()]
-
-
-def calibrate_bm25(
-    ranks: dict[int, float], covered: dict[int, float], best: float | None = None
-) -> dict[int, float]:
-    """BM25 ranks -> [0, 1]. The best match gets (-r)/(1-r), which says how strong a keyword match
-    it is in this index; the others get that times their BM25 relative to the best, which keeps
-    BM25's spread (the mapping alone crowds every good match near 0.95). Each is floored at half
-    the share of the query's terms it holds: in a small vault BM25 is near 0 for every match (a
-    word in half the notes has IDF 0) and the share of terms found is what tells match from noise.
-    """
-    if not ranks:
-        return {}
-    best = min(ranks.values()) if best is None else min(best, *ranks.values())
-    top = fts.bm25_score(best)
-    return {
-        i: max(top * (r / best if best < 0 else 1.0), 0.5 * covered.get(i, 0.0))
-        for i, r in ranks.items()
-    }
-
-
-def identifiers(query: str) -> list[str]:
-    """Tokens a user types to find an exact thing: with a digit, or joined by - _ . / : #."""
-    found = []
-    for token in _IDENTIFIER.findall(query):
-        token = token.strip("\"'()[]{}<>,;!?")
-        if len(token) >= 2 and fts.WORD.search(token):
-            found.append(token.lower())
-    return found
-
-
-def other_terms(query: str, idents: Sequence[str]) -> list[str]:
-    """The query's content words that are not identifiers (`ssh`, `port` in `ssh port 2222`)."""
-    kept = [t for t in query.split() if t.strip("\"'()[]{}<>,;!?").lower() not in idents]
-    return fts.query_terms(" ".join(kept)) if kept else []
-
-
-def is_exact(text: str, idents: Sequence[str], others: Sequence[str] = ()) -> bool:
-    """The chunk holds every identifier of the query verbatim and most of its other content
-    words: a number shared by chance (`2222` in an unrelated log) is no exact match."""
-    if not idents:
-        return False
-    lowered = text.lower()
-    for ident in idents:
-        pattern = r"(?<![\w-])" + re.escape(ident) + r"(?![\w-])"
-        if not re.search(pattern, lowered):
-            return False
-    return not others or coverage(text, others) > 0.5
-
-
-# -- fusion, decay, MMR --------------------------------------------------------------------------
-
-
-def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candidate, float]]:
-    """Weighted fusion (or reciprocal-rank fusion), best first."""
-    if options.mode == "rrf":
-        by_vector = sorted(
-            (c for c in candidates if c.vector_score is not None),
-            key=lambda c: -(c.vector_score or 0.0),
-        )
-        by_text = sorted(
-            (c for c in candidates if c.text_score is not None),
-            key=lambda c: -(c.text_score or 0.0),
-        )
-        ranks: dict[int, float] = {}
-        for ordered in (by_vector, by_text):
-            for rank, c in enumerate(ordered, start=1):
-                ranks[c.id] = ranks.get(c.id, 0.0) + 1.0 / (RRF_K + rank)
-        best = 2.0 / (RRF_K + 1)  # first in both legs
-        scored = [(c, ranks.get(c.id, 0.0) / best) for c in candidates]
-    else:
-        wv = options.vector_weight if options.mode != "keyword" else 0.0
-        wt = options.text_weight if options.mode != "vector" else 0.0
-        total = wv + wt or 1.0
-        scored = []
-        for c in candidates:
-            score = (wv * (c.vector_score or 0.0) + wt * (c.text_score or 0.0)) / total
-            if c.exact:
-                score = max(score, 0.9 + 0.1 * (c.text_score or 0.0))
-            scored.append((c, score))
-    return sorted(scored, key=lambda pair: (-pair[1], pair[0].path, pair[0].start_line))
-
-
-def decay_factor(path: str, today: date, half_life: float) -> float:
-    """exp(-ln2 / half_life x age); MEMORY.md and undated notes never decay; the future is age 0."""
-    when = note_date(path)
-    if when is None:
-        return 1.0
-    age = max((today - when).days, 0)
-    return math.exp(-math.log(2) / half_life * age)
-
-
-def _tokens(text: str) -> set[str]:
-    return set(fts.index_text(text.lower()).split())
-
-
-def jaccard(a: set[str], b: set[str]) -> float:
-    """Shared words over all words; two empty texts say the same (nothing)."""
-    union = a | b
-    return len(a & b) / len(union) if union else 1.0
-
-
-DUPLICATE = 0.9  # token Jaccard at which two chunks say the same thing
-
-
-def mmr(
-    ranked: Sequence[tuple[Candidate, float]],
-    lam: float,
-    limit: int,
-    penalties: dict[int, float] | None = None,
-) -> list[tuple[Candidate, float]]:
-    """Greedy maximal marginal relevance over token Jaccard similarity, and a chunk that nearly
-    copies one already chosen (>= DUPLICATE) is dropped, not merely penalised. Jaccard rather than
-    embedding cosine: e5's cosines crowd 0.7-0.9 for any two chunks, so the penalty hardly told a
-    copy from a neighbour, and four copies of one note filled the top 3 (see the evaluation)."""
-    words = {c.id: _tokens(c.text) for c, _ in ranked}
-
-    def similarity(a: Candidate, b: Candidate) -> float:
-        return jaccard(words[a.id], words[b.id])
-
-    remaining = list(ranked)
-    chosen: list[tuple[Candidate, float]] = []
-    while remaining and len(chosen) < limit:
-        best_index, best_value = 0, -math.inf
-        for index, (candidate, score) in enumerate(remaining):
-            overlap = max((similarity(candidate, c) for c, _ in chosen), default=0.0)
-            value = lam * score - (1 - lam) * overlap
-            if value > best_value:
-                best_index, best_value = index, value
-        pick = remaining.pop(best_index)
-        if penalties is not None:
-            overlap = max((similarity(pick[0], c) for c, _ in chosen), default=0.0)
-            penalties[pick[0].id] = (1 - lam) * overlap
-        chosen.append(pick)
-        remaining = [item for item in remaining if similarity(item[0], pick[0]) < DUPLICATE]
-    return chosen
-
-
-def drop_overlapping(
-    ranked: list[tuple[Candidate, float, float]],
-) -> list[tuple[Candidate, float, float]]:
-    """Keep the better of two chunks whose line ranges overlap in one note (chunk overlap would
-    otherwise show the same lines twice)."""
-    kept: list[tuple[Candidate, float, float]] = []
-    for item in ranked:
-        c = item[0]
-        if not any(
-            k.path == c.path and k.start_line <= c.end_line and c.start_line <= k.end_line
-            for k, _, _ in kept
-        ):
-            kept.append(item)
-    return kept
-
-
-def rank(
-    candidates: Sequence[Candidate], options: Options, penalties: dict[int, float] | None = None
-) -> list[tuple[Candidate, float, float]]:
-    """(candidate, final score, relevance before decay): fuse, threshold, decay, sort, MMR, limit.
-    `penalties` receives each chunk's MMR penalty (for --explain)."""
-    fused = [(c, s) for c, s in fuse(candidates, options) if s >= options.min_score]
-    today = options.today or date.today()
-    if options.decay:
-        decayed = [(c, s * decay_factor(c.path, today, options.half_life), s) for c, s in fused]
-    else:
-        decayed = [(c, s, s) for c, s in fused]
-    decayed.sort(key=lambda t: (-t[1], t[0].path, t[0].start_line))
-    decayed = drop_overlapping(decayed)
-    if options.mmr:
-        relevance = {c.id: r for c, _, r in decayed}
-        picked = mmr([(c, s) for c, s, _ in decayed], options.mmr_lambda, options.limit, penalties)
-        return [(c, s, relevance[c.id]) for c, s in picked]
-    return decayed[: options.limit]
-
-
-# -- snippets ------------------------------------------------------------------------------------
-
-
-def snippet(text: str, words: list[str], start_line: int, width: int = 3) -> tuple[str, int]:
-    """The `width` consecutive lines of the chunk that best match the query's words, and where
-    they start."""
-    lines = text.split("\n")
-
-    def line_score(line: str) -> float:
-        lowered = line.lower()
-        hits = sum(1 for w in words if w in lowered)
-        return hits + (0.1 if line.strip() else 0.0)
-
-    scores = [line_score(line) for line in lines]
-    best, best_value = 0, -1.0
-    for i in range(max(len(lines) - width + 1, 1)):
-        value = sum(scores[i : i + width])
-        if value > best_value:
-            best, best_value = i, value
-    chosen = lines[best : best + width]
-    while chosen and not chosen[0].strip():
-        chosen.pop(0)
-        best += 1
-    while chosen and not chosen[-1].strip():
-        chosen.pop()
-    clipped = [line if len(line) <= 240 else line[:237] + "..." for line in chosen]
-    return "\n".join(clipped), start_line + best
-
-
-def note_filter(
-    paths: Sequence[str] = (),
-    since: str | None = None,
-    until: str | None = None,
-    tags: Sequence[str] = (),
-    today: date | None = None,
-) -> NoteFilter:
-    """A search's filters from what a user typed; ArgumentError names the one that is wrong."""
-    today = today or date.today()
-    days = []
-    for name, value in (("since", since), ("until", until)):
-        try:
-            days.append(parse_day(value, today).isoformat() if value else None)
-        except ValueError as exc:
-            raise ArgumentError(f"--{name}: {exc}") from None
-    wanted = []
-    for tag in tags:
-        expanded = expand(tag)
-        if not expanded:
-            raise ArgumentError(f"--tag {tag!r} names no tag")
-        wanted.append(expanded[0])
-    return NoteFilter(path_globs(paths), days[0], days[1], tuple(dict.fromkeys(wanted)))
-
-
-def path_globs(patterns: Sequence[str]) -> tuple[str, ...]:
-    """User path filters -> GLOB patterns over vault-relative paths: `projects/` (or `projects`)
-    is that folder's notes (or that note), a pattern with `*`, `?` or `[` is a glob as written."""
-    globs: list[str] = []
-    for raw in patterns:
-        pattern = raw.strip()
-        while pattern.startswith("./"):
-            pattern = pattern[2:]
-        if pattern == ".":
-            pattern = ""  # the whole vault
-        if "\0" in pattern or pattern.startswith(("/", "~")) or ".." in pattern.split("/"):
-            raise ArgumentError(f"path filter {raw!r} must be relative to the vault, without '..'")
-        if any(ch in pattern for ch in "*?["):
-            globs.append(pattern)
-        elif pattern.strip("/"):
-            folder = pattern.strip("/")
-            globs += [folder, f"{folder}/*"]
-    return tuple(dict.fromkeys(globs))
-
-
-def query_words(query: str) -> list[str]:
-    """The words of the query's terms, longest first (for snippets and highlighting)."""
-    return sorted({w for t in fts.query_terms(query) for w in t.split()}, key=len, reverse=True)
-
-
-# -- the I/O -------------------------------------------------------------------------------------
+    vector: dict[int, float] = field(default_factory=dict)
+    cosines: dict[int, float] = field(default_factory=dict)
+    bm25: dict[int, float] = field(default_factory=dict)
+    best_bm25: float | None = None  # the whole index's best rank: the keyword calibration's anchor
+    terms: list[str] = field(default_factory=list)
+    ran_vector: bool = False
+    ran_text: bool = False
 
 
 def search(
     store: Store, query: str, options: Options, embedder: Embedder | None, unavailable: str = ""
 ) -> Outcome:
     """Run the legs the mode asks for, say which really ran and why a leg did not, then rank."""
-    pool = options.limit * 4
-    wants_vector = options.mode in ("hybrid", "vector", "rrf")
-    wants_text = options.mode in ("hybrid", "keyword", "rrf")
     outcome = Outcome(query, options.mode, options.mode)
-    vector_scores: dict[int, float] = {}
-    cosines_by_id: dict[int, float] = {}
-    query_vector = None
-    if wants_vector:
-        reason = _vector_unavailable(store, embedder, unavailable)
-        if reason:
-            outcome.notices.append(f"vector search unavailable: {reason}")
-        else:
-            assert embedder is not None
-            try:
-                query_vector = embedder.embed_query(query)
-            except EmbeddingError as exc:
-                outcome.notices.append(f"vector search unavailable: {exc}")
-        if query_vector is not None:
-            hits = store.vector_search(query_vector, pool, options.only)
-            if hits:
-                cosines = np.array([1.0 - d for _, d in hits])
-                background = store.sample_vectors(512) @ query_vector
-                calibrated = calibrate_cosine(cosines, background)
-                vector_scores = {i: float(s) for (i, _), s in zip(hits, calibrated)}
-                cosines_by_id = {i: 1.0 - d for i, d in hits}
-    bm25: dict[int, float] = {}
-    anchor: float | None = None
-    terms = fts.query_terms(query) if wants_text else []
-    ran_text = False
-    if wants_text:
-        if terms:
-            ran_text = True
-            rows, anchor = store.keyword_search(terms, False, pool, options.only)
-            if len(rows) < options.limit and len(terms) > 1:
-                rows, anchor = store.keyword_search(terms, True, pool, options.only)
-            bm25 = dict(rows)
-        elif options.mode == "keyword":
-            outcome.notices.append("the query has no words to search for")
-    ran_vector = query_vector is not None
+    legs = Legs()
+    if options.mode in ("hybrid", "vector", "rrf"):
+        _vector_leg(store, query, options, embedder, unavailable, legs, outcome.notices)
+    if options.mode in ("hybrid", "keyword", "rrf"):
+        _keyword_leg(store, query, options, legs, outcome.notices)
+    outcome.mode = resolved_mode(options.mode, legs.ran_vector, legs.ran_text)
+    candidates = _candidates(store, query, legs)
+    outcome.results = _hits(candidates, query, replace(options, mode=outcome.mode))
+    return outcome
+
+
+def _vector_leg(
+    store: Store,
+    query: str,
+    options: Options,
+    embedder: Embedder | None,
+    unavailable: str,
+    legs: Legs,
+    notices: list[str],
+) -> None:
+    reason = _vector_unavailable(store, embedder, unavailable)
+    if reason:
+        notices.append(f"vector search unavailable: {reason}")
+        return
+    assert embedder is not None
+    try:
+        query_vector = embedder.embed_query(query)
+    except EmbeddingError as exc:
+        notices.append(f"vector search unavailable: {exc}")
+        return
+    legs.ran_vector = True
+    hits = store.vector_search(query_vector, options.limit * 4, options.only)
+    if hits:
+        cosines = np.array([1.0 - d for _, d in hits])
+        background = store.sample_vectors(512) @ query_vector
+        calibrated = calibrate_cosine(cosines, background)
+        legs.vector = {i: float(s) for (i, _), s in zip(hits, calibrated)}
+        legs.cosines = {i: 1.0 - d for i, d in hits}
+
+
+def _keyword_leg(
+    store: Store, query: str, options: Options, legs: Legs, notices: list[str]
+) -> None:
+    """Every term first; any term when that finds fewer than asked for."""
+    legs.terms = fts.query_terms(query)
+    if not legs.terms:
+        if options.mode == "keyword":
+            notices.append("the query has no words to search for")
+        return
+    legs.ran_text = True
+    pool = options.limit * 4
+    rows, legs.best_bm25 = store.keyword_search(legs.terms, False, pool, options.only)
+    if len(rows) < options.limit and len(legs.terms) > 1:
+        rows, legs.best_bm25 = store.keyword_search(legs.terms, True, pool, options.only)
+    legs.bm25 = dict(rows)
+
+
+def resolved_mode(requested: str, ran_vector: bool, ran_text: bool) -> str:
+    """Pure: the mode that really ran; a keyword leg asked for counts as keyword even when the
+    query had no words."""
     if ran_vector and ran_text:
-        outcome.mode = "rrf" if options.mode == "rrf" else "hybrid"
-    elif ran_vector:
-        outcome.mode = "vector"
-    elif ran_text or wants_text:
-        outcome.mode = "keyword"
-    else:
-        outcome.mode = "none"
+        return "rrf" if requested == "rrf" else "hybrid"
+    if ran_vector:
+        return "vector"
+    if ran_text or requested in ("hybrid", "keyword", "rrf"):
+        return "keyword"
+    return "none"
+
+
+def _candidates(store: Store, query: str, legs: Legs) -> list[Candidate]:
+    """Every chunk a leg found, with both legs' calibrated scores and the exact-match rule."""
     idents = identifiers(query)
     others = other_terms(query, idents)
-    rows_by_id = store.chunks(list(dict.fromkeys([*vector_scores, *bm25])))
-    found = [i for i in bm25 if i in rows_by_id]
+    rows = store.chunks(list(dict.fromkeys([*legs.vector, *legs.bm25])))
+    found = [i for i in legs.bm25 if i in rows]
     text_scores = calibrate_bm25(
-        {i: bm25[i] for i in found}, {i: coverage(rows_by_id[i].text, terms) for i in found}, anchor
+        {i: legs.bm25[i] for i in found},
+        {i: coverage(rows[i].text, legs.terms) for i in found},
+        legs.best_bm25,
     )
-    candidates = [
+    return [
         Candidate(
             id=row.id,
             path=row.path,
             start_line=row.start_line,
             end_line=row.end_line,
             text=row.text,
-            vector_score=vector_scores.get(row.id),
+            vector_score=legs.vector.get(row.id),
             text_score=text_scores.get(row.id),
             exact=is_exact(row.text, idents, others),
-            bm25=bm25.get(row.id),
-            cosine=cosines_by_id.get(row.id),
+            bm25=legs.bm25.get(row.id),
+            cosine=legs.cosines.get(row.id),
         )
-        for row in rows_by_id.values()
+        for row in rows.values()
     ]
+
+
+def _hits(candidates: list[Candidate], query: str, options: Options) -> list[Hit]:
     words = query_words(query)
     penalties: dict[int, float] = {}
-    ranked = rank(candidates, replace(options, mode=outcome.mode), penalties)
-    for candidate, score, relevance in ranked:
+    hits = []
+    for candidate, score, relevance in rank(candidates, options, penalties):
         text, first = snippet(candidate.text, words, candidate.start_line)
         why = explain(candidate, score, relevance, penalties) if options.explain else None
-        outcome.results.append(
+        hits.append(
             Hit(
                 candidate.path,
                 candidate.start_line,
@@ -500,29 +245,7 @@ def search(
                 why,
             )
         )
-    return outcome
-
-
-def explain(
-    candidate: Candidate, score: float, relevance: float, penalties: dict[int, float]
-) -> dict[str, object]:
-    """Why a result scored what it did: each leg raw and calibrated, the exact-match rule, the
-    decay factor and the MMR penalty."""
-    return {
-        "bm25": _rounded(candidate.bm25),
-        "text_score": _rounded(candidate.text_score),
-        "cosine": _rounded(candidate.cosine),
-        "vector_score": _rounded(candidate.vector_score),
-        "exact_match": candidate.exact,
-        "fused": round(relevance, 4),
-        "decay": round(score / relevance, 4) if relevance else 1.0,
-        "mmr_penalty": _rounded(penalties.get(candidate.id)),
-    }
-
-
-def _rounded(value: float | None) -> float | None:
-    """A score as JSON shows it: four decimals, or null for a leg that did not run."""
-    return None if value is None else round(value, 4)
+    return hits
 
 
 def _vector_unavailable(store: Store, embedder: Embedder | None, unavailable: str) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import fts
 from .errors import StoreError
+from .filters import NoteFilter
 from .sql_tables import Tables
 from .store import (
     SOURCE,
@@ -24,10 +25,10 @@ from .store import (
     FileRow,
     ModelKey,
     NewChunk,
-    NoteFilter,
     spread_ids,
     translating,
 )
+from .vectors import from_blobs, nearest, unit_rows
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
@@ -463,9 +464,7 @@ class SqliteStore(Tables):
                     part,
                 )
             ]
-        if not blobs:
-            return np.zeros((0, self.dims() or 0), dtype=np.float32)
-        return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1)
+        return from_blobs(blobs, self.dims() or 0)
 
     def keyword_search(
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()
@@ -527,15 +526,7 @@ class SqliteStore(Tables):
             rows = np.searchsorted(ids, allowed)
             rows = rows[(rows < len(ids)) & (ids[np.minimum(rows, len(ids) - 1)] == allowed)]
             ids, matrix = ids[rows], matrix[rows]
-        if not len(ids):
-            return []
-        q = np.asarray(query, dtype=np.float32)
-        # einsum, not BLAS: BLAS threads left spinning after a product slowed the next query
-        # embedding (one OpenMP thread) from 9 to 40 ms
-        similarity = np.einsum("ij,j->i", matrix, q / (np.linalg.norm(q) or 1.0))
-        top = np.argpartition(-similarity, min(limit, len(ids) - 1))[:limit]
-        order = top[np.argsort(-similarity[top])]
-        return [(int(ids[i]), float(1.0 - similarity[i])) for i in order]
+        return nearest(ids, matrix, query, limit)
 
     def _vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
         """Every stored vector, normalised; reloaded only when the index changed since."""
@@ -550,12 +541,7 @@ class SqliteStore(Tables):
             )
         )
         ids = np.array([r[0] for r in rows], dtype=np.int64)
-        if rows:
-            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
-            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-            matrix = matrix / np.where(norms == 0, 1.0, norms)
-        else:
-            matrix = np.zeros((0, 0), dtype=np.float32)
+        matrix = unit_rows(from_blobs([r[1] for r in rows]))
         if self.vectors_in_memory:
             self._matrix = (version, ids, matrix)
         return ids, matrix

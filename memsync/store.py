@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, cast
 
 from .errors import StoreError
+from .filters import NoteFilter
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,20 +51,6 @@ class FileFacts:
     date: str | None = None  # YYYY-MM-DD
     tags: tuple[str, ...] = ()
     warning: str | None = None
-
-
-@dataclass(frozen=True)
-class NoteFilter:
-    """Which notes a search may return: any of the path globs, a date range (inclusive,
-    YYYY-MM-DD), every one of the tags. Each backend applies it inside both legs, before the top k."""
-
-    paths: tuple[str, ...] = ()
-    since: str | None = None
-    until: str | None = None
-    tags: tuple[str, ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.paths or self.since or self.until or self.tags)
 
 
 @dataclass(frozen=True)

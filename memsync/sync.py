@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 
 from . import fts, metadata
 from .chunking import CHUNKER, chunk_text, embed_input
-from .embedders import Embedder, to_blob
+from .embedders import Embedder
 from .errors import EmbeddingError, EmbeddingResponseError, VaultError
 from .origin import Owner
 from .store import FileFacts, FileRow, NewChunk, SkipRow, Store
 from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan, shown
+from .vectors import to_blob
 
 if TYPE_CHECKING:
     from .locate import Location

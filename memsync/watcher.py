@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config
-from .embedders import Embedder
+from .embedders import Embedder, make_embedder
 from .errors import EmbeddingError, LockError, MemsyncError, StoreError
-from .locate import Location
-from .origin import Owner
+from .locate import Location, for_vault
+from .origin import Owner, check_writer
 from .store import Store
 from .sync import Report, Syncer, embed_pending
-from .vault import IGNORE_FILE, IgnoreRules, watch_roots
+from .vault import IGNORE_FILE, IgnoreRules, vault_root, watch_roots
 
 log = logging.getLogger("memsync.watch")
 
@@ -188,6 +188,15 @@ class Watcher:
         self._watches: dict[tuple[str, bool], Any] = {}  # (folder, recursive) -> watchdog's watch
         self._embedding: Embedding | None = None
         self.ready = threading.Event()
+
+    @classmethod
+    def for_vault(cls, config: Config, vault: Path, replace: bool = False) -> Watcher:
+        """`memsync watch VAULT`: its index, refused (VaultTaken) before anything is written when
+        it belongs to another folder; the configured embedder."""
+        root = vault_root(vault)
+        location = for_vault(root, config)
+        owner = check_writer(location, root, replace)
+        return cls(root, location, config, make_embedder(config), owner=owner)
 
     # -- lifecycle -------------------------------------------------------------------------------
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memsync.embedders import Embedder, normalise
+from memsync.embedders import Embedder
 from memsync.locate import Location, PostgresLocation, SqliteLocation
+from memsync.vectors import normalise
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_VAULT = ROOT / "sample_vault"

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import HashEmbedder, write
 
+from memsync.filters import note_filter
 from memsync.locate import Location
-from memsync.search import Options, note_filter, search
+from memsync.search import Options, search
 from memsync.sqlite_store import SqliteStore
 from memsync.store import Store
 from memsync.sync import index_vault

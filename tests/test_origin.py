@@ -12,8 +12,8 @@ import pytest
 from conftest import memsync, write
 
 from memsync.errors import VaultTaken
-from memsync.redact import redact
 from memsync.origin import HOST_KEY, PATH_KEY, Origin, Owner
+from memsync.redact import redact
 
 
 def _notes(root: Path, topic: str) -> Path:

@@ -141,7 +141,7 @@ def test_rename_and_folder_move_reuse_embeddings(
 def test_a_moved_note_takes_the_date_of_its_new_path(
     tmp_path: Path, location: Location, hash_embedder: HashEmbedder
 ) -> None:
-    from memsync.store import NoteFilter
+    from memsync.filters import NoteFilter
 
     root = tmp_path / "vault"
     write(root, "daily/2026-11-02.md", "# log\n\nheron standup notes\n")

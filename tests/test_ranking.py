@@ -6,9 +6,9 @@ from datetime import date
 import numpy as np
 import pytest
 
-from memsync.search import (
+from memsync.metadata import note_date
+from memsync.ranking import (
     Candidate,
-    Options,
     calibrate_cosine,
     decay_factor,
     fuse,
@@ -16,11 +16,11 @@ from memsync.search import (
     is_exact,
     jaccard,
     mmr,
-    note_date,
     query_words,
     rank,
     snippet,
 )
+from memsync.search import Options
 
 
 def _c(
@@ -126,7 +126,7 @@ def test_snippet_shows_the_best_matching_lines_not_the_first() -> None:
 
 
 def test_text_calibration_is_bm25_floored_by_the_share_of_terms_found() -> None:
-    from memsync.search import calibrate_bm25, coverage
+    from memsync.ranking import calibrate_bm25, coverage
 
     assert coverage("Replications running all night", ["replication", "run"]) == 1.0
     assert coverage("nothing here", ["replication", "run"]) == 0.0
@@ -143,7 +143,7 @@ def test_text_calibration_is_bm25_floored_by_the_share_of_terms_found() -> None:
 
 
 def test_a_number_shared_by_chance_is_no_exact_match() -> None:
-    from memsync.search import is_exact, other_terms
+    from memsync.ranking import is_exact, other_terms
 
     query = "ssh port 2222"
     idents = identifiers(query)
