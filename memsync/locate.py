@@ -19,7 +19,7 @@ from .redact import redact
 
 if TYPE_CHECKING:
     from .lock import WriterLock
-    from .store import Store
+    from .store import StoreWriter
 
 
 class Location(Protocol):
@@ -27,7 +27,7 @@ class Location(Protocol):
     shared: ClassVar[bool]
     rename: ClassVar[str]  # how a writer chooses another index: the flag to change
 
-    def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> Store: ...
+    def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> StoreWriter: ...
     def writer_lock(self, role: str) -> WriterLock: ...
     def holder(self) -> dict[str, Any] | None: ...
     def __str__(self) -> str:  # safe to print: never a password
@@ -40,7 +40,7 @@ class SqliteLocation:
     shared: ClassVar[bool] = False
     rename: ClassVar[str] = "--db"
 
-    def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> Store:
+    def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> StoreWriter:
         from .sqlite_store import SqliteStore
 
         return SqliteStore(self.path, create=create, vectors_in_memory=vectors_in_memory)
@@ -66,18 +66,18 @@ class PostgresLocation:
     shared: ClassVar[bool] = True
     rename: ClassVar[str] = "--name"
 
-    def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> Store:
+    def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> StoreWriter:
         from .pg_store import PgStore
 
         return PgStore(self.url, self.name, create=create)
 
     def writer_lock(self, role: str) -> WriterLock:
-        from .pg_store import AdvisoryLock
+        from .pg_lock import AdvisoryLock
 
         return AdvisoryLock(self.url, self.name, role)
 
     def holder(self) -> dict[str, Any] | None:
-        from .pg_store import read_holder
+        from .pg_lock import read_holder
 
         return read_holder(self.url, self.name)
 

@@ -16,25 +16,21 @@ totals: the same ranks as SQLite, so calibration and --min-score mean the same o
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import math
 import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import IndexNotFound, MemsyncError, StoreError
 from .filters import NoteFilter
-from .lock import WriterLock
+from .pg_bm25 import Bm25, Scorer, phrases_of, top_any, tsquery, tsvector_of
 from .redact import redact, scrub
 from .sql_tables import Tables
 from .store import (
     SOURCE,
     ChunkRow,
-    FileFacts,
     FileRow,
     ModelKey,
     NewChunk,
@@ -42,7 +38,6 @@ from .store import (
     translated,
     translating,
 )
-from .tokenizer import tokens
 from .vectors import from_blob
 
 if TYPE_CHECKING:
@@ -57,12 +52,8 @@ SHARED = "memsync"
 HNSW_M, HNSW_EF_CONSTRUCTION = 32, 128
 EF_SEARCH = 400
 HNSW_MAX_DIMS = 2000  # pgvector indexes `vector` up to 2,000 dimensions; above, search is exact
-LOCK_CLASS = 0x4D454D53  # 'MEMS': the first key of memsync's advisory locks
+LOCK_CLASS = 0x4D454D53  # 'MEMS': the first key of memsync's advisory locks (pg_lock's too)
 MIGRATION_LOCK = 0  # with LOCK_CLASS: serialises schema changes of every vault in the database
-K1, B = 1.2, 0.75  # FTS5's bm25 constants
-MAX_LEXEME_BYTES = 2000  # tsvector refuses a lexeme of 2 KB or more; a longer token is cut
-MAX_POSITIONS = 256  # tsvector keeps 256 positions per lexeme, each at most 16383
-MAX_POSITION = 16383
 
 SHARED_MIGRATIONS: list[str] = [
     # 1: the registry, the team's embedding cache, the writer locks' holders
@@ -107,7 +98,7 @@ VAULT_MIGRATIONS: list[str] = [
 SCHEMA_VERSION = len(VAULT_MIGRATIONS)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     return scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
 
 
@@ -122,13 +113,13 @@ def database_error(exc: BaseException) -> StoreError | None:
         message = "the PostgreSQL server's disk is full (the index is intact)"
     elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
         message = (
-            f"this PostgreSQL user may not do that ({_first_line(exc)}): ask for write access "
+            f"this PostgreSQL user may not do that ({first_line(exc)}): ask for write access "
             "to the vault's schema"
         )
     elif isinstance(exc, psycopg.OperationalError):
-        message = f"the PostgreSQL server failed ({_first_line(exc)}): try again"
+        message = f"the PostgreSQL server failed ({first_line(exc)}): try again"
     elif isinstance(exc, psycopg.Error):
-        message = f"PostgreSQL error: {_first_line(exc)} (the index is intact)"
+        message = f"PostgreSQL error: {first_line(exc)} (the index is intact)"
     else:
         return None
     return StoreError(message, reopen=True)
@@ -150,19 +141,12 @@ def connect(url: str) -> psycopg.Connection[Any]:
         return psycopg.connect(url, autocommit=True, connect_timeout=10, application_name="memsync")
     except psycopg.Error as exc:
         raise StoreError(
-            f"cannot connect to {shown} ({_first_line(exc)}): check that the server runs and that "
+            f"cannot connect to {shown} ({first_line(exc)}): check that the server runs and that "
             "the URL, user and password (PGPASSWORD, ~/.pgpass) are right"
         ) from exc
 
 
-def _ident(name: str) -> str:
-    """A schema name as SQL; locate.checked_name allows only [a-z0-9_-] in it."""
-    if not re.fullmatch(r"[a-z0-9_-]+", name):
-        raise StoreError(f"{name!r} cannot name a vault schema")
-    return f'"{name}"'
-
-
-def _ensure_shared(conn: psycopg.Connection[Any], create: bool) -> bool:
+def ensure_shared(conn: psycopg.Connection[Any], create: bool) -> bool:
     """The vector extension and the shared schema, migrated; False when absent and not `create`."""
     if _shared_version(conn) == len(SHARED_MIGRATIONS):
         return True  # the common case: one cheap read, no DDL and no lock
@@ -174,7 +158,7 @@ def _ensure_shared(conn: psycopg.Connection[Any], create: bool) -> bool:
         except Exception as exc:
             raise StoreError(
                 "the pgvector extension is not installed in this database and this user cannot "
-                f"install it ({_first_line(exc)}): ask an administrator to run CREATE EXTENSION "
+                f"install it ({first_line(exc)}): ask an administrator to run CREATE EXTENSION "
                 "vector"
             ) from exc
     with conn.transaction():
@@ -200,7 +184,7 @@ def _shared_version(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
-def _value(cursor: psycopg.Cursor[Any]) -> Any:
+def scalar(cursor: psycopg.Cursor[Any]) -> Any:
     """The one value of a statement that always gives one row."""
     row = cursor.fetchone()
     assert row is not None
@@ -208,7 +192,7 @@ def _value(cursor: psycopg.Cursor[Any]) -> Any:
 
 
 def _exists(conn: psycopg.Connection[Any], table: str) -> bool:
-    return _value(conn.execute("SELECT to_regclass(%s)", (table,))) is not None
+    return scalar(conn.execute("SELECT to_regclass(%s)", (table,))) is not None
 
 
 @translated(database_error)
@@ -219,7 +203,7 @@ def vault_names(url: str) -> list[str]:
 
 
 def _names(conn: psycopg.Connection[Any]) -> list[str]:
-    if not _ensure_shared(conn, create=False):
+    if not ensure_shared(conn, create=False):
         return []
     return [r[0] for r in conn.execute(f"SELECT name FROM {SHARED}.vaults ORDER BY name")]
 
@@ -246,80 +230,6 @@ def _glob_regex(pattern: str) -> str:
     return "".join(out) + "$"
 
 
-def _allowed(only: NoteFilter) -> tuple[str, list[Any]]:
-    """The condition on `chunks` that `only` asks for, and its arguments."""
-    conditions: list[str] = []
-    args: list[Any] = []
-    if only.paths:  # matched against the notes, not each of their chunks: 5x fewer rows
-        conditions.append("path IN (SELECT path FROM files WHERE path ~ ANY(%s))")
-        args.append([_glob_regex(p) for p in only.paths])
-    if only.since:
-        conditions.append("path IN (SELECT path FROM files WHERE date >= %s)")
-        args.append(only.since)
-    if only.until:
-        conditions.append("path IN (SELECT path FROM files WHERE date <= %s)")
-        args.append(only.until)
-    for tag in only.tags:
-        conditions.append("path IN (SELECT path FROM tags WHERE tag = %s)")
-        args.append(tag)
-    return " AND ".join(conditions) or "TRUE", args
-
-
-def _lexeme(token: str) -> str:
-    data = token.encode("utf-8")
-    if len(data) > MAX_LEXEME_BYTES:
-        token = data[:MAX_LEXEME_BYTES].decode("utf-8", "ignore")
-    return token
-
-
-def _quoted(lexeme: str) -> str:
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def tsvector_of(text: str) -> tuple[str, int, list[str]]:
-    """(tsvector literal, token count, distinct lexemes) of an index text: FTS5's tokens with
-    their positions."""
-    positions: dict[str, list[int]] = {}
-    words = tokens(text)
-    for offset, token in enumerate(words):
-        where = positions.setdefault(_lexeme(token), [])
-        if len(where) < MAX_POSITIONS:
-            where.append(min(offset + 1, MAX_POSITION))
-    literal = " ".join(
-        f"{_quoted(lex)}:{','.join(map(str, sorted(set(pos))))}" for lex, pos in positions.items()
-    )
-    return literal, len(words), list(positions)
-
-
-def _phrases(terms: Sequence[str]) -> list[list[str]]:
-    """Each query term as FTS5 reads a quoted phrase: its tokens, in order."""
-    found = [[_lexeme(t) for t in tokens(term)] for term in terms]
-    return [p for p in found if p]
-
-
-def _tsquery(phrase: list[str]) -> str:
-    return "(" + " <-> ".join(_quoted(lex) for lex in phrase) + ")"
-
-
-@dataclass(frozen=True)
-class _Bm25:
-    """What ranks a query's matches: its phrases as tsqueries, their idfs, the average length."""
-
-    phrases: list[str]
-    idfs: list[float]
-    average_length: float
-
-    def ceiling(self, i: int) -> float:
-        """The most phrase i can add to a chunk's score, whatever its frequency."""
-        return self.idfs[i] * (K1 + 1)
-
-
-def _idf(rows: int, hits: int) -> float:
-    """FTS5's idf; a phrase in most chunks still counts a little, as in FTS5."""
-    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
-    return idf if idf > 0 else 1e-6
-
-
 def _floats(value: Any) -> np.ndarray:
     """A stored vector (pgvector's Vector) as little-endian float32, as SQLite stores it."""
     import numpy as np
@@ -332,10 +242,11 @@ class PgStore(Tables):
     """One vault's index in a PostgreSQL database (its own schema); many readers on any machine,
     one writer at a time (AdvisoryLock)."""
 
+    SCHEMA_VERSION = SCHEMA_VERSION
+
     def __init__(self, url: str, name: str, *, create: bool = False) -> None:
         self.url = url
         self.name = name
-        self.schema = _ident(name)
         self.shown = f"{redact(url)} (vault {name})"
         self.read_only = False
         self.ef_search = EF_SEARCH
@@ -349,8 +260,10 @@ class PgStore(Tables):
         self._sample: tuple[tuple[Any, int], np.ndarray] | None = None
 
     def _open(self, create: bool) -> None:
+        from psycopg import sql
+
         conn = self.conn
-        registered = _ensure_shared(conn, create) and self._registered()
+        registered = ensure_shared(conn, create) and self._registered()
         if not (registered or create):
             names = _names(conn)
             raise IndexNotFound(
@@ -358,7 +271,11 @@ class PgStore(Tables):
                 + (f" (it holds {', '.join(names)})" if names else "")
                 + f": run memsync index VAULT --db URL --name {self.name}"
             )
-        conn.execute(f"SET search_path TO {self.schema}, {SHARED}, public")
+        conn.execute(
+            sql.SQL("SET search_path TO {}, {}, public").format(
+                sql.Identifier(self.name), sql.Identifier(SHARED)
+            )
+        )
         if not registered or self._schema_version() != SCHEMA_VERSION:
             with conn.transaction():  # one process at a time creates or migrates a vault
                 conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
@@ -384,6 +301,8 @@ class PgStore(Tables):
 
     def _create(self) -> None:
         """The vault's schema and its registration; a schema memsync did not make is refused."""
+        from psycopg import sql
+
         exists = self.conn.execute(
             "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.name,)
         ).fetchone()
@@ -393,28 +312,103 @@ class PgStore(Tables):
                 "left unchanged: choose another --name"
             )
         if not exists:
-            self.conn.execute(f"CREATE SCHEMA {self.schema}")
+            self.conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.name)))
             self.conn.execute(
                 f"INSERT INTO {SHARED}.vaults(name, created) VALUES(%s, %s)",
                 (self.name, time.time()),
             )
 
+    # -- the hooks of the shared policy (sql_tables.Tables) ---------------------------------
+
+    def _apply_migration(self, number: int) -> None:
+        self.conn.execute(VAULT_MIGRATIONS[number - 1])
+
+    def _reset_vectors(self, dims: int) -> None:
+        """A vault's vectors are one column of one size, with its own HNSW graph (the shared
+        cache keeps other models' vectors for the vaults that use them)."""
+        self.conn.execute("DROP INDEX IF EXISTS chunks_hnsw")
+        self.conn.execute(
+            f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dims)}) USING NULL"
+        )
+        self.conn.execute("UPDATE chunks SET model = NULL WHERE model IS NOT NULL")
+        if dims <= HNSW_MAX_DIMS:
+            self.conn.execute(
+                "CREATE INDEX chunks_hnsw ON chunks USING hnsw (embedding vector_cosine_ops) "
+                f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+            )
+
+    def _insert_chunks(
+        self,
+        row: FileRow,
+        chunks: Sequence[NewChunk],
+        key: ModelKey | None,
+        cached: dict[str, bytes],
+    ) -> None:
+        """The chunks with their tsvectors, and the vault's word counts and token totals that
+        BM25 reads, in one round trip each."""
+        now = int(time.time())
+        values = []
+        tokens = 0
+        frequencies: Counter[str] = Counter()
+        for chunk in chunks:
+            blob = cached.get(chunk.hash)
+            literal, length, distinct = tsvector_of(chunk.fts_text)
+            tokens += length
+            frequencies.update(distinct)
+            values.append(
+                (
+                    row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
+                    key.model if key and blob else None, chunk.text, chunk.context,
+                    from_blob(blob) if blob else None, literal, length, now,
+                )
+            )  # fmt: skip
+        with self.conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
+                "context, embedding, fts, fts_len, updated_at) "
+                "VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::tsvector,%s,%s)",
+                values,
+            )
+            cursor.execute(
+                "UPDATE fts_totals SET rows = rows + %s, tokens = tokens + %s",
+                (len(values), tokens),
+            )
+            cursor.execute(
+                "INSERT INTO lexemes(lexeme, chunks) SELECT * FROM unnest(%s::text[], %s::int[]) "
+                "ON CONFLICT(lexeme) DO UPDATE SET chunks = lexemes.chunks + excluded.chunks",
+                (list(frequencies), list(frequencies.values())),
+            )
+
+    def _attach_vectors(self, key: ModelKey, items: Sequence[tuple[int, str, bytes]]) -> int:
+        stored = 0
+        with self.conn.cursor() as cursor:
+            for chunk_id, chunk_hash, blob in items:
+                cursor.execute(
+                    "UPDATE chunks SET embedding = %s, model = %s "
+                    "WHERE id = %s AND hash = %s AND embedding IS NULL",
+                    (from_blob(blob), key.model, chunk_id, chunk_hash),
+                )
+                stored += cursor.rowcount
+        return stored
+
+    def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:
+        """Matched against the notes, not each of their chunks: 5x fewer rows."""
+        return "path IN (SELECT path FROM files WHERE path ~ ANY(?))", [
+            [_glob_regex(p) for p in globs]
+        ]
+
+    def _allowed(self, only: NoteFilter) -> tuple[str, list[Any]]:
+        """The condition on `chunks` that `only` asks for (psycopg's placeholders)."""
+        conditions, args = self._note_conditions(only)
+        return (" AND ".join(conditions) or "TRUE").replace("?", "%s"), args
+
     def _schema_version(self) -> int:
-        if not _exists(self.conn, f"{self.schema}.meta"):
+        from psycopg import sql
+
+        if not _exists(self.conn, sql.Identifier(self.name, "meta").as_string(self.conn)):
             return 0
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         return int(row[0]) if row else 0
-
-    def _migrate(self) -> None:
-        version = self._schema_version()
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"vault {self.name} has schema {version}, newer than this memsync "
-                f"({SCHEMA_VERSION}): upgrade memsync"
-            )
-        for number in range(version + 1, SCHEMA_VERSION + 1):
-            self.conn.execute(VAULT_MIGRATIONS[number - 1])
-            self.set_meta(schema_version=number)
 
     # -- connection -------------------------------------------------------------------------
 
@@ -437,31 +431,6 @@ class PgStore(Tables):
             yield
 
     # -- meta -------------------------------------------------------------------------------
-
-    def set_model(self, key: ModelKey, dims: int) -> None:
-        """Make `key` the vault's model; a different one drops every vector of this vault (the
-        shared cache keeps them for the vaults that use that model)."""
-        if self.model_key() == key and self.dims() == dims:
-            return
-        with self.transaction():
-            self.conn.execute("DROP INDEX IF EXISTS chunks_hnsw")
-            self.conn.execute(
-                f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dims)}) USING NULL"
-            )
-            self.conn.execute("UPDATE chunks SET model = NULL WHERE model IS NOT NULL")
-            self.conn.execute(
-                "DELETE FROM embedding_cache WHERE provider = %s AND model = %s "
-                "AND provider_key = %s AND dims != %s",
-                (key.provider, key.model, key.provider_key, dims),
-            )
-            if dims <= HNSW_MAX_DIMS:
-                self.conn.execute(
-                    "CREATE INDEX chunks_hnsw ON chunks USING hnsw (embedding vector_cosine_ops) "
-                    f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
-                )
-            self.set_meta(
-                provider=key.provider, model=key.model, provider_key=key.provider_key, dims=dims
-            )
 
     # -- files ------------------------------------------------------------------------------
 
@@ -489,83 +458,21 @@ class PgStore(Tables):
             (path,),
         )
 
-    def replace_file(
-        self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
-    ) -> None:
-
-        key = self.model_key()
-        cached = self.cached_embeddings(key, [c.hash for c in chunks]) if key else {}
-        now = int(time.time())
-        values = []
-        tokens = 0
-        frequencies: Counter[str] = Counter()
-        for chunk in chunks:
-            blob = cached.get(chunk.hash)
-            vector = from_blob(blob) if blob else None
-            literal, length, distinct = tsvector_of(chunk.fts_text)
-            tokens += length
-            frequencies.update(distinct)
-            values.append(
-                (
-                    row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
-                    key.model if key and blob else None, chunk.text, chunk.context, vector,
-                    literal, length, now,
-                )
-            )  # fmt: skip
-        with self.transaction(), self.conn.cursor() as cursor:
-            self._delete_chunks(row.path)
-            cursor.executemany(
-                "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
-                "context, embedding, fts, fts_len, updated_at) "
-                "VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::tsvector,%s,%s)",
-                values,
-            )
-            cursor.execute(
-                "UPDATE fts_totals SET rows = rows + %s, tokens = tokens + %s",
-                (len(values), tokens),
-            )
-            cursor.execute(
-                "INSERT INTO lexemes(lexeme, chunks) SELECT * FROM unnest(%s::text[], %s::int[]) "
-                "ON CONFLICT(lexeme) DO UPDATE SET chunks = lexemes.chunks + excluded.chunks",
-                (list(frequencies), list(frequencies.values())),
-            )
-            self._write_file(row, facts)
-
     # -- embeddings -------------------------------------------------------------------------
-
-    def store_embeddings(
-        self, key: ModelKey, items: Sequence[tuple[int, str, bytes]], dims: int
-    ) -> int:
-
-        now = int(time.time())
-        stored = 0
-        with self.transaction(), self.conn.cursor() as cursor:
-            if self.model_key() != key:
-                return 0  # the model changed under us: these vectors belong to no index
-            cursor.executemany(
-                "INSERT INTO embedding_cache(provider, model, provider_key, hash, embedding, "
-                "dims, updated_at) VALUES(%s,%s,%s,%s,%s,%s,%s) ON CONFLICT(provider, model, "
-                "provider_key, hash) DO UPDATE SET embedding = excluded.embedding, "
-                "dims = excluded.dims, updated_at = excluded.updated_at",
-                [(key.provider, key.model, key.provider_key, h, blob, dims, now)
-                 for _, h, blob in items],
-            )  # fmt: skip
-            for chunk_id, chunk_hash, blob in items:
-                cursor.execute(
-                    "UPDATE chunks SET embedding = %s, model = %s "
-                    "WHERE id = %s AND hash = %s AND embedding IS NULL",
-                    (from_blob(blob), key.model, chunk_id, chunk_hash),
-                )
-                stored += cursor.rowcount
-        return stored
 
     def prune_cache(self, older_than_days: float = 30.0) -> None:
         """Forget cached vectors that no vault of the database uses any more, once old enough."""
+        from psycopg import sql
+
         cutoff = int(time.time() - older_than_days * 86400)
-        names = [_ident(n) for (n,) in self.conn.execute(f"SELECT name FROM {SHARED}.vaults")]
-        used = " UNION ".join(f"SELECT hash FROM {n}.chunks" for n in names) or "SELECT NULL"
+        names = [n for (n,) in self.conn.execute(f"SELECT name FROM {SHARED}.vaults")]
+        used = sql.SQL(" UNION ").join(
+            sql.SQL("SELECT hash FROM {}").format(sql.Identifier(n, "chunks")) for n in names
+        )
         self.conn.execute(
-            f"DELETE FROM embedding_cache WHERE updated_at < %s AND hash NOT IN ({used})",
+            sql.SQL(
+                "DELETE FROM embedding_cache WHERE updated_at < %s AND hash NOT IN ({})"
+            ).format(used if names else sql.SQL("SELECT NULL")),
             (cutoff,),
         )
 
@@ -613,24 +520,31 @@ class PgStore(Tables):
     def keyword_search(
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()
     ) -> tuple[list[tuple[int, float]], float | None]:
-        """FTS5's bm25, in SQL: a phrase's frequency in a chunk is ts_rank_cd with unit weights
-        and no normalisation (one cover per occurrence, each worth 1), its idf comes from the
-        phrase's document count, the length norm from the vault's token totals. An OR query is
-        pruned as MaxScore does: chunks holding only words too common to reach the k-th best
-        score are never scored (most chunks hold some common word of a long question)."""
-        words = _phrases(terms)
-        phrases = [_tsquery(p) for p in words]
-        if not phrases:
+        """FTS5's bm25, in SQL (pg_bm25): an AND query scored at once; an OR query pruned as
+        MaxScore does, so that chunks holding only common words are never scored."""
+        words = phrases_of(terms)
+        if not words:
             return [], None
         rows, tokens = self.conn.execute("SELECT rows, tokens FROM fts_totals").fetchone()
         hits = self._hits(words)
-        bm25 = _Bm25(phrases, [_idf(rows, h) for h in hits], tokens / rows if rows else 1.0)
+        bm25 = Bm25.of(words, hits, rows, tokens)
+
+        def scorer(where: NoteFilter) -> Scorer:
+            allowed, allowed_args = self._allowed(where)
+
+            def scored(match: str, k: int) -> list[tuple[int, float]]:
+                sql, args = bm25.select(match, allowed, allowed_args)
+                return [(int(i), float(r)) for i, r in self.conn.execute(sql, (*args, k))]
+
+            return scored
+
+        everywhere = NoteFilter()  # the best rank in the whole vault calibrates a filtered query
         if any_term:
-            found = self._top_any(bm25, hits, limit, only)
-            best = self._top_any(bm25, hits, 1) if only and found else found
+            found = top_any(bm25, hits, limit, scorer(only))
+            best = top_any(bm25, hits, 1, scorer(everywhere)) if only and found else found
         else:
-            found = self._scored(bm25, " & ".join(phrases), limit, only)
-            best = self._scored(bm25, " & ".join(phrases), 1) if only and found else found
+            found = scorer(only)(bm25.all_of(), limit)
+            best = scorer(everywhere)(bm25.all_of(), 1) if only and found else found
         return found, best[0][1] if best else None
 
     def _hits(self, phrases: list[list[str]]) -> list[int]:
@@ -645,58 +559,13 @@ class PgStore(Tables):
         return [
             counted.get(p[0], 0)
             if len(p) == 1
-            else _value(
+            else scalar(
                 self.conn.execute(
-                    "SELECT count(*) FROM chunks WHERE fts @@ %s::tsquery", (_tsquery(p),)
+                    "SELECT count(*) FROM chunks WHERE fts @@ %s::tsquery", (tsquery(p),)
                 )
             )
             for p in phrases
         ]
-
-    def _top_any(
-        self, bm25: _Bm25, hits: Sequence[int], limit: int, only: NoteFilter = NoteFilter()
-    ) -> list[tuple[int, float]]:
-        """The exact top `limit` of an OR query, scoring as few chunks as MaxScore allows: score
-        the chunks holding the rarest phrases first; the k-th score found is a floor that only a
-        chunk holding some phrase whose ceilings do not sum below it can pass."""
-        order = sorted(range(len(bm25.phrases)), key=lambda i: -bm25.ceiling(i))
-        scanned = 0
-        while True:  # enough of the rarest phrases that their chunks may fill the top k
-            scanned += 1
-            if sum(hits[i] for i in order[:scanned]) >= limit or scanned == len(order):
-                break
-        while True:
-            found = self._scored(
-                bm25, " | ".join(bm25.phrases[i] for i in order[:scanned]), limit, only
-            )
-            if scanned == len(order):
-                return found
-            floor = -found[-1][1] if len(found) == limit else 0.0
-            rest = sum(bm25.ceiling(i) for i in order[scanned:])
-            if rest < floor:  # a chunk with none of the scanned phrases cannot reach the top k
-                return found
-            needed = scanned
-            while needed < len(order) and sum(bm25.ceiling(i) for i in order[needed:]) >= floor:
-                needed += 1
-            scanned = max(needed, scanned + 1)
-
-    def _scored(
-        self, bm25: _Bm25, match: str, limit: int, only: NoteFilter = NoteFilter()
-    ) -> list[tuple[int, float]]:
-        """(id, rank) of the best `limit` chunks matching `match` that pass `only`."""
-        allowed, args = _allowed(only)
-        numbers = range(1, len(bm25.phrases) + 1)
-        tfs = ", ".join(f"ts_rank_cd('{{1,1,1,1}}', fts, %s::tsquery, 0) AS tf{i}" for i in numbers)
-        score = " + ".join(
-            f"{idf!r} * tf{i} * {K1 + 1} / (tf{i} + norm)" for i, idf in zip(numbers, bm25.idfs)
-        )
-        rows = self.conn.execute(
-            f"SELECT id, -({score}) AS rank FROM (SELECT id, {tfs}, "
-            f"{K1} * ({1 - B} + {B} * fts_len / %s) AS norm FROM chunks "
-            f"WHERE fts @@ %s::tsquery AND {allowed}) scored ORDER BY rank, id LIMIT %s",
-            (*bm25.phrases, bm25.average_length, match, *args, limit),
-        )
-        return [(int(i), float(r)) for i, r in rows]
 
     def vector_search(
         self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
@@ -708,7 +577,7 @@ class PgStore(Tables):
 
         vector = np.asarray(query, dtype=np.float32)
         exact = bool(only) or limit > 1000 or (self.dims() or 0) > HNSW_MAX_DIMS
-        allowed, args = _allowed(only)
+        allowed, args = self._allowed(only)
         if exact:
             # OFFSET 0 keeps the planner from folding the subquery into an index scan
             rows = self.conn.execute(
@@ -728,81 +597,3 @@ class PgStore(Tables):
                 (vector, vector, limit),
             )
         return [(int(i), float(d)) for i, d in rows if d is not None]
-
-
-def _lock_key(name: str) -> tuple[str, tuple[Any, ...]]:
-    return "%s, hashtext(%s)", (LOCK_CLASS, f"{SHARED}:{name}")
-
-
-@translating(database_error)
-class AdvisoryLock(WriterLock):
-    """One writer per vault across machines: a session advisory lock on its own connection (the
-    server frees it when that session ends, so a killed writer leaves nothing stale); the
-    holder's host, pid and role in memsync.writers for messages and `status`."""
-
-    def __init__(self, url: str, name: str, role: str) -> None:
-        super().__init__(f"{redact(url)} (vault {name})", role)
-        self.url = url
-        self.name = name
-        self._conn: psycopg.Connection[Any] | None = None
-
-    def _try(self) -> bool:
-        if self._conn is None:
-            self._conn = connect(self.url)
-            _ensure_shared(self._conn, create=True)
-        keys, args = _lock_key(self.name)
-        return bool(_value(self._conn.execute(f"SELECT pg_try_advisory_lock({keys})", args)))
-
-    def _holder(self) -> dict[str, Any]:
-        assert self._conn is not None
-        return _holder_row(self._conn, self.name)
-
-    def _write(self, facts: dict[str, Any]) -> None:
-        """Best effort: facts for `status`; alive() is what tells whether the lock still holds."""
-        import psycopg
-
-        assert self._conn is not None
-        try:
-            self._conn.execute(
-                f"INSERT INTO {SHARED}.writers(name, holder) VALUES(%s, %s) "
-                "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder",
-                (self.name, json.dumps(facts)),
-            )
-        except psycopg.Error as exc:
-            log.warning("could not publish the writer's facts: %s", _first_line(exc))
-
-    def alive(self) -> bool:
-        """The session that holds the lock still answers (when it ends, so does the lock)."""
-        import psycopg
-
-        if not self.held or self._conn is None:
-            return False
-        try:
-            with self._guard:
-                self._conn.execute("SELECT 1")
-            return True
-        except psycopg.Error:
-            return False
-
-    def _unlock(self) -> None:
-        if self._conn is not None:
-            self._conn.close()  # the session ends: the server drops its advisory locks
-            self._conn = None
-
-
-def _holder_row(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:
-    row = conn.execute(f"SELECT holder FROM {SHARED}.writers WHERE name = %s", (name,)).fetchone()
-    return dict(row[0]) if row else {}
-
-
-@translated(database_error)
-def read_holder(url: str, name: str) -> dict[str, Any] | None:
-    """Who writes the vault now, or None: a shared try-lock succeeds only when nobody does."""
-    with connect(url) as conn:
-        if not _ensure_shared(conn, create=False):
-            return None
-        keys, args = _lock_key(name)
-        if _value(conn.execute(f"SELECT pg_try_advisory_lock_shared({keys})", args)):
-            conn.execute(f"SELECT pg_advisory_unlock_shared({keys})", args)
-            return None
-        return _holder_row(conn, name)

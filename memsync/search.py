@@ -28,7 +28,7 @@ from .ranking import (
     rounded,
     snippet,
 )
-from .store import Store
+from .store import StoreReader
 
 _SETTINGS = Config()  # the documented defaults live in Config only
 
@@ -122,7 +122,11 @@ class Legs:
 
 
 def search(
-    store: Store, query: str, options: Options, embedder: Embedder | None, unavailable: str = ""
+    store: StoreReader,
+    query: str,
+    options: Options,
+    embedder: Embedder | None,
+    unavailable: str = "",
 ) -> Outcome:
     """Run the legs the mode asks for, say which really ran and why a leg did not, then rank."""
     outcome = Outcome(query, options.mode, options.mode)
@@ -138,7 +142,7 @@ def search(
 
 
 def _vector_leg(
-    store: Store,
+    store: StoreReader,
     query: str,
     options: Options,
     embedder: Embedder | None,
@@ -167,7 +171,7 @@ def _vector_leg(
 
 
 def _keyword_leg(
-    store: Store, query: str, options: Options, legs: Legs, notices: list[str]
+    store: StoreReader, query: str, options: Options, legs: Legs, notices: list[str]
 ) -> None:
     """Every term first; any term when that finds fewer than asked for."""
     legs.terms = fts.query_terms(query)
@@ -195,7 +199,7 @@ def resolved_mode(requested: str, ran_vector: bool, ran_text: bool) -> str:
     return "none"
 
 
-def _candidates(store: Store, query: str, legs: Legs) -> list[Candidate]:
+def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
     """Every chunk a leg found, with both legs' calibrated scores and the exact-match rule."""
     idents = identifiers(query)
     others = other_terms(query, idents)
@@ -248,7 +252,7 @@ def _hits(candidates: list[Candidate], query: str, options: Options) -> list[Hit
     return hits
 
 
-def _vector_unavailable(store: Store, embedder: Embedder | None, unavailable: str) -> str:
+def _vector_unavailable(store: StoreReader, embedder: Embedder | None, unavailable: str) -> str:
     key = store.model_key()
     if key is None:
         return "the index has no vectors (indexed keyword-only)"

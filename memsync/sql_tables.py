@@ -1,6 +1,7 @@
-"""The SQL both backends run alike: the tables every index has, in SQL that SQLite and PostgreSQL
-read the same way (`?` placeholders, which PgStore turns into psycopg's). The search legs, the
-vectors and each engine's own tables stay in sqlite_store and pg_store."""
+"""The policy both backends share, and the SQL they run alike: the tables every index has, in
+SQL that SQLite and PostgreSQL read the same way (`?` placeholders, which PgStore turns into
+psycopg's). Each engine supplies small hooks (its vector storage, its chunk rows, its schema
+steps); the search legs and each engine's own tables stay in sqlite_store and pg_store."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from .store import SOURCE, FileFacts, FileRow, ModelKey, SkipRow
+from .errors import StoreError
+from .filters import NoteFilter
+from .store import SOURCE, FileFacts, FileRow, ModelKey, NewChunk, SkipRow
 
 BATCH = 500  # ids or paths per `IN (...)`: well under either engine's limit on parameters
 
@@ -28,6 +31,9 @@ class Tables:
 
     # the tables whose `path` follows a note's rename (beside files and tags)
     PATH_TABLES: tuple[str, ...] = ("chunks",)
+    SCHEMA_VERSION: int = 0  # the engine's newest schema
+    read_only: bool = False
+    shown: str = "the index"  # in messages: "index /path", "vault notes"
 
     def close(self) -> None:
         self.conn.close()
@@ -49,6 +55,58 @@ class Tables:
 
     def _delete_chunks(self, path: str) -> None:
         raise NotImplementedError
+
+    # the engine's hooks under the shared policy below
+
+    def _schema_version(self) -> int:
+        raise NotImplementedError
+
+    def _apply_migration(self, number: int) -> None:
+        """Migration `number` and its record, inside _migrate's transaction."""
+        raise NotImplementedError
+
+    def _reset_vectors(self, dims: int) -> None:
+        """Every chunk without a vector, and the vector storage made for `dims`."""
+        raise NotImplementedError
+
+    def _insert_chunks(
+        self,
+        row: FileRow,
+        chunks: Sequence[NewChunk],
+        key: ModelKey | None,
+        cached: dict[str, bytes],
+    ) -> None:
+        """A note's chunks, with the cached vectors they can reuse, in replace_file's transaction."""
+        raise NotImplementedError
+
+    def _attach_vectors(self, key: ModelKey, items: Sequence[tuple[int, str, bytes]]) -> int:
+        """Vectors onto the chunks that still have that hash and none yet; how many did."""
+        raise NotImplementedError
+
+    def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:
+        """A condition on `path` true for any of the globs (SQLite's GLOB semantics)."""
+        raise NotImplementedError
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        """Numbered migrations, each in its own transaction; a newer schema is refused, and so is
+        an upgrade this user cannot write."""
+        version = self._schema_version()
+        if version > self.SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.shown} has schema {version}, newer than this memsync "
+                f"({self.SCHEMA_VERSION}): upgrade memsync"
+            )
+        if version < self.SCHEMA_VERSION and self.read_only:
+            raise StoreError(
+                f"{self.shown} needs an upgrade that this user cannot write: run memsync "
+                "index as its owner"
+            )
+        for number in range(version + 1, self.SCHEMA_VERSION + 1):
+            with self.transaction():
+                self._apply_migration(number)
+                self.set_meta(schema_version=number)
 
     def _batches(self, sql: str, values: Sequence[Any], *args: Any) -> Iterator[tuple[Any, ...]]:
         """`sql` with its `({in})` filled for BATCH values at a time; `args` come first."""
@@ -87,6 +145,22 @@ class Tables:
     def dims(self) -> int | None:
         value = self.meta().get("dims")
         return int(value) if value else None
+
+    def set_model(self, key: ModelKey, dims: int) -> None:
+        """Make `key` the index's model: another model or size drops every vector (an index never
+        mixes two), and the cached vectors of the same name at another size are stale."""
+        if self.model_key() == key and self.dims() == dims:
+            return
+        with self.transaction():
+            self._reset_vectors(dims)
+            self._run_many(
+                "DELETE FROM embedding_cache WHERE provider = ? AND model = ? "
+                "AND provider_key = ? AND dims != ?",
+                [(key.provider, key.model, key.provider_key, dims)],
+            )
+            self.set_meta(
+                provider=key.provider, model=key.model, provider_key=key.provider_key, dims=dims
+            )
 
     # -- files ------------------------------------------------------------------------------
 
@@ -132,6 +206,18 @@ class Tables:
             self._run_many("DELETE FROM tags WHERE path = ?", [(new,)])
             self._run_many("UPDATE tags SET path = ? WHERE path = ?", [(new, old)])
             self._run_many("DELETE FROM skipped WHERE path IN (?, ?)", [(old, new)])
+
+    def replace_file(
+        self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
+    ) -> None:
+        """A note's new chunks (reusing cached vectors of chunks seen before), its files row and
+        tags, in one transaction."""
+        key = self.model_key()
+        cached = self.cached_embeddings(key, [c.hash for c in chunks]) if key else {}
+        with self.transaction():
+            self._delete_chunks(row.path)
+            self._insert_chunks(row, chunks, key, cached)
+            self._write_file(row, facts)
 
     def remove_file(self, path: str, skip: SkipRow | None = None) -> None:
         """A note gone from the index: deleted, or now skipped for the reason `skip` gives."""
@@ -213,6 +299,44 @@ class Tables:
             key.provider_key,
         )
         return {h: bytes(blob) for h, blob in found}
+
+    def store_embeddings(
+        self, key: ModelKey, items: Sequence[tuple[int, str, bytes]], dims: int
+    ) -> int:
+        """(chunk id, hash, vector) into the cache and onto the chunks, in one transaction;
+        returns how many chunks took theirs (a chunk edited meanwhile does not)."""
+        now = int(time.time())
+        with self.transaction():
+            if self.model_key() != key:
+                return 0  # the model changed under us: these vectors belong to no index
+            self._run_many(
+                "INSERT INTO embedding_cache(provider, model, provider_key, hash, embedding, "
+                "dims, updated_at) VALUES(?,?,?,?,?,?,?) ON CONFLICT(provider, model, "
+                "provider_key, hash) DO UPDATE SET embedding = excluded.embedding, "
+                "dims = excluded.dims, updated_at = excluded.updated_at",
+                [(key.provider, key.model, key.provider_key, h, blob, dims, now)
+                 for _, h, blob in items],
+            )  # fmt: skip
+            return self._attach_vectors(key, items)
+
+    def _note_conditions(self, only: NoteFilter) -> tuple[list[str], list[Any]]:
+        """The conditions on a chunk's `path` that `only` asks for, and their arguments."""
+        conditions: list[str] = []
+        args: list[Any] = []
+        if only.paths:
+            condition, globbed = self._paths_matching(only.paths)
+            conditions.append(condition)
+            args += globbed
+        if only.since:
+            conditions.append("path IN (SELECT path FROM files WHERE date >= ?)")
+            args.append(only.since)
+        if only.until:
+            conditions.append("path IN (SELECT path FROM files WHERE date <= ?)")
+            args.append(only.until)
+        for tag in only.tags:
+            conditions.append("path IN (SELECT path FROM tags WHERE tag = ?)")
+            args.append(tag)
+        return conditions, args
 
     def has_vectors(self) -> bool:
         """Whether any chunk has its vector (a query's check: no count over every chunk)."""

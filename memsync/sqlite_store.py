@@ -21,7 +21,6 @@ from .sql_tables import Tables
 from .store import (
     SOURCE,
     ChunkRow,
-    FileFacts,
     FileRow,
     ModelKey,
     NewChunk,
@@ -97,28 +96,6 @@ def _now() -> int:
     return int(time.time())
 
 
-def _any_glob(column: str, patterns: Sequence[str]) -> tuple[str, list[str]]:
-    """` AND (column GLOB ? OR ...)` for the patterns, or nothing when there are none."""
-    if not patterns:
-        return "", []
-    return " AND (" + " OR ".join(f"{column} GLOB ?" for _ in patterns) + ")", list(patterns)
-
-
-def _allowed_chunks(only: NoteFilter) -> tuple[str, list[str]]:
-    """The SELECT of the ids of the chunks that pass `only`, and its arguments."""
-    where, args = _any_glob("path", only.paths)
-    if only.since:
-        where += " AND path IN (SELECT path FROM files WHERE date >= ?)"
-        args.append(only.since)
-    if only.until:
-        where += " AND path IN (SELECT path FROM files WHERE date <= ?)"
-        args.append(only.until)
-    for tag in only.tags:
-        where += " AND path IN (SELECT path FROM tags WHERE tag = ?)"
-        args.append(tag)
-    return f"SELECT id FROM chunks WHERE 1{where}", args
-
-
 def _vec_extension() -> str:
     """sqlite-vec's loadable file, found without importing the package (which imports numpy,
     40 ms that a no-op sync does not need)."""
@@ -162,6 +139,7 @@ class SqliteStore(Tables):
     """A connection to one index. Writers serialise through SQLite; readers never wait (WAL)."""
 
     PATH_TABLES = ("chunks", "chunks_fts")
+    SCHEMA_VERSION = SCHEMA_VERSION
 
     def __init__(self, path: Path, *, create: bool = True, vectors_in_memory: bool = False) -> None:
         """`vectors_in_memory`: for long-lived callers (an agent, the evaluation) that query many
@@ -172,6 +150,7 @@ class SqliteStore(Tables):
         import apsw
 
         self.path = Path(path)
+        self.shown = f"index {self.path}"
         self.vectors_in_memory = vectors_in_memory
         self._matrix: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
         if not create and not self.path.exists():
@@ -258,51 +237,84 @@ class SqliteStore(Tables):
             raise
         self.conn.execute("COMMIT")
 
-    def _migrate(self) -> None:
-        version = _one(self.conn.execute("PRAGMA user_version"))[0]
-        if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"index {self.path} has schema {version}, newer than this memsync "
-                f"({SCHEMA_VERSION}): upgrade memsync"
-            )
-        if version < SCHEMA_VERSION and self.read_only:
-            raise StoreError(
-                f"index {self.path} needs an upgrade that this user cannot write: run memsync "
-                "index as its owner"
-            )
-        for number in range(version + 1, SCHEMA_VERSION + 1):
-            with self.transaction():
-                self.conn.execute(MIGRATIONS[number - 1])
-                self.conn.execute(f"PRAGMA user_version={number}")
-                self.set_meta(schema_version=number)
-
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self.conn.execute(sql, args))
 
     def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
 
+    # -- the hooks of the shared policy (sql_tables.Tables) ---------------------------------
+
+    def _schema_version(self) -> int:
+        return int(_one(self.conn.execute("PRAGMA user_version"))[0])
+
+    def _apply_migration(self, number: int) -> None:
+        self.conn.execute(MIGRATIONS[number - 1])
+        self.conn.execute(f"PRAGMA user_version={number}")
+
+    def _reset_vectors(self, dims: int) -> None:
+        self.conn.execute("UPDATE chunks SET embedding = NULL, model = NULL")
+        self.conn.execute("DROP TABLE IF EXISTS chunks_vec")
+        self._create_vec(dims)
+
+    def _insert_chunks(
+        self,
+        row: FileRow,
+        chunks: Sequence[NewChunk],
+        key: ModelKey | None,
+        cached: dict[str, bytes],
+    ) -> None:
+        now = _now()
+        has_vec = self._has_vec_table()
+        for chunk in chunks:
+            blob = cached.get(chunk.hash)
+            chunk_id = _one(
+                self.conn.execute(
+                    "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
+                    "context, embedding, updated_at) VALUES(?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                    (row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
+                     key.model if key and blob else None, chunk.text, chunk.context, blob, now),
+                )
+            )[0]  # fmt: skip
+            self.conn.execute(
+                "INSERT INTO chunks_fts(rowid, text, path, start_line, end_line) VALUES(?,?,?,?,?)",
+                (chunk_id, chunk.fts_text, row.path, chunk.start_line, chunk.end_line),
+            )
+            if blob is not None and has_vec:
+                self.conn.execute(
+                    "INSERT INTO chunks_vec(rowid, embedding) VALUES(?, ?)", (chunk_id, blob)
+                )
+
+    def _attach_vectors(self, key: ModelKey, items: Sequence[tuple[int, str, bytes]]) -> int:
+        stored = 0
+        has_vec = self._has_vec_table()
+        for chunk_id, chunk_hash, blob in items:
+            self.conn.execute(
+                "UPDATE chunks SET embedding = ?, model = ? "
+                "WHERE id = ? AND hash = ? AND embedding IS NULL",
+                (blob, key.model, chunk_id, chunk_hash),
+            )
+            if self.conn.changes():
+                stored += 1
+                if has_vec:
+                    self.conn.execute(
+                        "INSERT OR REPLACE INTO chunks_vec(rowid, embedding) VALUES(?, ?)",
+                        (chunk_id, blob),
+                    )
+        return stored
+
+    def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:
+        return "(" + " OR ".join("path GLOB ?" for _ in globs) + ")", list(globs)
+
+    def _allowed_chunks(self, only: NoteFilter) -> tuple[str, list[Any]]:
+        """The SELECT of the ids of the chunks that pass `only`, and its arguments."""
+        conditions, args = self._note_conditions(only)
+        return "SELECT id FROM chunks WHERE " + (" AND ".join(conditions) or "1"), args
+
     def integrity_check(self) -> str:
         return str(_one(self.conn.execute("PRAGMA integrity_check"))[0])
 
     # -- meta -------------------------------------------------------------------------------
-
-    def set_model(self, key: ModelKey, dims: int) -> None:
-        """Make `key` the index's model; a different one drops every vector."""
-        if self.model_key() == key and self.dims() == dims:
-            return
-        with self.transaction():
-            self.conn.execute("UPDATE chunks SET embedding = NULL, model = NULL")
-            self.conn.execute(  # the same name at another size: its cached vectors are stale
-                "DELETE FROM embedding_cache WHERE provider = ? AND model = ? "
-                "AND provider_key = ? AND dims != ?",
-                (key.provider, key.model, key.provider_key, dims),
-            )
-            self.conn.execute("DROP TABLE IF EXISTS chunks_vec")
-            self._create_vec(dims)
-            self.set_meta(
-                provider=key.provider, model=key.model, provider_key=key.provider_key, dims=dims
-            )
 
     def _create_vec(self, dims: int) -> None:
         if self.vec_version:
@@ -321,11 +333,11 @@ class SqliteStore(Tables):
 
     def listing(self, folder: str = "") -> list[tuple[str, int, int, int]]:
         """(path, size, mtime_ns, chunks) of every indexed note below `folder`, by path."""
-        where, args = _any_glob("f.path", [f"{folder.rstrip('/')}/*"] if folder else [])
+        where, args = ("f.path GLOB ?", [f"{folder.rstrip('/')}/*"]) if folder else ("1", [])
         return list(
             self.conn.execute(
                 "SELECT f.path, f.size, f.mtime, count(c.id) FROM files f "
-                f"LEFT JOIN chunks c ON c.path = f.path WHERE 1{where} "
+                f"LEFT JOIN chunks c ON c.path = f.path WHERE {where} "
                 "GROUP BY f.path ORDER BY f.path",
                 args,
             )
@@ -341,79 +353,7 @@ class SqliteStore(Tables):
             self.conn.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", ids)
         self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", ids)
 
-    def replace_file(
-        self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
-    ) -> None:
-        """A file's new chunks, reusing cached vectors of chunks seen before."""
-        key = self.model_key()
-        cached = self.cached_embeddings(key, [c.hash for c in chunks]) if key else {}
-        now = _now()
-        with self.transaction():
-            self._delete_chunks(row.path)
-            has_vec = self._has_vec_table()
-            for chunk in chunks:
-                blob = cached.get(chunk.hash)
-                inserted = _one(
-                    self.conn.execute(
-                        "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
-                        "context, embedding, updated_at) VALUES(?,?,?,?,?,?,?,?,?,?) RETURNING id",
-                        (
-                            row.path,
-                            SOURCE,
-                            chunk.start_line,
-                            chunk.end_line,
-                            chunk.hash,
-                            key.model if key and blob else None,
-                            chunk.text,
-                            chunk.context,
-                            blob,
-                            now,
-                        ),
-                    )
-                )
-                chunk_id = inserted[0]
-                self.conn.execute(
-                    "INSERT INTO chunks_fts(rowid, text, path, start_line, end_line) "
-                    "VALUES(?,?,?,?,?)",
-                    (chunk_id, chunk.fts_text, row.path, chunk.start_line, chunk.end_line),
-                )
-                if blob is not None and has_vec:
-                    self.conn.execute(
-                        "INSERT INTO chunks_vec(rowid, embedding) VALUES(?, ?)", (chunk_id, blob)
-                    )
-            self._write_file(row, facts)
-
     # -- embeddings -------------------------------------------------------------------------
-
-    def store_embeddings(
-        self, key: ModelKey, items: Sequence[tuple[int, str, bytes]], dims: int
-    ) -> int:
-        """Write (chunk id, hash, vector) in one transaction; returns chunks that still existed."""
-        now = _now()
-        stored = 0
-        with self.transaction():
-            if self.model_key() != key:
-                return 0  # the model changed under us: these vectors belong to no index
-            has_vec = self._has_vec_table()
-            for chunk_id, chunk_hash, blob in items:
-                self.conn.execute(
-                    "INSERT OR REPLACE INTO embedding_cache(provider, model, provider_key, hash, "
-                    "embedding, dims, updated_at) VALUES(?,?,?,?,?,?,?)",
-                    (key.provider, key.model, key.provider_key, chunk_hash, blob, dims, now),
-                )
-                self.conn.execute(
-                    "UPDATE chunks SET embedding = ?, model = ? "
-                    "WHERE id = ? AND hash = ? AND embedding IS NULL",
-                    (blob, key.model, chunk_id, chunk_hash),
-                )
-                if self.conn.changes():
-                    stored += 1
-                    if has_vec:
-                        self.conn.execute(
-                            "INSERT OR REPLACE INTO chunks_vec(rowid, embedding) VALUES(?, ?)",
-                            (chunk_id, blob),
-                        )
-        return stored
 
     def prune_cache(self, older_than_days: float = 30.0) -> None:
         """Forget cached vectors no chunk uses any more, once they are old enough not to be a rename."""
@@ -427,17 +367,12 @@ class SqliteStore(Tables):
     # -- reading ----------------------------------------------------------------------------
 
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
-        found: dict[int, ChunkRow] = {}
-        for start in range(0, len(ids), 500):
-            part = list(ids[start : start + 500])
-            marks = ",".join("?" * len(part))
-            for row in self.conn.execute(
-                "SELECT id, path, start_line, end_line, text, embedding FROM chunks "
-                f"WHERE id IN ({marks})",
-                part,
-            ):
-                found[row[0]] = ChunkRow(*row)
-        return found
+        rows = self._batches(
+            "SELECT id, path, start_line, end_line, text, embedding FROM chunks "
+            "WHERE id IN ({marks})",
+            ids,
+        )
+        return {row[0]: ChunkRow(*row) for row in rows}
 
     def sample_vectors(self, size: int) -> np.ndarray:
         """Up to `size` stored vectors spread evenly over the index: the background for calibration."""
@@ -481,7 +416,7 @@ class SqliteStore(Tables):
             return rows, rows[0][1] if rows else None
         # `+rowid` keeps the planner from handing the id list to FTS5 as a rowid constraint (a
         # lookup per id, 10x slower): FTS5 scans its matches and each is checked against the list
-        ids, args = _allowed_chunks(only)
+        ids, args = self._allowed_chunks(only)
         rows = list(
             self.conn.execute(
                 "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? "
@@ -506,7 +441,7 @@ class SqliteStore(Tables):
         before the k nearest are chosen, so a filtered query still gets its exact top k."""
         import numpy as np
 
-        allowed_ids, args = _allowed_chunks(only)
+        allowed_ids, args = self._allowed_chunks(only)
         if self._has_vec_table() and not self.vectors_in_memory:
             blob = np.asarray(query, dtype="<f4").tobytes()
             subset = f" AND rowid IN ({allowed_ids})" if only else ""

@@ -19,7 +19,7 @@ from .chunking import CHUNKER, chunk_text, embed_input
 from .embedders import Embedder
 from .errors import EmbeddingError, EmbeddingResponseError, VaultError
 from .origin import Owner
-from .store import FileFacts, FileRow, NewChunk, SkipRow, Store
+from .store import FileFacts, FileRow, NewChunk, SkipRow, StoreReader, StoreWriter
 from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan, shown
 from .vectors import to_blob
 
@@ -140,7 +140,7 @@ class Syncer:
 
     def __init__(
         self,
-        store: Store,
+        store: StoreWriter,
         root: Path,
         max_file_bytes: int,
         should_stop: Callable[[], bool] = lambda: False,
@@ -295,7 +295,7 @@ class Syncer:
 
 
 def embed_pending(
-    store: Store,
+    store: StoreWriter,
     embedder: Embedder,
     report: Report,
     progress: ProgressFactory | None = None,
@@ -353,7 +353,7 @@ def embed_pending(
 
 
 def index_vault(
-    store: Store,
+    store: StoreWriter,
     root: Path,
     max_file_bytes: int,
     embedder: Embedder | None,
@@ -394,7 +394,7 @@ class Drift:
         return self.new + self.changed + self.removed
 
 
-def drift(root: Path, store: Store) -> Drift:
+def drift(root: Path, store: StoreReader) -> Drift:
     """A stat-only walk of the vault against the index's files rows; reads no note, writes nothing."""
     found = scan(root, IgnoreRules(root))
     index = store.file_stats()
@@ -409,7 +409,7 @@ def drift(root: Path, store: Store) -> Drift:
     )
 
 
-def behind_notice(store: Store, location: Location, root: Path) -> str:
+def behind_notice(store: StoreWriter, location: Location, root: Path) -> str:
     """A reader of a shared index on the vault's host never writes it: it says how far the index
     is behind the notes, unless a writer is at work on it."""
     behind = drift(root, store).behind
@@ -422,7 +422,7 @@ def behind_notice(store: Store, location: Location, root: Path) -> str:
     )
 
 
-def refresh_text(store: Store, location: Location, root: Path, max_file_bytes: int) -> str:
+def refresh_text(store: StoreWriter, location: Location, root: Path, max_file_bytes: int) -> str:
     """Before a query: if no watcher keeps this index fresh, sync the text (stat-only when nothing
     changed; never embeds). Returns a notice when the index could not be refreshed."""
     from .errors import LockError

@@ -24,7 +24,7 @@ from .embedders import Embedder, make_embedder
 from .errors import EmbeddingError, LockError, MemsyncError, StoreError
 from .locate import Location, for_vault
 from .origin import Owner, check_writer
-from .store import Store
+from .store import StoreWriter
 from .sync import Report, Syncer, embed_pending
 from .vault import IGNORE_FILE, IgnoreRules, vault_root, watch_roots
 
@@ -128,7 +128,7 @@ class Embedding(threading.Thread):
                 self._failed(exc)
                 self.wake.wait(self._backoff())
 
-    def _serve(self, store: Store) -> None:
+    def _serve(self, store: StoreWriter) -> None:
         while not self.stop.is_set():
             self.wake.clear()
             wait = None

@@ -16,7 +16,7 @@ from memsync.filters import note_filter
 from memsync.locate import Location
 from memsync.search import Options, search
 from memsync.sqlite_store import SqliteStore
-from memsync.store import Store
+from memsync.store import StoreWriter as Store
 from memsync.sync import index_vault
 
 MB = 1 << 20

@@ -6,7 +6,8 @@ import pytest
 
 from memsync import fts
 from memsync.locate import Location
-from memsync.store import FileRow, NewChunk, Store
+from memsync.store import FileRow, NewChunk
+from memsync.store import StoreWriter as Store
 
 HOSTILE = [
     '"',

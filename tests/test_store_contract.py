@@ -11,7 +11,8 @@ from conftest import SAMPLE_VAULT, HashEmbedder, write
 from memsync.errors import IndexNotFound, StoreError
 from memsync.locate import Location, PostgresLocation, SqliteLocation
 from memsync.search import Options, search
-from memsync.store import FileRow, ModelKey, NewChunk, Store
+from memsync.store import FileRow, ModelKey, NewChunk
+from memsync.store import StoreWriter as Store
 from memsync.sync import index_vault
 
 MB = 1 << 20

@@ -8,7 +8,8 @@ import pytest
 from conftest import HashEmbedder, write
 
 from memsync.locate import Location
-from memsync.store import FileRow, Store
+from memsync.store import FileRow
+from memsync.store import StoreWriter as Store
 from memsync.sync import Report, Syncer, embed_pending, index_vault, match_moves, plan
 from memsync.vault import FileStat
 

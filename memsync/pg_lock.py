@@ -1,0 +1,104 @@
+"""One writer per PostgreSQL vault, across machines: a session advisory lock, with the holder's
+facts in memsync.writers for messages and `status`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from .lock import WriterLock
+from .pg_store import (
+    LOCK_CLASS,
+    SHARED,
+    connect,
+    database_error,
+    ensure_shared,
+    first_line,
+    scalar,
+)
+from .redact import redact
+from .store import translated, translating
+
+if TYPE_CHECKING:
+    import psycopg
+
+log = logging.getLogger("memsync.pg")
+
+
+def _lock_key(name: str) -> tuple[str, tuple[Any, ...]]:
+    return "%s, hashtext(%s)", (LOCK_CLASS, f"{SHARED}:{name}")
+
+
+@translating(database_error)
+class AdvisoryLock(WriterLock):
+    """One writer per vault across machines: a session advisory lock on its own connection (the
+    server frees it when that session ends, so a killed writer leaves nothing stale); the
+    holder's host, pid and role in memsync.writers for messages and `status`."""
+
+    def __init__(self, url: str, name: str, role: str) -> None:
+        super().__init__(f"{redact(url)} (vault {name})", role)
+        self.url = url
+        self.name = name
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def _try(self) -> bool:
+        if self._conn is None:
+            self._conn = connect(self.url)
+            ensure_shared(self._conn, create=True)
+        keys, args = _lock_key(self.name)
+        return bool(scalar(self._conn.execute(f"SELECT pg_try_advisory_lock({keys})", args)))
+
+    def _holder(self) -> dict[str, Any]:
+        assert self._conn is not None
+        return _holder_row(self._conn, self.name)
+
+    def _write(self, facts: dict[str, Any]) -> None:
+        """Best effort: facts for `status`; alive() is what tells whether the lock still holds."""
+        import psycopg
+
+        assert self._conn is not None
+        try:
+            self._conn.execute(
+                f"INSERT INTO {SHARED}.writers(name, holder) VALUES(%s, %s) "
+                "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder",
+                (self.name, json.dumps(facts)),
+            )
+        except psycopg.Error as exc:
+            log.warning("could not publish the writer's facts: %s", first_line(exc))
+
+    def alive(self) -> bool:
+        """The session that holds the lock still answers (when it ends, so does the lock)."""
+        import psycopg
+
+        if not self.held or self._conn is None:
+            return False
+        try:
+            with self._guard:
+                self._conn.execute("SELECT 1")
+            return True
+        except psycopg.Error:
+            return False
+
+    def _unlock(self) -> None:
+        if self._conn is not None:
+            self._conn.close()  # the session ends: the server drops its advisory locks
+            self._conn = None
+
+
+def _holder_row(conn: psycopg.Connection[Any], name: str) -> dict[str, Any]:
+    row = conn.execute(f"SELECT holder FROM {SHARED}.writers WHERE name = %s", (name,)).fetchone()
+    return dict(row[0]) if row else {}
+
+
+@translated(database_error)
+def read_holder(url: str, name: str) -> dict[str, Any] | None:
+    """Who writes the vault now, or None: a shared try-lock succeeds only when nobody does."""
+    with connect(url) as conn:
+        if not ensure_shared(conn, create=False):
+            return None
+        keys, args = _lock_key(name)
+        if scalar(conn.execute(f"SELECT pg_try_advisory_lock_shared({keys})", args)):
+            conn.execute(f"SELECT pg_advisory_unlock_shared({keys})", args)
+            return None
+        return _holder_row(conn, name)
