@@ -132,14 +132,14 @@ class HttpEmbedder(Embedder):
         timeout: float,
         api_key: str | None = None,
         transport: object | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         import httpx
 
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.batch_size = batch_size
-        self._sleep = sleep
+        self._sleep = sleep or pause
         self._secret = api_key
         self.total_timeout: float | None = None  # all attempts of one request together (queries)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -334,10 +334,19 @@ def resolve_provider(config: Config) -> str:
     return "local" if local_available() else "none"
 
 
+def pause(seconds: float) -> None:
+    """How an HTTP embedder waits between attempts, unless it is given its own `sleep`."""
+    time.sleep(seconds)
+
+
 def make_embedder(
-    config: Config, provider: str | None = None, for_queries: bool = False
+    config: Config,
+    provider: str | None = None,
+    for_queries: bool = False,
+    sleep: Callable[[float], None] | None = None,
 ) -> Embedder | None:
-    """The embedder the settings ask for, or None for keyword-only."""
+    """The embedder the settings ask for, or None for keyword-only; `sleep` (tests) replaces the
+    waits between an HTTP provider's attempts."""
     import os
 
     provider = provider or resolve_provider(config)
@@ -361,10 +370,15 @@ def make_embedder(
             batch_size=config.batch_size,
             timeout=config.http_timeout,
             api_key=api_key,
+            sleep=sleep,
         )
     if provider == "ollama":
         return OllamaEmbedder(
-            config.ollama_host, model, batch_size=config.batch_size, timeout=config.http_timeout
+            config.ollama_host,
+            model,
+            batch_size=config.batch_size,
+            timeout=config.http_timeout,
+            sleep=sleep,
         )
     raise EmbeddingConfigError(f"unknown provider {provider!r}")
 

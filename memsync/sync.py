@@ -7,6 +7,7 @@ an index whose files rows describe exactly the chunks present, and the next run 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -186,11 +187,34 @@ class Syncer:
         if self._apply(work.to_read, work.removed, index, found.files, report, update, rechunk):
             self.store.mark_synced(chunker=INDEX_RULES)
 
+    def reopen(self, open_store: Callable[[], StoreWriter]) -> None:
+        """After a database error: the store opened again (a server may have dropped it)."""
+        with contextlib.suppress(Exception):  # a connection the server dropped may not close
+            self.store.close()
+        self.store = open_store()
+
     def notes_under(self, folder: str) -> list[str]:
         """The notes on disk below a folder that an event named (a folder created or moved in)."""
         if self.rules.skips_folder(folder):
             return []
         return list(scan(self.root, self.rules, under=folder).files)
+
+    def sync_changes(self, changes: Iterable[tuple[str, bool]], report: Report) -> bool:
+        """The paths events named, as (path, is_folder): a folder stands for the notes indexed
+        below it and those on disk below it now. False when there was nothing to check."""
+        paths: set[str] = set()
+        indexed: list[str] | None = None
+        for path, is_folder in dict.fromkeys(changes):  # a burst names the same path many times
+            if not is_folder:
+                paths.add(path)
+                continue
+            if indexed is None:
+                indexed = list(self.store.file_stats())
+            paths.update(p for p in indexed if p.startswith(path + "/"))
+            paths.update(self.notes_under(path))
+        if paths:
+            self.sync_paths(sorted(paths), report)
+        return bool(paths)
 
     def sync_paths(self, paths: Iterable[str], report: Report) -> None:
         """Re-check the given paths only (from watcher events), judged by the same rules as a

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config
+from .debounce import Debouncer
 from .embedders import Embedder, make_embedder
 from .errors import EmbeddingError, LockError, MemsyncError, StoreError
 from .locate import Location, for_vault
@@ -350,25 +351,17 @@ class Watcher:
         return max(minutes * 60.0, 1.0)
 
     def _loop(self, syncer: Syncer, sink: _EventSink) -> None:
-        debounce = self.config.debounce_ms / 1000.0
+        batches = Debouncer(self.changes, self.config.debounce_ms / 1000.0, MAX_BATCH_WAIT)
         next_reconcile = time.monotonic() + self._interval()
         while not self.stop.is_set():
             if time.monotonic() >= next_reconcile:  # also under a steady stream of events
                 self._check_lock()
                 self._guarded(self._reconcile, syncer, "periodic")
                 next_reconcile = time.monotonic() + self._interval()
-            try:
-                wait = min(max(next_reconcile - time.monotonic(), 0.0), STOP_CHECK)
-                first = self.changes.get(timeout=wait)
-            except queue.Empty:
+            wait = min(max(next_reconcile - time.monotonic(), 0.0), STOP_CHECK)
+            batch = batches.next_batch(wait)
+            if not batch:
                 continue
-            batch = [first]
-            started = time.monotonic()
-            while time.monotonic() - started < MAX_BATCH_WAIT:  # debounce: wait for quiet
-                try:
-                    batch.append(self.changes.get(timeout=debounce))
-                except queue.Empty:
-                    break
             self._check_lock()
             self.lock.update(last_event=sink.last_event)
             if RELOAD in batch:
@@ -418,31 +411,16 @@ class Watcher:
                 return
 
     def _reopen(self, syncer: Syncer) -> None:
-        with contextlib.suppress(Exception):  # a connection the server dropped may not close
-            syncer.store.close()
         try:
-            syncer.store = self.location.open(create=True)
+            syncer.reopen(lambda: self.location.open(create=True))
         except MemsyncError as exc:  # the closed store fails the next batch, which tries again
             log.error("cannot open the index again (%s); trying with the next change", exc)
 
     def _apply(self, syncer: Syncer, changes: list[Change]) -> None:
         started = time.monotonic()
-        paths: set[str] = set()
-        indexed = None
-        for change in dict.fromkeys(changes):  # a burst names the same path many times
-            if change.is_folder:
-                if indexed is None:
-                    indexed = list(syncer.store.file_stats())
-                prefix = change.path + "/"
-                paths.update(p for p in indexed if p.startswith(prefix))
-                paths.update(syncer.notes_under(change.path))
-            else:
-                paths.add(change.path)
-        if not paths:
-            return
         report = Report()
-        syncer.sync_paths(sorted(paths), report)
-        self._after_batch(report, started, "batch")
+        if syncer.sync_changes([(c.path, c.is_folder) for c in changes], report):
+            self._after_batch(report, started, "batch")
 
     def _after_batch(self, report: Report, started: float, what: str) -> None:
         elapsed = (time.monotonic() - started) * 1000

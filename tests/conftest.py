@@ -140,6 +140,7 @@ class EmbeddingServer:
         self.dims = dims
         self.script: list[tuple[int, dict[str, str]]] = []
         self.delay = 0.0
+        self.closing = threading.Event()  # ends a delay at once: teardown never waits for one
         self.requests: list[dict[str, object]] = []
         self.headers: list[dict[str, str]] = []
         self.down = False
@@ -152,14 +153,13 @@ class EmbeddingServer:
                 pass
 
             def do_POST(self) -> None:  # noqa: N802
-                import time
 
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append(body)
                 server.headers.append(dict(self.headers))
-                if server.delay:
-                    time.sleep(server.delay)
+                if server.delay:  # a slow or hung server, until the test ends
+                    server.closing.wait(server.delay)
                 if server.down:
                     self._send(503, {"error": "down"}, {})
                     return
@@ -194,7 +194,10 @@ class EmbeddingServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # a short poll: shutdown() waits for the loop to see it (0.5 s by default, every test)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
         self.thread.start()
 
     @property
@@ -202,6 +205,7 @@ class EmbeddingServer:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def close(self) -> None:
+        self.closing.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join()

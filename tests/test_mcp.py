@@ -3,13 +3,14 @@ server a real subprocess."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,32 @@ def calls(
     return with_server(args, use, env)
 
 
+@contextlib.contextmanager
+def in_process(db: Path, writable: bool = False) -> Iterator[Callable[..., tuple[bool, str, Any]]]:
+    """The server's tools called in this process, as the SDK calls them: (is_error, text, data)."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from memsync.config import load_config
+    from memsync.mcp_server import MemoryServer
+    from memsync.memory import Memory
+
+    config = load_config(db=str(db))
+    server = MemoryServer(config, lambda: Memory.open(config, long_lived=True), writable, ())
+
+    def tool(name: str, **arguments: Any) -> tuple[bool, str, Any]:
+        try:
+            result = getattr(server, name)(**arguments)
+        except ToolError as exc:
+            return True, str(exc), None
+        text = "\n".join(c.text for c in result.content if c.type == "text")
+        return bool(result.is_error), text, result.structured_content
+
+    try:
+        yield tool
+    finally:
+        server.close()
+
+
 @pytest.fixture
 def indexed(tmp_path: Path) -> tuple[Path, Path]:
     vault = _vault(tmp_path / "notes")
@@ -98,13 +125,17 @@ def test_tools_are_listed_with_schemas_and_write_only_when_writable(
         listed = (await session.list_tools()).tools
         return {t.name: t.output_schema is not None for t in listed}
 
-    read_only = with_server(["--db", str(db)], names)
+    async def names_and_a_write(session: ClientSession) -> tuple[dict[str, bool], bool, str]:
+        result = await session.call_tool("memory_write", {"content": "x"})
+        text = "\n".join(c.text for c in result.content if c.type == "text")
+        return await names(session), bool(result.is_error), text
+
+    read_only, error, text = with_server(["--db", str(db)], names_and_a_write)
     assert read_only == dict.fromkeys(
         ["memory_search", "memory_get", "memory_tree", "memory_status"], True
     )
     writable = with_server(["--db", str(db), "--writable"], names)
     assert writable == {**read_only, "memory_write": True}
-    [(error, text, _)] = calls(["--db", str(db)], ("memory_write", {"content": "x"}))
     assert error and "memory_write" in text
 
 
@@ -151,14 +182,20 @@ def test_memory_search_returns_what_memsync_query_returns(
         ).exit_code
         == 0
     )
-    for query, limit in (("ssh port 2222", 3), ("heron postgres", 6), ("redis 6380", 2)):
+    asked = (("ssh port 2222", 3), ("heron postgres", 6), ("redis 6380", 2))
+    answers = calls(  # one server answers every request, as an agent's session does
+        ["--db", str(db)],
+        *[("memory_search", {"query": query, "limit": limit}) for query, limit in asked],
+        ("memory_search", {"query": "port", "path": "tech/", "mode": "keyword"}),
+        ("memory_search", {"query": "port", "tags": ["ops"], "mode": "keyword"}),
+        ("memory_search", {"query": "port", "since": "last week"}),
+        env=env,
+    )
+    for (query, limit), (error, text, found) in zip(asked, answers):
         cli = json.loads(
             runner.invoke(
                 main, ["query", query, "--db", str(db), "-n", str(limit), "--json"], env=env
             ).stdout
-        )
-        [(error, text, found)] = calls(
-            ["--db", str(db)], ("memory_search", {"query": query, "limit": limit}), env=env
         )
         assert not error and found["mode"] == cli["mode"] == "hybrid"
         assert [
@@ -171,18 +208,8 @@ def test_memory_search_returns_what_memsync_query_returns(
         assert top["hybrid_match"] == (
             top["vector_score"] is not None and top["text_score"] is not None
         )
-    [(_, _, within)] = calls(
-        ["--db", str(db)],
-        ("memory_search", {"query": "port", "path": "tech/", "mode": "keyword"}),
-        env=env,
-    )
+    (_, _, within), (_, _, tagged), (bad, why, _) = answers[len(asked) :]
     assert within["results"] and all(r["path"].startswith("tech/") for r in within["results"])
-    [(_, _, tagged), (bad, why, _)] = calls(
-        ["--db", str(db)],
-        ("memory_search", {"query": "port", "tags": ["ops"], "mode": "keyword"}),
-        ("memory_search", {"query": "port", "since": "last week"}),
-        env=env,
-    )
     assert [r["path"] for r in tagged["results"]] == ["ops/runbook.md"]
     assert bad and "--since" in why
 
@@ -226,22 +253,38 @@ def test_memory_get_reads_ranges_from_disk_and_caps_long_reads(indexed: tuple[Pa
 def test_paths_outside_the_notes_are_refused_and_the_server_goes_on(
     indexed: tuple[Path, Path], tmp_path: Path, path: str, why: str
 ) -> None:
+    """The tools in-process (the path check is the same code; the protocol is tested below)."""
     vault, db = indexed
     write(tmp_path, "outside.md", "SECRET outside the vault\n")
     os.symlink(tmp_path / "outside.md", vault / "link-out.md")
-    (error, text, _), (after, _, fine) = calls(
+    with in_process(db, writable=True) as tool:
+        error, text, _ = tool("memory_get", path=path)
+        after, _, fine = tool("memory_get", path="tech/ssh.md", start_line=3, end_line=3)
+        assert error and why in text and "SECRET" not in text and text.count("\n") == 0
+        assert not after and fine["text"] == "The test server's SSH port is 2222."
+        if path == "nowhere.md":
+            return  # a write may create a note that does not exist yet
+        werror, wtext, _ = tool("memory_write", content="x", path=path)
+        assert werror and why in wtext and "SECRET" not in wtext
+        assert (tmp_path / "outside.md").read_text() == "SECRET outside the vault\n"
+
+
+def test_refused_paths_are_one_line_tool_errors_over_stdio_and_the_server_goes_on(
+    indexed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    vault, db = indexed
+    write(tmp_path, "outside.md", "SECRET outside the vault\n")
+    os.symlink(tmp_path / "outside.md", vault / "link-out.md")
+    bad = ["../outside.md", "link-out.md", "tech/\x00.md", "a" * 300 + ".md"]
+    results = calls(
         ["--db", str(db), "--writable"],
-        ("memory_get", {"path": path}),
+        *[("memory_get", {"path": path}) for path in bad],
+        *[("memory_write", {"content": "x", "path": path}) for path in bad],
         ("memory_get", {"path": "tech/ssh.md", "start_line": 3, "end_line": 3}),
     )
-    assert error and why in text and "SECRET" not in text and text.count("\n") == 0
-    assert not after and fine["text"] == "The test server's SSH port is 2222."
-    if path == "nowhere.md":
-        return  # a write may create a note that does not exist yet
-    [(werror, wtext, _)] = calls(
-        ["--db", str(db), "--writable"], ("memory_write", {"content": "x", "path": path})
-    )
-    assert werror and why in wtext and "SECRET" not in wtext
+    for error, text, _ in results[:-1]:
+        assert error and "SECRET" not in text and text.count("\n") == 0
+    assert not results[-1][0] and results[-1][2]["text"] == "The test server's SSH port is 2222."
     assert (tmp_path / "outside.md").read_text() == "SECRET outside the vault\n"
 
 

@@ -133,8 +133,12 @@ def test_hybrid_with_vectors_and_decay_prefers_the_newer_daily_note(
 
 
 def test_vector_leg_down_is_said_not_hidden(
-    tmp_path: Path, embedding_server: EmbeddingServer
+    tmp_path: Path, embedding_server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from memsync import embedders
+
+    waits: list[float] = []
+    monkeypatch.setattr(embedders, "pause", waits.append)  # the backoff, without waiting it out
     vault = _vault(tmp_path / "notes")
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
     _run("index", str(vault), "--provider", "openai", env=env)
@@ -150,6 +154,7 @@ def test_vector_leg_down_is_said_not_hidden(
     assert time.monotonic() - started < 5  # two quick attempts, then keyword results
     assert "ran keyword search; hybrid was asked for" in human.stdout
     assert "503" in human.stdout and "tech/redis.md:1-4" in human.stdout
+    assert waits and waits[0] == 0.5  # the provider was retried with backoff
 
 
 def test_when_the_text_cannot_be_refreshed_the_query_says_results_may_be_stale(

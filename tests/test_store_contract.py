@@ -1,12 +1,15 @@
-"""What every backend promises (store.Store), run once per backend; and that both answer alike."""
+"""What every backend promises (store.StoreWriter), run once per backend; and that both answer
+alike."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SAMPLE_VAULT, HashEmbedder, write
+from conftest import SAMPLE_VAULT, HashEmbedder, drop_vault, write
 
 from memsync.errors import IndexNotFound, StoreError
 from memsync.locate import Location, PostgresLocation, SqliteLocation
@@ -76,17 +79,21 @@ def test_a_note_deleted_and_written_again_takes_its_vectors_from_the_cache(
         assert store.counts()["cached_vectors"] >= 2
 
 
-@pytest.fixture
-def both(tmp_path: Path, pg_vault: tuple[str, str]) -> tuple[Store, Store]:
-    """sample_vault indexed with the same model into SQLite and into PostgreSQL."""
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[tuple[Store, Store]]:
+    """sample_vault indexed with the same model into SQLite and into PostgreSQL, once for the
+    tests that only read them."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    folder = tmp_path_factory.mktemp("both")
     stores = []
-    for where in (SqliteLocation(tmp_path / "i.sqlite"), PostgresLocation(*pg_vault)):
+    for where in (SqliteLocation(folder / "i.sqlite"), PostgresLocation(pg_url, name)):
         store = where.open(create=True)
         index_vault(store, SAMPLE_VAULT, MB, HashEmbedder())
         stores.append(store)
     yield stores[0], stores[1]
     for store in stores:
         store.close()
+    drop_vault(pg_url, name)
 
 
 QUERIES = [
