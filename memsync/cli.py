@@ -54,7 +54,7 @@ def _config(**flags: Any):  # type: ignore[no-untyped-def]
     return config
 
 
-class Number(click.ParamType):
+class Number(click.ParamType):  # type: ignore[type-arg]
     """A numeric flag checked at parse time against the setting's documented range (exit 2)."""
 
     def __init__(self, setting: str, kind: type) -> None:

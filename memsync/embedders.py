@@ -266,7 +266,8 @@ class HttpEmbedder(Embedder):
         return np.vstack(parts) if parts else np.zeros((0, self.dims or 0), np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._post([self.query_prefix + text])[0]
+        vector: np.ndarray = self._post([self.query_prefix + text])[0]
+        return vector
 
     document_prefix = ""
     query_prefix = ""

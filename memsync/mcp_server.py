@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, BinaryIO, Literal, TypeVar
+from typing import Annotated, Any, BinaryIO, Literal, TextIO, TypeVar, cast
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -287,7 +287,7 @@ WRITES = ToolAnnotations(
 def build(server: MemoryServer) -> MCPServer:
     """The tools in a fixed order, each with hints a client can act on (auto-approving reads)."""
     app = MCPServer("memsync", instructions=INSTRUCTIONS, log_level="WARNING")
-    tools = [
+    tools: list[tuple[Callable[..., Any], ToolAnnotations]] = [
         (server.memory_search, READS),
         (server.memory_get, READS),
         (server.memory_tree, READS),
@@ -338,8 +338,8 @@ async def _serve_stdio(app: MCPServer) -> None:
     """MCPServer.run("stdio"), except that every line gets an answer: one that is not JSON-RPC
     gets a JSON-RPC parse error (-32700), which the SDK's stdio transport does not send."""
     lowlevel = app._lowlevel_server  # the SDK's own run_stdio_async does the same
-    stdin = anyio.wrap_file(_StdinLines(sys.stdin.buffer))
-    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+    stdin = anyio.wrap_file(cast(TextIO, _StdinLines(sys.stdin.buffer)))  # it reads lines only
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
         async def forward() -> None:

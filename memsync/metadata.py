@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
 DAILY_NAME = re.compile(
     r"(?:^|/)(?:daily|memory)/(?:.*/)?(\d{4})-(\d{2})-(\d{2})\.(?:md|markdown)$"
@@ -56,13 +57,13 @@ class _Malformed(Exception):
     """Front matter memsync will not use: the note keeps its text, not its metadata."""
 
 
-def _loader():  # type: ignore[no-untyped-def]
+def _loader() -> type[Any]:
     """YAML's safe loader without aliases: nine levels of nested aliases in 400 bytes expand to
     gigabytes (a "billion laughs"), and notes have no use for them."""
     import yaml
 
     class NoAliases(yaml.SafeLoader):
-        def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+        def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 raise _Malformed("front matter uses YAML aliases (*name)")
             return super().compose_node(parent, index)

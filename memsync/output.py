@@ -101,7 +101,7 @@ def status_text(facts: dict[str, Any]) -> str:
         if writer.get("embedding_error"):
             lines.append(f"errors:   embedding: {writer['embedding_error']}")
         if writer.get("unwatched"):
-            folders = ", ".join(f"{f}/" for f in writer["unwatched"])  # type: ignore[union-attr]
+            folders = ", ".join(f"{f}/" for f in writer["unwatched"])
             lines.append(
                 f"unwatched: {folders} (too deep to watch; the periodic reconcile covers them)"
             )
@@ -325,26 +325,21 @@ def tree_text(tree: Tree) -> str:
     if not tree["notes"] and not tree["folders"]:
         return f"no indexed notes under {tree['path'] or 'the vault'}"
     base = len(tree["path"].split("/")) if tree["path"] else 0
-    entries = [(n["path"], n) for n in tree["notes"]] + [
-        (f["path"] + "/", f) for f in tree["folders"]
-    ]
+    # (path, what follows the name on its line); a folded folder's path ends with /
+    entries = [
+        (n["path"], f"  {_size(n['size'])}  {n['modified']}  {n['chunks']} chunks")
+        for n in tree["notes"]
+    ] + [(f["path"] + "/", f"/  ({f['notes']} notes below)") for f in tree["folders"]]
     lines: list[str] = []
     shown: set[str] = set()
-    for path, entry in sorted(entries, key=lambda item: item[0].split("/")):
+    for path, detail in sorted(entries, key=lambda item: item[0].split("/")):
         parts = path.rstrip("/").split("/")
         for depth in range(base + 1, len(parts)):
             folder = "/".join(parts[:depth])
             if folder not in shown:
                 shown.add(folder)
                 lines.append("  " * (depth - base - 1) + parts[depth - 1] + "/")
-        indent = "  " * (len(parts) - base - 1)
-        if path.endswith("/"):
-            lines.append(f"{indent}{parts[-1]}/  ({entry['notes']} notes below)")
-        else:
-            lines.append(
-                f"{indent}{parts[-1]}  {_size(entry['size'])}  {entry['modified']}  "
-                f"{entry['chunks']} chunks"
-            )
+        lines.append("  " * (len(parts) - base - 1) + parts[-1] + detail)
     return "\n".join(lines)
 
 

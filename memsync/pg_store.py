@@ -289,7 +289,8 @@ class PgStore(Tables):
             self.read_only = not row[0]
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self.conn.execute(sql.replace("?", "%s"), args).fetchall()
+        rows: list[tuple[Any, ...]] = self.conn.execute(sql.replace("?", "%s"), args).fetchall()
+        return rows
 
     def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         with self.conn.cursor() as cursor:

@@ -57,7 +57,8 @@ def calibrate_cosine(cosines: np.ndarray, background: np.ndarray) -> np.ndarray:
     """Cosine -> [0, 1] by its z-score against the query's cosines with a sample of the index."""
     cosines = np.asarray(cosines, dtype=np.float64)
     if background.size < 8:
-        return np.clip(cosines, 0.0, 1.0)  # too small an index to know its spread
+        clipped: np.ndarray = np.clip(cosines, 0.0, 1.0)  # too small an index to know its spread
+        return clipped
     mean, spread = float(background.mean()), float(background.std())
     z = (cosines - mean) / max(spread, 1e-6)
     return 1.0 / (1.0 + np.exp(-(z - 2.5) / 0.75))

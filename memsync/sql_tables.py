@@ -283,9 +283,10 @@ class Tables:
     ) -> list[tuple[int, str, str, str]]:
         """(id, hash, context, text) of chunks that have no vector yet (or any), oldest first."""
         where = "" if any_chunk else "WHERE embedding IS NULL"
-        return self._rows(
+        rows = self._rows(
             f"SELECT id, hash, context, text FROM chunks {where} ORDER BY id LIMIT ?", (limit,)
-        )  # type: ignore[return-value]
+        )
+        return [(int(i), str(h), str(c), str(t)) for i, h, c, t in rows]
 
     def cached_embeddings(self, key: ModelKey | None, hashes: Sequence[str]) -> dict[str, bytes]:
         if key is None or not hashes:

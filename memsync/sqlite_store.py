@@ -382,7 +382,8 @@ class SqliteStore(Tables):
             _, matrix = self._vector_matrix()
             if len(matrix) <= size:
                 return matrix
-            return matrix[np.linspace(0, len(matrix) - 1, num=size).astype(int)]
+            sample: np.ndarray = matrix[np.linspace(0, len(matrix) - 1, num=size).astype(int)]
+            return sample
         bounds = _first(self.conn.execute("SELECT min(id), max(id) FROM chunks"))
         if not bounds or bounds[0] is None:
             return np.zeros((0, self.dims() or 0), dtype=np.float32)

@@ -195,7 +195,8 @@ class _GuardedContext(AbstractContextManager[Any]):
         return _guarded(self.inner.__enter__, self.translate)()
 
     def __exit__(self, *exc: Any) -> bool | None:
-        return _guarded(self.inner.__exit__, self.translate)(*exc)
+        handled: bool | None = _guarded(self.inner.__exit__, self.translate)(*exc)
+        return handled
 
 
 def translating(translate: Translate) -> Callable[[type[T]], type[T]]:

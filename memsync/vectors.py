@@ -45,7 +45,8 @@ def normalise(matrix: np.ndarray, source: str = "the model") -> np.ndarray:
         raise EmbeddingResponseError(f"{source} returned vectors with NaN or infinite values")
     if np.any(norms == 0):
         raise EmbeddingResponseError(f"{source} returned an all-zero vector")
-    return matrix / norms
+    unit: np.ndarray = matrix / norms
+    return unit
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:

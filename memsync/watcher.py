@@ -148,7 +148,7 @@ class Embedding(threading.Thread):
             self.wake.wait(wait)
 
     def _backoff(self) -> float:
-        return min(self.retry_base * 2 ** (max(self.failures, 1) - 1), 300.0)
+        return min(self.retry_base * 2.0 ** (max(self.failures, 1) - 1), 300.0)
 
     def _failed(self, exc: BaseException) -> None:
         self.failures += 1
