@@ -105,6 +105,8 @@ class Tables:
             )
         for number in range(version + 1, self.SCHEMA_VERSION + 1):
             with self.transaction():
+                if self._schema_version() >= number:
+                    continue  # another process (a reader of a new index) applied it meanwhile
                 self._apply_migration(number)
                 self.set_meta(schema_version=number)
 

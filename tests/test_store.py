@@ -185,3 +185,32 @@ def test_schema_1_indexes_are_upgraded_in_place(tmp_path: Path) -> None:
     with SqliteStore(tmp_path / "old.sqlite") as store:
         assert store.skip_rows()["big.md"].mtime_ns is None
         assert store.meta()["schema_version"] == str(SCHEMA_VERSION)
+
+
+def test_a_reader_opening_an_index_being_created_never_breaks_its_creation(
+    tmp_path: Path,
+) -> None:
+    """A query run while the first `memsync index` creates the file used to apply the same
+    migration twice ("table meta already exists"): each step is checked inside its transaction."""
+    import threading
+
+    for trial in range(20):
+        db = tmp_path / f"i{trial}.sqlite"
+        stop = threading.Event()
+
+        def reader(db: Path = db) -> None:
+            while not stop.is_set():
+                try:
+                    with SqliteStore(db, create=False) as store:
+                        store.counts()
+                except StoreError:
+                    pass  # not created yet
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        try:
+            with SqliteStore(db, create=True) as store:
+                assert store.counts()["files"] == 0
+        finally:
+            stop.set()
+            thread.join()
