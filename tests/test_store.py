@@ -198,7 +198,7 @@ def test_a_reader_opening_an_index_being_created_never_breaks_its_creation(
         db = tmp_path / f"i{trial}.sqlite"
         stop = threading.Event()
 
-        def reader(db: Path = db) -> None:
+        def reader(db: Path = db, stop: threading.Event = stop) -> None:
             while not stop.is_set():
                 try:
                     with SqliteStore(db, create=False) as store:
