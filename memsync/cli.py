@@ -1,5 +1,5 @@
-"""The `memsync` command: parse flags, call one library function, print. Imports stay lazy so that
-`memsync query` starts fast."""
+"""The `memsync` command: parse flags, make one call on the library face (memory), render (output).
+Imports stay lazy so that `memsync query` starts fast."""
 
 from __future__ import annotations
 
