@@ -33,7 +33,8 @@ from memsync.embedders import LocalEmbedder  # noqa: E402
 from memsync.filters import note_filter  # noqa: E402
 from memsync.locate import Location, SqliteLocation  # noqa: E402
 from memsync.search import Options, search  # noqa: E402
-from memsync.store import FileRow, NewChunk, Store  # noqa: E402
+from memsync.store import FileRow, NewChunk  # noqa: E402
+from memsync.store import StoreWriter as Store  # noqa: E402
 from memsync.vectors import to_blob  # noqa: E402
 
 

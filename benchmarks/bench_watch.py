@@ -33,7 +33,7 @@ from memsync.config import load_config  # noqa: E402
 from memsync.embedders import LocalEmbedder  # noqa: E402
 from memsync.locate import SqliteLocation  # noqa: E402
 from memsync.sqlite_store import SqliteStore  # noqa: E402
-from memsync.store import Store  # noqa: E402
+from memsync.store import StoreWriter as Store  # noqa: E402
 from memsync.watcher import Watcher  # noqa: E402
 
 

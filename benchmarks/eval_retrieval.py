@@ -32,7 +32,7 @@ from memsync.evaluate import distinct, novelty_ndcg_at, score_run  # noqa: E402
 from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
 from memsync.search import Options, search  # noqa: E402
 from memsync.sqlite_store import SqliteStore  # noqa: E402
-from memsync.store import Store  # noqa: E402
+from memsync.store import StoreWriter as Store  # noqa: E402
 from memsync.sync import index_vault  # noqa: E402
 
 TODAY = date(2026, 11, 29)  # the sample vault's "now", so decay is reproducible
