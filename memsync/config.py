@@ -47,6 +47,7 @@ class Range:
 RANGES = {
     "max_file_mb": Range(0, 10240, low_open=True),
     "batch_size": Range(1, 4096),
+    "requests_in_flight": Range(1, 64),
     "http_timeout": Range(0, 3600, low_open=True),
     "query_timeout": Range(0, 600, low_open=True),
     "limit": Range(1, 1000),
@@ -91,6 +92,7 @@ class Config:
     name: str | None = None  # the vault's name in a PostgreSQL database
     max_file_mb: float = 10.0
     batch_size: int = 32
+    requests_in_flight: int = 4  # HTTP providers: batches sent at once while indexing
     openai_base_url: str = OPENAI_URL
     ollama_host: str = "http://127.0.0.1:11434"
     http_timeout: float = 60.0

@@ -46,6 +46,7 @@ class Embedder(ABC):
     provider: str
     model: str
     batch_size: int = 32
+    in_flight: int = 1  # batches embed_documents may have in flight at once
 
     @property
     def key(self) -> ModelKey:
@@ -133,6 +134,7 @@ class HttpEmbedder(Embedder):
         api_key: str | None = None,
         transport: object | None = None,
         sleep: Callable[[float], None] | None = None,
+        in_flight: int = 1,
     ) -> None:
         import httpx
 
@@ -140,6 +142,7 @@ class HttpEmbedder(Embedder):
         self.model = model
         self.batch_size = batch_size
         self._sleep = sleep or pause
+        self.in_flight = in_flight  # batches sent at once: a remote API's latency overlapped
         self._secret = api_key
         self.total_timeout: float | None = None  # all attempts of one request together (queries)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -257,12 +260,22 @@ class HttpEmbedder(Embedder):
         return matrix
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Batch by batch, up to `in_flight` requests at once (each retried on its own); the
+        rows in the order of `texts`. A batch that fails for good fails the call, after the
+        others have finished: nothing is stored from it, and the text stays indexed."""
         import numpy as np
 
-        parts = [
-            self._post([self.document_prefix + t for t in texts[i : i + self.batch_size]])
+        batches = [
+            [self.document_prefix + t for t in texts[i : i + self.batch_size]]
             for i in range(0, len(texts), self.batch_size)
         ]
+        if len(batches) > 1 and self.in_flight > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(self.in_flight, len(batches))) as pool:
+                parts = list(pool.map(self._post, batches))
+        else:
+            parts = [self._post(batch) for batch in batches]
         return np.vstack(parts) if parts else np.zeros((0, self.dims or 0), np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -372,6 +385,7 @@ def make_embedder(
             timeout=config.http_timeout,
             api_key=api_key,
             sleep=sleep,
+            in_flight=config.requests_in_flight,
         )
     if provider == "ollama":
         return OllamaEmbedder(
@@ -380,6 +394,7 @@ def make_embedder(
             batch_size=config.batch_size,
             timeout=config.http_timeout,
             sleep=sleep,
+            in_flight=config.requests_in_flight,
         )
     raise EmbeddingConfigError(f"unknown provider {provider!r}")
 

@@ -343,7 +343,8 @@ def embed_pending(
     total = store.pending_count()
     update = progress("Embedding chunks", total) if progress and total else None
     while not should_stop():
-        batch = store.pending_chunks(embedder.batch_size)  # small: a watcher stops between batches
+        # a few batches a round (as many as the provider takes at once): a watcher stops between
+        batch = store.pending_chunks(embedder.batch_size * embedder.in_flight)
         if not batch:
             break
         blobs = store.cached_embeddings(key, [h for _, h, _, _ in batch])

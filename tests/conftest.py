@@ -141,6 +141,9 @@ class EmbeddingServer:
         self.script: list[tuple[int, dict[str, str]]] = []
         self.delay = 0.0
         self.closing = threading.Event()  # ends a delay at once: teardown never waits for one
+        self.in_flight = 0  # requests being answered now, and the most at once
+        self.most_in_flight = 0
+        self._counting = threading.Lock()
         self.requests: list[dict[str, object]] = []
         self.headers: list[dict[str, str]] = []
         self.down = False
@@ -158,8 +161,15 @@ class EmbeddingServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append(body)
                 server.headers.append(dict(self.headers))
-                if server.delay:  # a slow or hung server, until the test ends
-                    server.closing.wait(server.delay)
+                with server._counting:
+                    server.in_flight += 1
+                    server.most_in_flight = max(server.most_in_flight, server.in_flight)
+                try:
+                    if server.delay:  # a slow or hung server, until the test ends
+                        server.closing.wait(server.delay)
+                finally:
+                    with server._counting:
+                        server.in_flight -= 1
                 if server.down:
                     self._send(503, {"error": "down"}, {})
                     return

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from email.utils import formatdate
 from pathlib import Path
 
@@ -225,3 +226,56 @@ def test_a_hung_server_costs_a_query_its_own_short_timeout_retries_included(
     with pytest.raises(EmbeddingUnavailable, match="no answer from"):
         embedder.embed_query("anything")
     assert time.monotonic() - started < 2.0  # 0.5 s budget; never the 60 s indexing timeout
+
+
+def test_requests_overlap_rows_keep_their_order_and_a_failing_batch_is_retried(
+    embedding_server: EmbeddingServer,
+) -> None:
+    from memsync.vectors import normalise
+
+    embedding_server.delay = 0.2
+    embedding_server.script = [(503, {})]  # the first answer fails: its batch is sent again
+    sleeps: list[float] = []
+    embedder = _openai(embedding_server, sleeps, batch_size=2, in_flight=4)
+    texts = [f"note number {i} about topic {i % 3}" for i in range(16)]
+    vectors = embedder.embed_documents(texts)
+    one_by_one = normalise(np.array([embedding_server._model._vector(t) for t in texts]))
+    assert np.allclose(vectors, one_by_one)  # each row is its own text's, in order
+    assert 2 <= embedding_server.most_in_flight <= 4
+    assert sleeps == [0.5] and len(embedding_server.requests) == 9
+    sequential = _openai(embedding_server, batch_size=2)
+    embedding_server.most_in_flight = 0
+    sequential.embed_documents(texts[:6])
+    assert embedding_server.most_in_flight == 1  # in_flight 1: one request at a time
+
+
+def test_indexing_keeps_requests_in_flight_and_a_provider_that_fails_loses_no_text(
+    tmp_path: Path, embedding_server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memsync import embedders
+    from memsync.memory import Memory, index, search_options
+
+    monkeypatch.setattr(embedders, "pause", lambda seconds: None)  # retries without the waits
+
+    vault = tmp_path / "v"
+    for i in range(40):
+        write(vault, f"n{i}.md", f"# Note {i}\n\nword{i} shared text\n")
+    embedding_server.delay = 0.05
+    config = load_config(
+        db=str(tmp_path / "i.sqlite"),
+        provider="openai",
+        openai_base_url=f"{embedding_server.url}/v1",
+        batch_size=4,
+    )
+    assert config.requests_in_flight == 4
+    done = index(config, vault)
+    assert done.report.embedded == 40 and embedding_server.most_in_flight >= 2
+    write(vault, "late.md", "# Late\n\nquokka arrives\n")
+    embedding_server.down = True  # every request fails now
+    with pytest.raises(EmbeddingUnavailable, match="text is indexed"):
+        index(replace(config, requests_in_flight=2), vault)
+    with Memory.open(config) as memory:
+        found = memory.search("quokka", search_options(config, mode="keyword"))
+    assert [hit.path for hit in found.results] == ["late.md"]
+    embedding_server.down = False
+    assert index(config, vault).report.embedded == 1  # the late note's chunk, nothing lost
