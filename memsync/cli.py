@@ -324,6 +324,8 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
         config = _config(db=db, name=name)
         with Memory.open(config, vault) as memory:
             lines = memory.read(path, start, end, capped=False)
+        if lines.copy:
+            click.echo(f"memsync: note: {lines.path}: {lines.copy}", err=True)
         if lines.end_line >= lines.start_line:
             click.echo(lines.text if raw else lines.numbered())
 

@@ -12,10 +12,11 @@ An agent's write is indexed before the write returns.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from .search import Options, Outcome, search
 from .status import gather, vaults_in
 from .store import ModelKey
 from .sync import ProgressFactory, Report, Syncer, behind_notice, index_vault, refresh_text
-from .vault import IgnoreRules, checked_path, vault_root
+from .vault import IgnoreRules, checked_path, note_path, vault_root
 
 __all__ = [
     "Indexed",
@@ -163,11 +164,35 @@ class Memory:
     def read(
         self, path: object, start: int | None = None, end: int | None = None, *, capped: bool = True
     ) -> Lines:
-        """Lines of a note, read from disk now; `path` is untrusted (an agent's or a user's):
-        it must name a note inside the vault that memsync indexes. `capped`: one agent-sized read."""
-        root = self.vault_root()
-        rel = checked_path(root, path, self.rules())
-        return notes.read_lines(root, rel, start, end, self.config.max_file_bytes, capped=capped)
+        """Lines of a note; `path` is untrusted (an agent's or a user's): it must name a note
+        inside the vault that memsync indexes. On the vault's host the file is read now (it is
+        fresher); elsewhere, or where the file or the whole folder is gone, the indexed copy
+        (its Lines say which copy and when), never a folder that merely sits at the vault's
+        path. `capped`: one agent-sized read."""
+        rel = note_path(path)
+        origin = self.origin
+        root = Path(origin.path) if origin.path else None
+        if root is not None and origin.here(self.location.shared) and root.is_dir():
+            rules = IgnoreRules(root)
+            try:
+                rel = checked_path(root, path, rules)
+                max_bytes = self.config.max_file_bytes
+                return notes.read_lines(root, rel, start, end, max_bytes, capped=capped)
+            except ArgumentError:
+                if rules.skips_path(rel) or os.path.lexists(root / rel):
+                    raise  # refused for what it is, not because the file is gone
+                if self.store.indexed_text(rel) is None:
+                    raise
+        indexed = self.store.indexed_text(rel)
+        if indexed is None:
+            raise ArgumentError(
+                f"no note at {rel} in the index of {self.location}: give its path as query "
+                "prints it"
+            )
+        text, when = indexed
+        stamp = datetime.fromtimestamp(when).strftime("%Y-%m-%d %H:%M") if when else "?"
+        copy = f"the indexed copy, indexed at {stamp}"
+        return notes.lines_of(rel, text, start, end, capped, copy)
 
     def tree(self, folder: str = "") -> tuple[str, list[tuple[str, int, int, int]]]:
         """The indexed notes under a folder ('' = the vault) as (path, size, mtime_ns, chunks):

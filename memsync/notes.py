@@ -41,6 +41,7 @@ class Lines:
     total_lines: int
     text: str  # the lines, joined by newlines
     truncated: bool  # more lines were asked for than one read returns
+    copy: str | None = None  # not the file: which copy was read ("the indexed copy, ...")
 
     @property
     def citation(self) -> str:
@@ -104,7 +105,20 @@ def read_lines(
         note = read_note(root, rel, max_file_bytes)
     except SkipFile as skip:
         raise ArgumentError(f"{rel}: {skip}") from None
-    lines = note.text.splitlines()
+    return lines_of(rel, note.text, start, end, capped)
+
+
+def lines_of(
+    rel: str,
+    text: str,
+    start: int | None,
+    end: int | None,
+    capped: bool = True,
+    copy: str | None = None,
+) -> Lines:
+    """Pure: lines start..end of a note's text, numbered as in the file; `copy` says which copy
+    the text is when it is not the file read now."""
+    lines = text.splitlines()
     total = len(lines)
     first = 1 if start is None else start
     last = total if end is None else end
@@ -119,7 +133,7 @@ def read_lines(
             break
         shown.append(line)
     end_line = first + len(shown) - 1
-    return Lines(rel, first, end_line, total, "\n".join(shown), end_line < last)
+    return Lines(rel, first, end_line, total, "\n".join(shown), end_line < last, copy)
 
 
 def protected(rel: str, patterns: tuple[str, ...]) -> bool:

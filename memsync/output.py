@@ -242,6 +242,7 @@ class NoteLines(TypedDict):
     total_lines: int
     text: str
     truncated: bool
+    copy: str | None
     citation: str
     note: str | None
 
@@ -348,6 +349,8 @@ def lines_result(lines: Lines) -> tuple[str, NoteLines]:
     text = lines.numbered() or f"{lines.path} is empty"
     if lines.rest():
         text += f"\n({lines.rest()})"
+    if lines.copy:
+        text += f"\n({lines.copy}: the file itself is not readable here)"
     return text, lines.as_dict()  # type: ignore[return-value]
 
 

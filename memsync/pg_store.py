@@ -94,6 +94,12 @@ VAULT_MIGRATIONS: list[str] = [
         path TEXT PRIMARY KEY, reason TEXT NOT NULL, at BIGINT NOT NULL, mtime BIGINT,
         size BIGINT);
     """,
+    # 2: each note's text as indexed, and when: `get` and `memory_get` read it where the vault's
+    # files cannot be read (a teammate's machine, a vault folder that is gone)
+    """
+    ALTER TABLE files ADD COLUMN text TEXT;
+    ALTER TABLE files ADD COLUMN indexed_at DOUBLE PRECISION;
+    """,
 ]
 SCHEMA_VERSION = len(VAULT_MIGRATIONS)
 

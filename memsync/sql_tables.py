@@ -188,6 +188,13 @@ class Tables:
             [(row.mtime_ns, row.size, day, row.path)],
         )
 
+    def indexed_text(self, path: str) -> tuple[str, float] | None:
+        """A note's text as it was indexed, and when: where the vault's files cannot be read."""
+        rows = self._rows(
+            "SELECT text, indexed_at FROM files WHERE path = ? AND text IS NOT NULL", (path,)
+        )
+        return (str(rows[0][0]), float(rows[0][1] or 0.0)) if rows else None
+
     def file_warnings(self) -> list[tuple[str, str]]:
         """By path, in code-point order on both engines (PostgreSQL would sort by locale)."""
         return sorted(self._rows("SELECT path, warning FROM files WHERE warning IS NOT NULL"))
@@ -234,12 +241,13 @@ class Tables:
         """A note's files row and tags, inside replace_file's transaction; its skip is forgotten:
         it is indexed now."""
         self._run_many(
-            "INSERT INTO files(path, source, hash, mtime, size, title, date, warning) "
-            "VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET hash = excluded.hash, "
-            "mtime = excluded.mtime, size = excluded.size, title = excluded.title, "
-            "date = excluded.date, warning = excluded.warning",
+            "INSERT INTO files(path, source, hash, mtime, size, title, date, warning, text, "
+            "indexed_at) VALUES(?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET "
+            "hash = excluded.hash, mtime = excluded.mtime, size = excluded.size, "
+            "title = excluded.title, date = excluded.date, warning = excluded.warning, "
+            "text = excluded.text, indexed_at = excluded.indexed_at",
             [(row.path, SOURCE, row.hash, row.mtime_ns, row.size, facts.title, facts.date,
-              facts.warning)],
+              facts.warning, facts.text, time.time())],
         )  # fmt: skip
         self._run_many("DELETE FROM tags WHERE path = ?", [(row.path,)])
         self._run_many(

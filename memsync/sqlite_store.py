@@ -72,6 +72,12 @@ MIGRATIONS: list[str] = [
     CREATE TABLE tags(path TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(tag, path));
     CREATE INDEX idx_tags_path ON tags(path);
     """,
+    # 4: each note's text as indexed, and when: `get` and `memory_get` read it where the vault's
+    # files cannot be read (another machine, a vault folder that is gone)
+    """
+    ALTER TABLE files ADD COLUMN text TEXT;
+    ALTER TABLE files ADD COLUMN indexed_at REAL;
+    """,
 ]
 # the tables that say a database is a memsync index (and not someone else's file)
 OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"})
@@ -160,8 +166,9 @@ class SqliteStore(Tables):
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = self._connect(create)
             self._refuse_foreign()
+            if create:  # an index is made WAL once, by its writer; readers find it so
+                self._into_wal()
             if not self.read_only:
-                self.conn.execute("PRAGMA journal_mode=WAL")
                 self.conn.execute("PRAGMA synchronous=NORMAL")
         except apsw.Error as exc:
             raise StoreError(f"cannot open index {self.path}: {describe(exc)}") from exc
@@ -169,6 +176,21 @@ class SqliteStore(Tables):
             raise StoreError(f"cannot create index {self.path}: {exc.strerror}") from exc
         self.vec_version = self._load_vec()
         self._migrate()
+
+    def _into_wal(self) -> None:
+        """WAL mode, retried while a reader has a new index open: SQLite answers BUSY at once to
+        a change of journal mode (its busy handler would deadlock there)."""
+        import apsw
+
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except apsw.BusyError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
 
     def _connect(self, create: bool):  # type: ignore[no-untyped-def]
         """Read-write; for a reader, read-only where this user may not write the file or its folder

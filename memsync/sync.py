@@ -129,7 +129,11 @@ def _new_chunks(note: Note, meta: metadata.NoteMeta) -> list[NewChunk]:
 def _facts(note: Note, meta: metadata.NoteMeta) -> FileFacts:
     warnings = [w for w in (note.warning, meta.warning) if w]
     return FileFacts(
-        meta.title, metadata.day_of(meta, note.mtime_ns), meta.tags, "; ".join(warnings) or None
+        meta.title,
+        metadata.day_of(meta, note.mtime_ns),
+        meta.tags,
+        "; ".join(warnings) or None,
+        note.text,
     )
 
 

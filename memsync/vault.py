@@ -282,10 +282,10 @@ def note_at(root: Path, rel: str, rules: IgnoreRules) -> FileStat | Skip | None:
 MAX_PATH_BYTES = 1024  # a vault-relative path an agent may name; a part is at most 255 bytes
 
 
-def checked_path(root: Path, rel: object, rules: IgnoreRules, *, existing: bool = True) -> str:
-    """An untrusted vault-relative path (an agent's) as the note it names, or ArgumentError saying
-    why not: never outside the vault (`..`, absolute, `~`, a symlink out), never hidden, ignored
-    or other than Markdown. `existing=False` also admits a note still to be created."""
+def note_path(rel: object) -> str:
+    """Pure: an untrusted vault-relative path in its one spelling (`/` between folders, no `.`),
+    or ArgumentError when it could never name a note inside a vault (`..`, absolute, `~`, NUL,
+    too long, not Markdown)."""
     if not isinstance(rel, str) or not rel.strip():
         raise ArgumentError("a note's path relative to the vault is required, e.g. projects/x.md")
     if "\0" in rel:
@@ -307,6 +307,14 @@ def checked_path(root: Path, rel: object, rules: IgnoreRules, *, existing: bool 
     clean = "/".join(parts)
     if not parts[-1].lower().endswith(NOTE_SUFFIXES):
         raise ArgumentError(f"{clean} is not a Markdown note (.md or .markdown)")
+    return clean
+
+
+def checked_path(root: Path, rel: object, rules: IgnoreRules, *, existing: bool = True) -> str:
+    """An untrusted vault-relative path (an agent's) as the note it names, or ArgumentError saying
+    why not: never outside the vault (`..`, absolute, `~`, a symlink out), never hidden, ignored
+    or other than Markdown. `existing=False` also admits a note still to be created."""
+    clean = note_path(rel)
     if rules.skips_path(clean):
         raise ArgumentError(
             f"{clean} is hidden or ignored (.memsyncignore): memsync does not index it"

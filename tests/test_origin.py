@@ -153,9 +153,13 @@ def test_a_reader_never_writes_a_shared_vault_and_says_when_it_is_behind_on_the_
         memsync("status", "--db", url, "--name", name, "--json", host="desktop").stdout
     )
     assert status["disk"] == {"present": False, "here": False} and status["vault_host"] == "laptop"
-    got = memsync("get", "redis.md", "--db", url, "--name", name, host="desktop")
-    assert got.returncode == 1 and "on host laptop" in got.stderr
-    assert len(got.stderr.strip().splitlines()) == 1
+    # get reads the indexed copy, never the folder that happens to be at the vault's path
+    got = memsync("get", "redis.md:3", "--db", url, "--name", name, host="desktop")
+    assert got.returncode == 0 and "3 | The redis runbook says restart" in got.stdout
+    assert "the indexed copy, indexed at" in got.stderr
+    theirs = memsync("get", "other.md", "--db", url, "--name", name, host="desktop")
+    assert theirs.returncode == 1 and "no note at other.md in the index" in theirs.stderr
+    assert len(theirs.stderr.strip().splitlines()) == 1
     # on the vault's host the reader says how far behind the index is, and still writes nothing
     home = json.loads(memsync(*query).stdout)
     assert [r["path"] for r in home["results"]] == ["redis.md"]
@@ -201,3 +205,51 @@ def test_an_agent_reads_a_shared_vault_without_writing_it_and_writes_only_on_its
         f"memsync: error: --writable: the vault of {redact(url)} (vault {name}) is at {root} on host "
         "laptop, not on desktop: run memsync mcp --writable there, or without --writable here"
     ]
+
+
+def test_notes_are_read_from_the_index_where_the_vault_s_files_are_not(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    from test_mcp import calls
+
+    url, name = pg_vault
+    root = _notes(tmp_path / "notes", "redis")
+    write(root, "long.md", "".join(f"line {i}\n" for i in range(1, 601)))
+    assert (
+        memsync("index", str(root), "--db", url, "--name", name, "--provider", "none").returncode
+        == 0
+    )
+    args = ["--db", url, "--name", name]
+    # a teammate's agent: the indexed copy, capped and numbered as the file would be
+    (error, text, lines), (error2, _, rest) = calls(
+        args,
+        ("memory_get", {"path": "long.md"}),
+        ("memory_get", {"path": "long.md", "start_line": 401}),
+        env={"MEMSYNC_HOST": "desktop"},
+    )
+    assert not error and not error2 and lines["copy"].startswith("the indexed copy, indexed at")
+    assert (lines["start_line"], lines["end_line"], lines["truncated"]) == (1, 400, True)
+    assert "400 | line 400" in text and "the indexed copy" in text
+    assert rest["text"].startswith("line 401") and rest["end_line"] == 600
+    # on the vault's host: the file itself while it is there, the copy once it is gone
+    (root / "redis.md").write_text("# redis\n\nedited on disk, not indexed yet\n")
+    here = memsync("get", "redis.md", *args)
+    assert "edited on disk" in here.stdout and here.stderr == ""
+    import shutil
+
+    shutil.rmtree(root)
+    gone = memsync("get", "redis.md:3", *args)
+    assert gone.returncode == 0 and "3 | The redis runbook says restart" in gone.stdout
+    assert "the indexed copy" in gone.stderr
+
+
+def test_a_sqlite_index_serves_its_copy_when_the_vault_folder_is_gone(tmp_path: Path) -> None:
+    root = _notes(tmp_path / "notes", "kafka")
+    db = tmp_path / "i.sqlite"
+    assert memsync("index", str(root), "--db", str(db), "--provider", "none").returncode == 0
+    (root / "kafka.md").unlink()
+    missing = memsync("get", "kafka.md:3", "--db", str(db))
+    assert missing.returncode == 0 and "3 | The kafka runbook" in missing.stdout
+    assert "the indexed copy" in missing.stderr
+    hidden = memsync("get", "../kafka.md", "--db", str(db))
+    assert hidden.returncode == 1 and "'..'" in hidden.stderr
