@@ -162,10 +162,11 @@ def ensure_shared(conn: psycopg.Connection[Any], create: bool) -> bool:
         try:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except Exception as exc:
+            database = conn.info.dbname
             raise StoreError(
                 "the pgvector extension is not installed in this database and this user cannot "
                 f"install it ({first_line(exc)}): ask an administrator to run CREATE EXTENSION "
-                "vector"
+                f'vector; in database "{database}"'
             ) from exc
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))

@@ -425,3 +425,64 @@ def test_a_watcher_whose_connection_is_dropped_opens_the_index_again(
     finally:
         watcher.request_stop()
         thread.join(15)
+
+
+def _role_database(pg_url: str, role: str, extension: bool) -> str:
+    """A non-superuser role owning a fresh database (the extension pre-created by the admin, or
+    not): a managed server as RDS, Cloud SQL or Neon give it. Its URL."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{role}"')
+        admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+        admin.execute(f"CREATE ROLE \"{role}\" LOGIN NOSUPERUSER PASSWORD 'pw-{role}'")
+        admin.execute(f'CREATE DATABASE "{role}" OWNER "{role}"')
+    parts = urlsplit(pg_url)
+    database = urlunsplit(parts._replace(path=f"/{role}"))
+    if extension:
+        with psycopg.connect(database, autocommit=True) as admin:
+            admin.execute("CREATE EXTENSION vector")
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{role}:pw-{role}@{host}", path=f"/{role}"))
+
+
+def test_a_role_that_is_not_a_superuser_indexes_and_readers_work_in_read_only_sessions(
+    tmp_path: Path, pg_url: str
+) -> None:
+    from conftest import memsync
+
+    url = _role_database(pg_url, "teammate", extension=True)
+    root = _vault(tmp_path / "notes", "redis")
+    done = memsync("index", str(root), "--db", url, "--name", "team", "--provider", "none")
+    assert done.returncode == 0, done.stderr
+    sep = "&" if "?" in url else "?"
+    read_only = f"{url}{sep}options=-c%20default_transaction_read_only%3Don"
+    with psycopg.connect(read_only) as conn:  # the session really is read-only
+        assert conn.execute("SHOW default_transaction_read_only").fetchone()[0] == "on"
+    found = memsync("query", "redis port", "--db", read_only, "--name", "team", "--json")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["results"][0]["path"] == "redis.md"
+    for command in (
+        ["status", "--name", "team"],
+        ["status"],
+        ["get", "redis.md", "--name", "team"],
+    ):
+        shown = memsync(*command, "--db", read_only)
+        assert shown.returncode == 0, (command, shown.stderr)
+    write(root, "new.md", "# New\n\nfresh words\n")  # behind: said, never written by a reader
+    behind = memsync(
+        "query", "fresh", "--db", read_only, "--name", "team", "--mode", "keyword", "--json"
+    )
+    assert json.loads(behind.stdout)["notices"][0].startswith("1 note changed on disk")
+
+
+def test_without_the_vector_extension_the_error_says_what_an_admin_must_run(
+    tmp_path: Path, pg_url: str
+) -> None:
+    from conftest import memsync
+
+    url = _role_database(pg_url, "newcomer", extension=False)
+    refused = memsync("index", str(_vault(tmp_path / "n", "x")), "--db", url, "--provider", "none")
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
+    assert 'CREATE EXTENSION vector; in database "newcomer"' in refused.stderr
+    assert "pw-newcomer" not in refused.stderr
