@@ -5,6 +5,7 @@ steps); the search legs and each engine's own tables stay in sqlite_store and pg
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -329,6 +330,10 @@ class Tables:
                  for _, h, blob in items],
             )  # fmt: skip
             return self._attach_vectors(key, items)
+
+    def loading_vectors(self, count: int) -> AbstractContextManager[None]:
+        """Around adding `count` vectors at once: an engine may prepare for a bulk load."""
+        return contextlib.nullcontext()
 
     def _note_conditions(self, only: NoteFilter) -> tuple[list[str], list[Any]]:
         """The conditions on a chunk's `path` that `only` asks for, and their arguments."""

@@ -20,7 +20,7 @@ from .chunking import CHUNKER, chunk_text, embed_input
 from .embedders import Embedder
 from .errors import EmbeddingError, EmbeddingResponseError, VaultError
 from .origin import Owner
-from .store import FileFacts, FileRow, NewChunk, SkipRow, StoreReader, StoreWriter
+from .store import FileFacts, FileRow, ModelKey, NewChunk, SkipRow, StoreReader, StoreWriter
 from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan, shown
 from .vectors import to_blob
 
@@ -346,6 +346,21 @@ def embed_pending(
     dims = store.dims() or 0
     total = store.pending_count()
     update = progress("Embedding chunks", total) if progress and total else None
+    with store.loading_vectors(total):
+        _embed_rounds(store, embedder, key, dims, report, update, should_stop, adopt_new_size)
+    report.pending = store.pending_count()
+
+
+def _embed_rounds(
+    store: StoreWriter,
+    embedder: Embedder,
+    key: ModelKey,
+    dims: int,
+    report: Report,
+    update: Progress | None,
+    should_stop: Callable[[], bool],
+    adopt_new_size: bool,
+) -> None:
     while not should_stop():
         # a few batches a round (as many as the provider takes at once): a watcher stops between
         batch = store.pending_chunks(embedder.batch_size * embedder.in_flight)
@@ -378,7 +393,6 @@ def embed_pending(
             update(len(batch))
         if stored == 0 and store.model_key() != key:
             break  # someone switched the model under us; stop rather than loop
-    report.pending = store.pending_count()
 
 
 def index_vault(

@@ -486,3 +486,44 @@ def test_without_the_vector_extension_the_error_says_what_an_admin_must_run(
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
     assert 'CREATE EXTENSION vector; in database "newcomer"' in refused.stderr
     assert "pw-newcomer" not in refused.stderr
+
+
+def test_a_bulk_load_builds_the_hnsw_graph_after_the_rows_and_later_updates_go_into_it(
+    tmp_path: Path, pg_vault: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import HashEmbedder
+
+    from memsync.pg_store import BULK_VECTORS
+    from memsync.sync import index_vault
+
+    url, name = pg_vault
+    root = tmp_path / "v"
+    for i in range(BULK_VECTORS + 200):
+        write(root, f"n{i // 100}/n{i}.md", f"# N{i}\n\nword{i} topic{i % 9} shared\n")
+    embedder = HashEmbedder()
+    with PostgresLocation(url, name).open(create=True) as store:
+        graph_while_storing: list[bool] = []
+        real = store.store_embeddings
+
+        def watching(*args, **kwargs):  # type: ignore[no-untyped-def]
+            graph = store.conn.execute("SELECT to_regclass('chunks_hnsw')").fetchone()[0]
+            graph_while_storing.append(graph is not None)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(store, "store_embeddings", watching)
+        report = index_vault(store, root, 1 << 20, embedder)
+        assert report.embedded == BULK_VECTORS + 200 and not any(graph_while_storing)
+        graph = store.conn.execute("SELECT to_regclass('chunks_hnsw')").fetchone()[0]
+        analyzed = store.conn.execute(
+            "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'chunks' "
+            "AND schemaname = %s",
+            (name,),
+        ).fetchone()[0]
+        assert graph is not None and analyzed is not None
+        graph_while_storing.clear()
+        write(root, "late.md", "# Late\n\nquokka arrives late\n")
+        assert index_vault(store, root, 1 << 20, embedder).embedded == 1
+        assert graph_while_storing == [True]  # a few vectors go into the built graph
+        query = embedder.embed_query("quokka arrives late")
+        [(best, _)] = store.vector_search(query, 1)
+        assert store.chunks([best])[best].path == "late.md"

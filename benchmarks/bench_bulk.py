@@ -1,0 +1,92 @@
+"""The first index of a generated vault into a fresh SQLite file and a fresh PostgreSQL database
+(a non-superuser role owning it, the extension made by the admin), text only and with vectors
+from a local OpenAI-compatible server that answers at once; prints a Markdown table.
+
+    python benchmarks/bench_bulk.py [--notes 10000] [--db postgresql://admin-url]
+
+Without --db a pgserver (PostgreSQL 16 + pgvector 0.6, from the test extra) is started in a
+temporary folder, on this machine: no network round trip in any figure. No asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_embed_requests import serve  # noqa: E402
+
+from memsync.config import load_config  # noqa: E402
+from memsync.memory import index  # noqa: E402
+
+
+def role_database(admin_url: str, role: str) -> str:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{role}"')
+        admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+        admin.execute(f"CREATE ROLE \"{role}\" LOGIN NOSUPERUSER PASSWORD 'pw'")
+        admin.execute(f'CREATE DATABASE "{role}" OWNER "{role}"')
+    parts = urlsplit(admin_url)
+    with psycopg.connect(urlunsplit(parts._replace(path=f"/{role}")), autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION vector")
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{role}:pw@{host}", path=f"/{role}"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--notes", type=int, default=10_000)
+    parser.add_argument("--db", help="an admin's postgresql:// URL (default: start a pgserver)")
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp())
+    admin = args.db
+    if admin is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pgserver
+
+            admin = pgserver.get_server(folder / "pg", cleanup_mode="stop").get_uri()
+    server = serve(0.0)
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    vault = folder / "vault"
+    for i in range(args.notes):
+        path = vault / f"area{i % 50}" / f"n{i}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# Note {i}\n\nshort note {i} about topic {i % 13} and item {i % 101}\n")
+    print(f"{args.notes} notes, one chunk each; vectors (64 dims) from a local server")
+    print("| run | SQLite (s) | PostgreSQL (s) | PostgreSQL / SQLite | PostgreSQL notes/s |")
+    print("|---|---|---|---|---|")
+    for label, provider in (("text only", "none"), ("text and vectors", "openai")):
+        seconds = []
+        for n, db in enumerate(
+            (str(folder / f"{provider}.sqlite"), role_database(admin, f"bulk_{provider}"))
+        ):
+            config = load_config(db=db, provider=provider, openai_base_url=url, batch_size=64)
+            if n == 1:
+                config = replace(config, name="bulk")
+            started = time.perf_counter()
+            report = index(config, vault).report
+            seconds.append(time.perf_counter() - started)
+            assert report.added == args.notes and report.pending == (
+                args.notes if provider == "none" else 0
+            )
+        ratio = seconds[1] / seconds[0]
+        print(
+            f"| {label} | {seconds[0]:.1f} | {seconds[1]:.1f} | {ratio:.1f}x | {args.notes / seconds[1]:.0f} |"
+        )
+    server.shutdown()
+
+
+if __name__ == "__main__":
+    main()
