@@ -151,15 +151,12 @@ class Memory:
                 f"the vault of {self.location} is {origin.where()}, not on this machine: its "
                 "notes are read there"
             )
-        root = self.vault
+        root = Path(origin.path) if origin.path else None
         if root is None or not root.is_dir():
             raise IndexNotFound(
                 f"the vault of {self.location} is not there now ({root}): is it mounted?"
             )
         return root
-
-    def rules(self) -> IgnoreRules:
-        return IgnoreRules(self.vault_root())
 
     def read(
         self, path: object, start: int | None = None, end: int | None = None, *, capped: bool = True
@@ -170,19 +167,13 @@ class Memory:
         (its Lines say which copy and when), never a folder that merely sits at the vault's
         path. `capped`: one agent-sized read."""
         rel = note_path(path)
-        origin = self.origin
-        root = Path(origin.path) if origin.path else None
-        if root is not None and origin.here(self.location.shared) and root.is_dir():
+        root = self.vault
+        if root is not None and root.is_dir():
             rules = IgnoreRules(root)
-            try:
+            if rules.skips_path(rel) or os.path.lexists(root / rel):  # the file, or its refusal
                 rel = checked_path(root, path, rules)
                 max_bytes = self.config.max_file_bytes
                 return notes.read_lines(root, rel, start, end, max_bytes, capped=capped)
-            except ArgumentError:
-                if rules.skips_path(rel) or os.path.lexists(root / rel):
-                    raise  # refused for what it is, not because the file is gone
-                if self.store.indexed_text(rel) is None:
-                    raise
         indexed = self.store.indexed_text(rel)
         if indexed is None:
             raise ArgumentError(
@@ -209,7 +200,7 @@ class Memory:
 
     def status(self) -> dict[str, Any]:
         """What `memsync status --json` says."""
-        return gather(self.location)
+        return gather(self.location, self.store)
 
     def write(
         self, content: object, path: str | None, mode: str, protect: Sequence[str] = ()
@@ -221,7 +212,8 @@ class Memory:
         text = notes.check_content(content)
         root = self.vault_root()
         today = date.today().isoformat()
-        rel = checked_path(root, path or f"daily/{today}.md", self.rules(), existing=False)
+        rules = IgnoreRules(root)
+        rel = checked_path(root, path or f"daily/{today}.md", rules, existing=False)
         notes.check_writable(root, rel, tuple(protect))
         heading = f"# {today}" if path is None else ""
         written = notes.write_note(root, rel, text, mode, heading)

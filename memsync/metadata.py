@@ -3,6 +3,7 @@ matter and its inline #tags; and the dates a user types (`7d`, `yesterday`, `202
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -57,6 +58,7 @@ class _Malformed(Exception):
     """Front matter memsync will not use: the note keeps its text, not its metadata."""
 
 
+@functools.cache  # made once: a vault parses thousands of front matters
 def _loader() -> type[Any]:
     """YAML's safe loader without aliases: nine levels of nested aliases in 400 bytes expand to
     gigabytes (a "billion laughs"), and notes have no use for them."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -10,13 +11,15 @@ from typing import Any
 from .locate import Location, vaults_at
 from .origin import Origin
 from .redact import redact
+from .store import StoreReader
 from .sync import drift
 
 
-def gather(location: Location) -> dict[str, Any]:
+def gather(location: Location, opened: StoreReader | None = None) -> dict[str, Any]:
     """Never claims 'up to date' unless every note on disk matches its files row by stat; the
-    notes are compared only on the vault's host (elsewhere a folder at that path is not it)."""
-    with location.open() as store:
+    notes are compared only on the vault's host (elsewhere a folder at that path is not it).
+    `opened`: the location's store, already open (else it is opened for this)."""
+    with nullcontext(opened) if opened is not None else location.open() as store:
         meta = store.meta()
         counts = store.counts()
         skips = store.skip_rows()

@@ -104,12 +104,14 @@ class IgnoreRules:
         return (bool(parent) and self.skips_folder(parent)) or self.skips_file(rel)
 
 
-def _subfolders(path: str) -> list[os.DirEntry[str]]:
+def subfolders(root: Path, rel: str) -> list[str]:
+    """The folders in a vault folder (not symlinks to one), vault-relative, by name."""
     try:
-        with os.scandir(path) as entries:
-            return [e for e in entries if e.is_dir(follow_symlinks=False)]
+        with os.scandir(root / rel) as entries:
+            names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
     except OSError:
         return []
+    return [f"{rel}/{name}" if rel else name for name in names]
 
 
 def watch_roots(root: Path, rules: IgnoreRules) -> list[tuple[str, bool]]:
@@ -120,14 +122,14 @@ def watch_roots(root: Path, rules: IgnoreRules) -> list[tuple[str, bool]]:
     order: list[str] = []  # folders, each before its subfolders
     kept: dict[str, list[str]] = {}  # folder -> its subfolders that are not skipped
     clean: dict[str, bool] = {}  # no skipped folder anywhere below
-    stack = [("", str(root))]
+    stack = [""]
     while stack:  # iterative: a vault may be deeper than Python's recursion limit
-        rel, path = stack.pop()
+        rel = stack.pop()
         order.append(rel)
-        children = [(f"{rel}/{e.name}" if rel else e.name, e.path) for e in _subfolders(path)]
-        kept[rel] = [c for c, _ in children if not rules.skips_dir(c)]
+        children = subfolders(root, rel)
+        kept[rel] = [c for c in children if not rules.skips_dir(c)]
         clean[rel] = len(kept[rel]) == len(children)
-        stack += [(c, p) for c, p in children if c in kept[rel]]
+        stack += kept[rel]
     for rel in reversed(order):  # subfolders first
         clean[rel] = clean[rel] and all(clean[c] for c in kept[rel])
     plan: list[tuple[str, bool]] = []

@@ -27,7 +27,7 @@ from .locate import Location, for_vault
 from .origin import Owner, check_writer
 from .store import StoreWriter
 from .sync import Report, Syncer, embed_pending
-from .vault import IGNORE_FILE, IgnoreRules, vault_root, watch_roots
+from .vault import IGNORE_FILE, IgnoreRules, subfolders, vault_root, watch_roots
 
 log = logging.getLogger("memsync.watch")
 
@@ -304,7 +304,11 @@ class Watcher:
                         exc.__class__.__name__,
                     )
                     wanted.insert(0, (rel, False, False))
-                    wanted += [(child, True, False) for child in self._subfolders(rel, sink)]
+                    wanted += [
+                        (child, True, False)
+                        for child in subfolders(self.root, rel)
+                        if not sink.rules.skips_dir(child)
+                    ]
                 else:
                     unwatched.append(rel)
         for stale in self._watches.values():
@@ -320,16 +324,6 @@ class Watcher:
         if unwatched or self.lock.facts.get("unwatched"):
             self.lock.update(unwatched=unwatched)
         return True
-
-    def _subfolders(self, rel: str, sink: _EventSink) -> list[str]:
-        try:
-            entries = sorted(os.scandir(self.root / rel), key=lambda e: e.name)
-        except OSError:
-            return []
-        names = [
-            f"{rel}/{e.name}" if rel else e.name for e in entries if e.is_dir(follow_symlinks=False)
-        ]
-        return [name for name in names if not sink.rules.skips_dir(name)]
 
     def _stop_observer(self) -> None:
         observer = self._observer
