@@ -126,6 +126,11 @@ def _new_chunks(note: Note, meta: metadata.NoteMeta) -> list[NewChunk]:
     ]
 
 
+def _day(note: Note) -> str:
+    """The date a filter sees for a note's current path and text (its path may say it)."""
+    return metadata.day_of(metadata.parse(note.path, note.text), note.mtime_ns)
+
+
 def _facts(note: Note, meta: metadata.NoteMeta) -> FileFacts:
     warnings = [w for w in (note.warning, meta.warning) if w]
     return FileFacts(
@@ -277,7 +282,7 @@ class Syncer:
                     progress(1)
                 continue
             if hashes.get(path) == note.hash and not rechunk:
-                day = metadata.day_of(metadata.parse(path, note.text), note.mtime_ns)
+                day = _day(note)
                 self.store.touch_file(FileRow(path, note.hash, note.mtime_ns, note.size), day)
                 report.touched += 1
                 if progress:
@@ -289,8 +294,10 @@ class Syncer:
         moves = match_moves(fresh, {p: hashes[p] for p in removed})
         for new, old in moves.items():
             note = notes.pop(new)
-            day = metadata.day_of(metadata.parse(new, note.text), note.mtime_ns)
-            self.store.move_file(old, FileRow(new, note.hash, note.mtime_ns, note.size), day)
+            moved = replace(note, path=new)
+            self.store.move_file(
+                old, FileRow(new, note.hash, note.mtime_ns, note.size), _day(moved)
+            )
             report.moved += 1
             if progress:
                 progress(1)

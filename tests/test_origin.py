@@ -5,6 +5,7 @@ only on the vault's host. The CLI runs as real processes; other hosts are played
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import psycopg
@@ -23,6 +24,13 @@ def _notes(root: Path, topic: str) -> Path:
     write(root, "shared.md", f"# Shared\n\nnotes about {topic}\n")
     write(root, "extra.md", f"# Extra\n\n{topic} extra\n")
     return root
+
+
+def _index(
+    root: Path, url: str, name: str, host: str = "laptop"
+) -> subprocess.CompletedProcess[str]:
+    """`memsync index ROOT` keyword-only into vault `name` of the server at `url`, on `host`."""
+    return memsync("index", str(root), "--db", url, "--name", name, "--provider", "none", host=host)
 
 
 def _files(url: str, name: str) -> list[str]:
@@ -108,9 +116,7 @@ def test_a_taken_postgresql_vault_name_is_refused_for_index_and_watch(
         _notes(tmp_path / "alice" / "notes", "redis"),
         _notes(tmp_path / "bob" / "notes", "kafka"),
     )
-    assert (
-        memsync("index", str(a), "--db", url, "--name", name, "--provider", "none").returncode == 0
-    )
+    assert _index(a, url, name).returncode == 0
     meta = _meta(url, name)
     assert meta[PATH_KEY] == str(a) and meta[HOST_KEY] == "laptop"
     for command, host in (("index", "laptop"), ("watch", "laptop"), ("index", "desktop")):
@@ -122,9 +128,7 @@ def test_a_taken_postgresql_vault_name_is_refused_for_index_and_watch(
         assert f"holds the vault {a} on laptop" in refused.stderr
         assert "choose another --name" in refused.stderr
     # the same folder's path on another machine is another folder too
-    elsewhere = memsync(
-        "index", str(a), "--db", url, "--name", name, "--provider", "none", host="desktop"
-    )
+    elsewhere = _index(a, url, name, "desktop")
     assert elsewhere.returncode == 1 and "on laptop, not" in elsewhere.stderr
     assert _files(url, name) == ["extra.md", "redis.md", "shared.md"]
     assert _meta(url, name) == meta
@@ -135,10 +139,7 @@ def test_a_reader_never_writes_a_shared_vault_and_says_when_it_is_behind_on_the_
 ) -> None:
     url, name = pg_vault
     root = _notes(tmp_path / "notes", "redis")
-    assert (
-        memsync("index", str(root), "--db", url, "--name", name, "--provider", "none").returncode
-        == 0
-    )
+    assert _index(root, url, name).returncode == 0
     indexed = _files(url, name)
     # another machine has a different folder at the vault's path
     (root / "redis.md").unlink()
@@ -170,10 +171,7 @@ def test_a_reader_never_writes_a_shared_vault_and_says_when_it_is_behind_on_the_
     assert _files(url, name) == indexed
     text = memsync("status", "--db", url, "--name", name).stdout
     assert "1 new" in text and "1 removed" in text
-    assert (
-        memsync("index", str(root), "--db", url, "--name", name, "--provider", "none").returncode
-        == 0
-    )
+    assert _index(root, url, name).returncode == 0
     assert _files(url, name) == ["extra.md", "other.md", "shared.md"]
 
 
@@ -184,10 +182,7 @@ def test_an_agent_reads_a_shared_vault_without_writing_it_and_writes_only_on_its
 
     url, name = pg_vault
     root = _notes(tmp_path / "notes", "redis")
-    assert (
-        memsync("index", str(root), "--db", url, "--name", name, "--provider", "none").returncode
-        == 0
-    )
+    assert _index(root, url, name).returncode == 0
     (root / "redis.md").unlink()
     args = ["--db", url, "--name", name]
     for host in ("laptop", "desktop"):
@@ -215,10 +210,7 @@ def test_notes_are_read_from_the_index_where_the_vault_s_files_are_not(
     url, name = pg_vault
     root = _notes(tmp_path / "notes", "redis")
     write(root, "long.md", "".join(f"line {i}\n" for i in range(1, 601)))
-    assert (
-        memsync("index", str(root), "--db", url, "--name", name, "--provider", "none").returncode
-        == 0
-    )
+    assert _index(root, url, name).returncode == 0
     args = ["--db", url, "--name", name]
     # a teammate's agent: the indexed copy, capped and numbered as the file would be
     (error, text, lines), (error2, _, rest) = calls(
