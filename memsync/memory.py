@@ -177,8 +177,8 @@ class Memory:
         indexed = self.store.indexed_text(rel)
         if indexed is None:
             raise ArgumentError(
-                f"no note at {rel} in the index of {self.location}: give its path as query "
-                "prints it"
+                f"no note at {rel} in the index of {self.location}: give its path inside the "
+                "vault, as query prints it"
             )
         text, when = indexed
         stamp = datetime.fromtimestamp(when).strftime("%Y-%m-%d %H:%M") if when else "?"
