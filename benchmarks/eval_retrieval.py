@@ -4,6 +4,7 @@
     python benchmarks/eval_retrieval.py --duplicates                 # MMR, with near-copies of notes
     python benchmarks/eval_retrieval.py --scifact ../shared/eval/scifact [--workdir DIR]
     python benchmarks/eval_retrieval.py --sample --postgres pgserver  # also in PostgreSQL, compared
+    python benchmarks/eval_retrieval.py --locomo ../shared/eval/locomo  # agent memory (dev split)
 
 --postgres URL (or `pgserver`: a server started in --workdir) runs --sample on both backends and
 compares them query by query.
@@ -11,6 +12,12 @@ compares them query by query.
 SciFact: one note per abstract ("# title" then the text), indexed with the local model once into
 --workdir (re-runs reuse it); weights are tuned on the train split and reported on the test split.
 Only each query's `text` is read.
+
+LoCoMo: one note per session as basic-memory's converter writes them (benchmarks/locomo.py), all
+conversations in one index built as `memsync index` builds it, each question asked as
+`memsync query Q -n 10 --min-score 0 --mode MODE --no-decay --no-mmr --json` asks it (the same
+library call, without a process per question). R@5: share of the evidence sessions' notes among the
+top-5 chunks' notes; MRR over the top 10; turn@5: a top-5 chunk's line range holds an evidence turn.
 """
 
 from __future__ import annotations
@@ -27,7 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import locomo  # noqa: E402
+from memsync.config import Config  # noqa: E402
 from memsync.embedders import LocalEmbedder  # noqa: E402
+from memsync.memory import Memory, index, search_options  # noqa: E402
 from memsync.evaluate import distinct, novelty_ndcg_at, score_run  # noqa: E402
 from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
 from memsync.search import Options, search  # noqa: E402
@@ -276,12 +286,70 @@ def eval_scifact(path: Path, workdir: Path, embedder: LocalEmbedder) -> None:
     print(table(rows))
 
 
+LOCOMO_MODES = ("hybrid", "keyword", "vector")
+
+
+def locomo_runs(
+    config: Config, vault: Path, asked: list[locomo.Question], mode: str
+) -> dict[str, list[locomo.Ranked]]:
+    """Each question's top 10 as `memsync query -n 10 --min-score 0 --no-decay --no-mmr` ranks it."""
+    options = search_options(config, limit=10, min_score=0.0, mode=mode, decay=False, mmr=False)
+    with Memory.open(config, vault, long_lived=True) as memory:
+        return {
+            q.id: [
+                locomo.Ranked(h.path, h.start_line, h.end_line)
+                for h in memory.search(q.text, options).results
+            ]
+            for q in asked
+        }
+
+
+def eval_locomo(path: Path, workdir: Path, modes: list[str]) -> None:
+    conversations, corrected = locomo.read_dataset(path)
+    vault = workdir / "locomo_vault"
+    where = locomo.write_vault(conversations, vault)
+    asked = locomo.questions(conversations, corrected, where)
+    config = Config(db=str(workdir / "locomo.sqlite"))
+    started = time.monotonic()
+    built = index(config, vault)
+    print(
+        f"index: {built.report.added} new notes, {built.report.chunks_written} chunks written "
+        f"in {time.monotonic() - started:.0f}s",
+        file=sys.stderr,
+    )
+    results = {}
+    for mode in modes:
+        started = time.monotonic()
+        results[mode] = locomo.scores(asked, locomo_runs(config, vault, asked, mode))
+        print(f"{mode}: {time.monotonic() - started:.0f}s", file=sys.stderr)
+    notes = len(list(vault.glob("*.md")))
+    print(
+        f"### LoCoMo, development split ({len(conversations)} conversations, {notes} notes, "
+        f"{len(asked)} questions, corrected key)\n"
+    )
+    print("| mode | R@5 | MRR@10 | turn@5 |")
+    print("|---|---|---|---|")
+    for mode, by_group in results.items():
+        m = by_group["all"]
+        print(f"| {mode} | {m['r@5']:.3f} | {m['mrr@10']:.3f} | {m['turn@5']:.3f} |")
+    groups = [g for g in (*locomo.CATEGORIES.values(),) if g in results[modes[0]]]
+    print("\nR@5 by question kind (questions):\n")
+    print("| mode | " + " | ".join(f"{g} ({results[modes[0]][g]['n']:.0f})" for g in groups) + " |")
+    print("|---|" + "---|" * len(groups))
+    for mode, by_group in results.items():
+        print(f"| {mode} | " + " | ".join(f"{by_group[g]['r@5']:.3f}" for g in groups) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sample", action="store_true")
     parser.add_argument("--scifact", type=Path)
     parser.add_argument(
         "--duplicates", action="store_true", help="MMR on sample_vault with near-copies"
+    )
+    parser.add_argument("--locomo", type=Path, help="LoCoMo's folder (dev.json.gz)")
+    parser.add_argument(
+        "--modes", default=",".join(LOCOMO_MODES), help="with --locomo: modes to measure"
     )
     parser.add_argument("--workdir", type=Path, default=Path.home() / ".cache" / "memsync-eval")
     parser.add_argument(
@@ -299,6 +367,8 @@ def main() -> None:
         eval_duplicates(args.workdir, embedder)
     if args.scifact:
         eval_scifact(args.scifact, args.workdir, embedder)
+    if args.locomo:
+        eval_locomo(args.locomo, args.workdir, args.modes.split(","))
 
 
 if __name__ == "__main__":
