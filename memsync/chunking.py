@@ -17,8 +17,12 @@ from functools import lru_cache
 
 MAX_TOKENS = 400
 OVERLAP_TOKENS = 80
+# a chunk is embedded as windows of whole lines of at most this many tokens (a longer line alone):
+# a chunk of chat holds twenty turns, and one vector of them all matches none of them well
+WINDOW_TOKENS = 96
+MAX_WINDOWS = 16  # the stores number a chunk's vectors below this (sqlite-vec: id x 16 + window)
 # recorded in the index: when the rules below change, every note is chunked again
-CHUNKER = f"cdc-2 cl100k max{MAX_TOKENS} overlap{OVERLAP_TOKENS}"
+CHUNKER = f"cdc-2 cl100k max{MAX_TOKENS} overlap{OVERLAP_TOKENS} windows{WINDOW_TOKENS}"
 # a chunk does not end before it holds this much: stops tiny chunks between close headings
 MIN_CORE_TOKENS = 64
 
@@ -27,8 +31,49 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
 def embed_input(context: str, text: str) -> str:
-    """What the model sees: the chunk with the headings it belongs to in front."""
+    """What the model sees: the text with the headings it belongs to in front."""
     return f"{context}\n\n{text}" if context else text
+
+
+def windows(text: str, limit: int = WINDOW_TOKENS) -> list[tuple[str, str]]:
+    """A chunk's lines in runs of at most `limit` tokens (a longer line alone), blank runs left
+    out, each with the headings the chunk opened before it ("A > B"); never more than
+    MAX_WINDOWS (the last ones are joined)."""
+    runs: list[tuple[str, list[str]]] = [("", [])]
+    size = 0
+    opened: list[tuple[int, str]] = []  # (level, title) of the headings seen so far
+    fence = False
+    for line in text.split("\n"):
+        tokens = count_tokens(line)
+        if runs[-1][1] and size + tokens > limit:
+            runs.append((" > ".join(title for _, title in opened), []))
+            size = 0
+        runs[-1][1].append(line)
+        size += tokens
+        fence ^= bool(_FENCE.match(line))
+        heading = None if fence else _HEADING.match(line)
+        if heading:
+            level = len(heading.group(1))
+            opened = [(lv, t) for lv, t in opened if lv < level] + [(level, heading.group(2))]
+    found = [
+        (opened_before, joined)
+        for opened_before, run in runs
+        if (joined := "\n".join(run).strip("\n")).strip()
+    ]
+    if len(found) > MAX_WINDOWS:
+        tail = "\n".join(window for _, window in found[MAX_WINDOWS - 1 :])
+        found[MAX_WINDOWS - 1 :] = [(found[MAX_WINDOWS - 1][0], tail)]
+    return found or [("", text)]
+
+
+def embed_inputs(context: str, text: str) -> list[str]:
+    """What the model sees of a chunk: each window with the headings it belongs to in front
+    (those in effect where the chunk starts, then those the chunk opened). A chunk scores by its
+    best window, and cites its whole line range."""
+    return [
+        embed_input(" > ".join(part for part in (context, opened) if part), window)
+        for opened, window in windows(text)
+    ]
 
 
 @dataclass(frozen=True)
@@ -40,12 +85,11 @@ class Chunk:
     context: str  # heading path in effect at start_line ("Title > Section"), for embedding
 
     @property
-    def embed_text(self) -> str:
-        return embed_input(self.context, self.text)
-
-    @property
     def hash(self) -> str:
-        return hashlib.sha256(self.embed_text.encode("utf-8", "surrogatepass")).hexdigest()
+        """Of what the model sees: the key of the embedding cache (a chunk of one window hashes
+        as its text did when a chunk had one vector, so those vectors are reused)."""
+        seen = "\x1e".join(embed_inputs(self.context, self.text))
+        return hashlib.sha256(seen.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)

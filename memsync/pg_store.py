@@ -39,7 +39,7 @@ from .store import (
     translated,
     translating,
 )
-from .vectors import from_blob
+from .vectors import from_blob, spread_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -102,8 +102,35 @@ VAULT_MIGRATIONS: list[str] = [
     ALTER TABLE files ADD COLUMN text TEXT;
     ALTER TABLE files ADD COLUMN indexed_at DOUBLE PRECISION;
     """,
+    # 3: a chunk's vectors are its windows': chunks.embedding holds them end to end (as SQLite's
+    # does), chunk_windows one row each with the HNSW graph; the one-vector rows go, and `index`
+    # embeds the chunks again (_apply_migration sizes the new column)
+    """
+    DROP INDEX IF EXISTS chunks_hnsw;
+    ALTER TABLE chunks ALTER COLUMN embedding TYPE bytea USING NULL;
+    UPDATE chunks SET model = NULL WHERE model IS NOT NULL;
+    CREATE TABLE chunk_windows(
+        chunk_id BIGINT NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+        part SMALLINT NOT NULL, embedding vector NOT NULL, PRIMARY KEY(chunk_id, part));
+    """,
 ]
 SCHEMA_VERSION = len(VAULT_MIGRATIONS)
+
+
+def _window_rows(
+    blobs: Iterable[tuple[Any, bytes]], dims: int
+) -> tuple[list[Any], list[int], list[str]]:
+    """(owner, blob of a chunk's window vectors) -> one row per window: owner, part, and the
+    vector as pgvector's text."""
+    owners: list[Any] = []
+    parts: list[int] = []
+    literals: list[str] = []
+    for owner, blob in blobs:
+        for part, vector in enumerate(from_blob(blob).reshape(-1, dims or len(blob) // 4)):
+            owners.append(owner)
+            parts.append(part)
+            literals.append("[" + ",".join(map(repr, vector.tolist())) + "]")
+    return owners, parts, literals
 
 
 def first_line(exc: BaseException) -> str:
@@ -332,21 +359,27 @@ class PgStore(Tables):
 
     def _apply_migration(self, number: int) -> None:
         self.conn.execute(VAULT_MIGRATIONS[number - 1])
+        if number == 3 and self.dims():
+            self._reset_vectors(self.dims() or 0)
 
     def _reset_vectors(self, dims: int) -> None:
         """A vault's vectors are one column of one size, with its own HNSW graph (the shared
         cache keeps other models' vectors for the vaults that use them)."""
-        self.conn.execute("DROP INDEX IF EXISTS chunks_hnsw")
+        self.conn.execute("DROP INDEX IF EXISTS windows_hnsw")
+        self.conn.execute("DELETE FROM chunk_windows")
         self.conn.execute(
-            f"ALTER TABLE chunks ALTER COLUMN embedding TYPE vector({int(dims)}) USING NULL"
+            f"ALTER TABLE chunk_windows ALTER COLUMN embedding TYPE vector({int(dims)})"
         )
-        self.conn.execute("UPDATE chunks SET model = NULL WHERE model IS NOT NULL")
+        self.conn.execute(
+            "UPDATE chunks SET embedding = NULL, model = NULL "
+            "WHERE embedding IS NOT NULL OR model IS NOT NULL"
+        )
         self._ensure_hnsw(dims)
 
     def _ensure_hnsw(self, dims: int | None) -> None:
         if dims and dims <= HNSW_MAX_DIMS:
             self.conn.execute(
-                "CREATE INDEX IF NOT EXISTS chunks_hnsw ON chunks USING hnsw "
+                "CREATE INDEX IF NOT EXISTS windows_hnsw ON chunk_windows USING hnsw "
                 f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
                 f"ef_construction = {HNSW_EF_CONSTRUCTION})"
             )
@@ -373,7 +406,7 @@ class PgStore(Tables):
                 (
                     row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
                     key.model if key and blob else None, chunk.text, chunk.context,
-                    from_blob(blob) if blob else None, literal, length, now,
+                    blob, literal, length, now,
                 )
             )  # fmt: skip
         with self.conn.cursor() as cursor:
@@ -383,6 +416,16 @@ class PgStore(Tables):
                 "VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::tsvector,%s,%s)",
                 values,
             )
+            reused = {c.hash: cached[c.hash] for c in chunks if c.hash in cached}
+            if reused:
+                hashes, parts, literals = _window_rows(reused.items(), self.dims() or 0)
+                cursor.execute(
+                    "INSERT INTO chunk_windows(chunk_id, part, embedding) "
+                    "SELECT c.id, w.part, w.embedding::vector "
+                    "FROM unnest(%s::text[], %s::int[], %s::text[]) AS w(hash, part, embedding) "
+                    "JOIN chunks c ON c.path = %s AND c.hash = w.hash",
+                    (hashes, parts, literals, row.path),
+                )
             cursor.execute(
                 "UPDATE fts_totals SET rows = rows + %s, tokens = tokens + %s",
                 (len(values), tokens),
@@ -394,20 +437,32 @@ class PgStore(Tables):
             )
 
     def _attach_vectors(self, key: ModelKey, items: Sequence[tuple[int, str, bytes]]) -> int:
-        """One statement for the batch (a round trip per vector made loads 20x slower)."""
+        """Two statements for the batch, the chunks then their windows (a round trip per vector
+        made loads 20x slower)."""
         with self.conn.cursor() as cursor:
             cursor.execute(
-                "UPDATE chunks SET embedding = v.embedding::vector, model = %s "
-                "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(id, hash, embedding) "
-                "WHERE chunks.id = v.id AND chunks.hash = v.hash AND chunks.embedding IS NULL",
+                "UPDATE chunks SET embedding = v.embedding, model = %s "
+                "FROM unnest(%s::bigint[], %s::text[], %s::bytea[]) AS v(id, hash, embedding) "
+                "WHERE chunks.id = v.id AND chunks.hash = v.hash AND chunks.embedding IS NULL "
+                "RETURNING chunks.id",
                 (
                     key.model,
                     [i for i, _, _ in items],
                     [h for _, h, _ in items],
-                    ["[" + ",".join(map(repr, from_blob(b).tolist())) + "]" for _, _, b in items],
+                    [b for _, _, b in items],
                 ),
             )
-            return max(int(cursor.rowcount), 0)
+            took = {int(r[0]) for r in cursor.fetchall()}
+            if took:
+                ids, parts, literals = _window_rows(
+                    ((i, b) for i, _, b in items if i in took), self.dims() or 0
+                )
+                cursor.execute(
+                    "INSERT INTO chunk_windows(chunk_id, part, embedding) "
+                    "SELECT * FROM unnest(%s::bigint[], %s::int[], %s::text[]::vector[])",
+                    (ids, parts, literals),
+                )
+            return len(took)
 
     def replace_file(
         self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
@@ -427,13 +482,14 @@ class PgStore(Tables):
         total = self.counts()["chunks"]
         bulk = bool(dims) and count >= BULK_VECTORS and count * 2 >= total
         if bulk:
-            self.conn.execute("DROP INDEX IF EXISTS chunks_hnsw")
+            self.conn.execute("DROP INDEX IF EXISTS windows_hnsw")
         try:
             yield
         finally:
             self._ensure_hnsw(dims)
             if bulk:
                 self.conn.execute("ANALYZE chunks")
+                self.conn.execute("ANALYZE chunk_windows")
 
     def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:
         """Matched against the notes, not each of their chunks: 5x fewer rows."""
@@ -529,9 +585,7 @@ class PgStore(Tables):
             binary=True,  # vectors as bytes: parsing their text form costs 100 us each
         )
         return {
-            r[0]: ChunkRow(
-                r[0], r[1], r[2], r[3], r[4], None if r[5] is None else _floats(r[5]).tobytes()
-            )
+            r[0]: ChunkRow(r[0], r[1], r[2], r[3], r[4], None if r[5] is None else bytes(r[5]))
             for r in rows
         }
 
@@ -552,12 +606,14 @@ class PgStore(Tables):
             vectors = [
                 _floats(r[0])
                 for r in self.conn.execute(
-                    "SELECT embedding FROM chunks WHERE id = ANY(%s) AND embedding IS NOT NULL",
+                    "SELECT embedding FROM chunk_windows WHERE chunk_id = ANY(%s)",
                     (spread_ids(low, high, size),),
                     binary=True,
                 )
             ]
-        sample = np.vstack(vectors) if vectors else np.zeros((0, self.dims() or 0), np.float32)
+        sample = spread_rows(
+            np.vstack(vectors) if vectors else np.zeros((0, self.dims() or 0), np.float32), size
+        )
         self._sample = ((version, size), sample)
         return sample
 
@@ -614,30 +670,42 @@ class PgStore(Tables):
     def vector_search(
         self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
     ) -> list[tuple[int, float]]:
-        """HNSW for a whole-vault search; an exact scan of the allowed chunks for a filtered one
-        (HNSW filters after its candidate list, so it could return fewer than k), and where k is
-        beyond what ef_search may be."""
+        """Each chunk at its nearest window. HNSW for a whole-vault search, more windows asked
+        for until `limit` chunks are found; an exact scan of the allowed chunks' windows for a
+        filtered one (HNSW filters after its candidate list, so it could return fewer than k),
+        and where k is beyond what ef_search may be."""
         import numpy as np
 
         vector = np.asarray(query, dtype=np.float32)
-        exact = bool(only) or limit > 1000 or (self.dims() or 0) > HNSW_MAX_DIMS
-        allowed, args = self._allowed(only)
+        exact = bool(only) or limit > 250 or (self.dims() or 0) > HNSW_MAX_DIMS
         if exact:
+            allowed, args = self._allowed(only)
             # OFFSET 0 keeps the planner from folding the subquery into an index scan
             rows = self.conn.execute(
-                "SELECT id, distance FROM (SELECT id, embedding <=> %s AS distance FROM chunks "
-                f"WHERE embedding IS NOT NULL AND {allowed} OFFSET 0) s "
-                "ORDER BY distance, id LIMIT %s",
+                "SELECT chunk_id, min(distance) AS best FROM (SELECT chunk_id, "
+                "embedding <=> %s AS distance FROM chunk_windows WHERE chunk_id IN "
+                f"(SELECT id FROM chunks WHERE {allowed}) OFFSET 0) s "
+                "GROUP BY chunk_id ORDER BY best, chunk_id LIMIT %s",
                 (vector, *args, limit),
             )
-        else:
-            wanted = max(self.ef_search, limit)
-            if wanted != self._session_ef_search:
-                self.conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(wanted),))
-                self._session_ef_search = wanted
+            return [(int(i), float(d)) for i, d in rows if d is not None]
+        wanted = limit * 4
+        while True:
+            if max(self.ef_search, wanted) != self._session_ef_search:
+                self._session_ef_search = max(self.ef_search, wanted)
+                self.conn.execute(
+                    "SELECT set_config('hnsw.ef_search', %s, false)",
+                    (str(self._session_ef_search),),
+                )
             rows = self.conn.execute(
-                "SELECT id, embedding <=> %s AS distance FROM chunks "
+                "SELECT chunk_id, embedding <=> %s AS distance FROM chunk_windows "
                 "ORDER BY embedding <=> %s LIMIT %s",
-                (vector, vector, limit),
-            )
-        return [(int(i), float(d)) for i, d in rows if d is not None]
+                (vector, vector, wanted),
+            ).fetchall()
+            found: dict[int, float] = {}
+            for i, d in rows:
+                if d is not None:
+                    found.setdefault(int(i), float(d))
+            if len(found) >= limit or len(rows) < wanted or wanted >= 1000:
+                return list(found.items())[:limit]
+            wanted = min(wanted * 4, 1000)

@@ -8,6 +8,7 @@ Where the extension still cannot load, vectors are searched with numpy over chun
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import fts
+from .chunking import MAX_WINDOWS
 from .errors import StoreError
 from .filters import NoteFilter
 from .sql_tables import Tables
@@ -27,7 +29,7 @@ from .store import (
     spread_ids,
     translating,
 )
-from .vectors import from_blobs, nearest, unit_rows
+from .vectors import best_per_chunk, nearest, spread_rows, unit_rows, window_rows
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
@@ -78,11 +80,16 @@ MIGRATIONS: list[str] = [
     ALTER TABLE files ADD COLUMN text TEXT;
     ALTER TABLE files ADD COLUMN indexed_at REAL;
     """,
+    # 5: a chunk's vectors are its windows' (chunks.embedding holds them end to end; chunks_vec
+    # one row each, numbered chunk id x MAX_WINDOWS + window): the one-vector rows go, and
+    # `index` embeds the chunks again (_apply_migration)
+    "UPDATE chunks SET embedding = NULL, model = NULL",
 ]
 # the tables that say a database is a memsync index (and not someone else's file)
 OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"})
 
 SCHEMA_VERSION = len(MIGRATIONS)
+MAX_K = 4096  # the most neighbours sqlite-vec returns from one query
 
 
 def _first(cursor: Iterable[tuple]) -> tuple | None:  # type: ignore[type-arg]
@@ -272,6 +279,9 @@ class SqliteStore(Tables):
 
     def _apply_migration(self, number: int) -> None:
         self.conn.execute(MIGRATIONS[number - 1])
+        if number == 5 and self.vec_version:
+            self.conn.execute("DROP TABLE IF EXISTS chunks_vec")
+            self._create_vec(self.dims())
         self.conn.execute(f"PRAGMA user_version={number}")
 
     def _reset_vectors(self, dims: int) -> None:
@@ -303,9 +313,18 @@ class SqliteStore(Tables):
                 (chunk_id, chunk.fts_text, row.path, chunk.start_line, chunk.end_line),
             )
             if blob is not None and has_vec:
-                self.conn.execute(
-                    "INSERT INTO chunks_vec(rowid, embedding) VALUES(?, ?)", (chunk_id, blob)
-                )
+                self._add_windows(chunk_id, blob)
+
+    def _add_windows(self, chunk_id: int, blob: bytes) -> None:
+        """A chunk's window vectors into chunks_vec, numbered after the chunk."""
+        size = 4 * (self.dims() or len(blob) // 4)
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO chunks_vec(rowid, embedding) VALUES(?, ?)",
+            [
+                (chunk_id * MAX_WINDOWS + w, blob[start : start + size])
+                for w, start in enumerate(range(0, len(blob), size))
+            ],
+        )
 
     def _attach_vectors(self, key: ModelKey, items: Sequence[tuple[int, str, bytes]]) -> int:
         stored = 0
@@ -319,10 +338,7 @@ class SqliteStore(Tables):
             if self.conn.changes():
                 stored += 1
                 if has_vec:
-                    self.conn.execute(
-                        "INSERT OR REPLACE INTO chunks_vec(rowid, embedding) VALUES(?, ?)",
-                        (chunk_id, blob),
-                    )
+                    self._add_windows(chunk_id, blob)
         return stored
 
     def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:
@@ -338,8 +354,8 @@ class SqliteStore(Tables):
 
     # -- meta -------------------------------------------------------------------------------
 
-    def _create_vec(self, dims: int) -> None:
-        if self.vec_version:
+    def _create_vec(self, dims: int | None) -> None:
+        if self.vec_version and dims:
             self.conn.execute(
                 "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING "
                 f"vec0(embedding float[{int(dims)}] distance_metric=cosine)"
@@ -366,13 +382,18 @@ class SqliteStore(Tables):
         )
 
     def _delete_chunks(self, path: str) -> None:
-        ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
-        if not ids:
+        rows = self._rows("SELECT id, length(embedding) FROM chunks WHERE path = ?", (path,))
+        if not rows:
             return
+        ids = [r[0] for r in rows]
         marks = ",".join("?" * len(ids))
         self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", ids)
-        if self._has_vec_table():
-            self.conn.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", ids)
+        size = 4 * (self.dims() or 1)
+        windows = [i * MAX_WINDOWS + w for i, length in rows for w in range((length or 0) // size)]
+        if windows and self._has_vec_table():
+            self.conn.execute(
+                f"DELETE FROM chunks_vec WHERE rowid IN ({','.join('?' * len(windows))})", windows
+            )
         self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", ids)
 
     # -- embeddings -------------------------------------------------------------------------
@@ -402,10 +423,7 @@ class SqliteStore(Tables):
 
         if self.vectors_in_memory:
             _, matrix = self._vector_matrix()
-            if len(matrix) <= size:
-                return matrix
-            sample: np.ndarray = matrix[np.linspace(0, len(matrix) - 1, num=size).astype(int)]
-            return sample
+            return spread_rows(matrix, size)
         bounds = _first(self.conn.execute("SELECT min(id), max(id) FROM chunks"))
         if not bounds or bounds[0] is None:
             return np.zeros((0, self.dims() or 0), dtype=np.float32)
@@ -422,7 +440,7 @@ class SqliteStore(Tables):
                     part,
                 )
             ]
-        return from_blobs(blobs, self.dims() or 0)
+        return spread_rows(window_rows(blobs, self.dims() or 0)[1], size)
 
     def keyword_search(
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()
@@ -459,32 +477,52 @@ class SqliteStore(Tables):
     def vector_search(
         self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
     ) -> list[tuple[int, float]]:
-        """(chunk id, cosine distance) nearest first: sqlite-vec, or numpy over the stored vectors
-        (kept in memory between queries by a store opened with vectors_in_memory). `only` filters
+        """(chunk id, cosine distance of its nearest window) nearest first: sqlite-vec, or numpy
+        over the stored vectors (kept in memory between queries by a store opened with
+        vectors_in_memory, and for more neighbours than sqlite-vec gives). `only` filters
         before the k nearest are chosen, so a filtered query still gets its exact top k."""
         import numpy as np
 
         allowed_ids, args = self._allowed_chunks(only)
-        if self._has_vec_table() and not self.vectors_in_memory:
-            blob = np.asarray(query, dtype="<f4").tobytes()
-            subset = f" AND rowid IN ({allowed_ids})" if only else ""
-            rows = self.conn.execute(
-                f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?{subset} "
-                "ORDER BY distance",
-                (blob, limit, *args),
-            )
-            # a vector stored by an older memsync may be NaN: it has no distance, and no place
-            return [(i, d) for i, d in rows if d is not None and d == d]
+        if self._has_vec_table() and not self.vectors_in_memory and limit * 4 <= MAX_K:
+            return self._nearest_windows(query, limit, allowed_ids if only else "", args)
         ids, matrix = self._vector_matrix()
-        if only and len(ids):  # the rows of the allowed chunks (ids sorted): a product over those
-            allowed = np.array(
-                [r[0] for r in self.conn.execute(allowed_ids, args)],
-                dtype=np.int64,
-            )
-            rows = np.searchsorted(ids, allowed)
-            rows = rows[(rows < len(ids)) & (ids[np.minimum(rows, len(ids) - 1)] == allowed)]
+        if only and len(ids):  # the rows of the allowed chunks: a product over those
+            allowed = np.array([r[0] for r in self.conn.execute(allowed_ids, args)], np.int64)
+            rows = np.isin(ids, allowed)
             ids, matrix = ids[rows], matrix[rows]
         return nearest(ids, matrix, query, limit)
+
+    def _nearest_windows(
+        self, query: np.ndarray, limit: int, allowed_ids: str, args: Sequence[Any]
+    ) -> list[tuple[int, float]]:
+        """sqlite-vec's nearest windows, grouped by chunk: more windows are asked for until
+        `limit` chunks are found or there are no more."""
+        import numpy as np
+
+        blob = np.asarray(query, dtype="<f4").tobytes()
+        subset = ""
+        if allowed_ids:
+            size = 4 * (self.dims() or 1)
+            subset = (
+                " AND rowid IN (SELECT c.id * ? + w.value FROM chunks c JOIN json_each(?) w "
+                f"WHERE w.value < length(c.embedding) / ? AND c.id IN ({allowed_ids}))"
+            )
+            args = [MAX_WINDOWS, json.dumps(list(range(MAX_WINDOWS))), size, *args]
+        wanted = limit * 4
+        while True:
+            rows = list(
+                self.conn.execute(
+                    "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?"
+                    f"{subset} ORDER BY distance",
+                    (blob, wanted, *args),
+                )
+            )
+            # a vector stored by an older memsync may be NaN: it has no distance, and no place
+            found = best_per_chunk(((i, d) for i, d in rows if d is not None and d == d), MAX_WINDOWS)
+            if len(found) >= limit or len(rows) < wanted or wanted >= MAX_K:
+                return found[:limit]
+            wanted = min(wanted * 4, MAX_K)
 
     def _vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
         """Every stored vector, normalised; reloaded only when the index changed since."""
@@ -498,8 +536,9 @@ class SqliteStore(Tables):
                 "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY id"
             )
         )
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        matrix = unit_rows(from_blobs([r[1] for r in rows]))
+        counts, windows = window_rows([r[1] for r in rows], self.dims() or 0)
+        ids = np.repeat(np.array([r[0] for r in rows], dtype=np.int64), counts)
+        matrix = unit_rows(windows)
         if self.vectors_in_memory:
             self._matrix = (version, ids, matrix)
         return ids, matrix

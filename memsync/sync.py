@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import fts, metadata
-from .chunking import CHUNKER, chunk_text, embed_input
+from .chunking import CHUNKER, chunk_text, embed_inputs
 from .embedders import Embedder
 from .errors import EmbeddingError, EmbeddingResponseError, VaultError
 from .origin import Owner
@@ -348,7 +348,7 @@ def embed_pending(
         if not sample:
             return
         _, _, context, text = sample[0]
-        probe = embedder.embed_documents([embed_input(context, text)])
+        probe = embedder.embed_documents(embed_inputs(context, text)[:1])
         store.set_model(key, int(probe.shape[1]))  # a new model: every old vector goes
     dims = store.dims() or 0
     total = store.pending_count()
@@ -374,9 +374,9 @@ def _embed_rounds(
         if not batch:
             break
         blobs = store.cached_embeddings(key, [h for _, h, _, _ in batch])
-        missing = {h: embed_input(c, t) for _, h, c, t in batch if h not in blobs}
+        missing = {h: embed_inputs(c, t) for _, h, c, t in batch if h not in blobs}
         if missing:
-            vectors = embedder.embed_documents(list(missing.values()))
+            vectors = embedder.embed_documents([w for inputs in missing.values() for w in inputs])
             if vectors.shape[1] != dims:
                 if not adopt_new_size:
                     raise EmbeddingResponseError(
@@ -393,7 +393,10 @@ def _embed_rounds(
                 store.set_model(key, int(vectors.shape[1]))
                 dims = int(vectors.shape[1])
                 continue
-            blobs.update(zip(missing, (to_blob(v) for v in vectors)))
+            at = 0
+            for chunk_hash, inputs in missing.items():  # a chunk's windows, one blob
+                blobs[chunk_hash] = to_blob(vectors[at : at + len(inputs)])
+                at += len(inputs)
         stored = store.store_embeddings(key, [(i, h, blobs[h]) for i, h, _, _ in batch], dims)
         report.embedded += stored
         if update:

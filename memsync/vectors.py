@@ -4,7 +4,7 @@ needs it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from .errors import EmbeddingResponseError
@@ -25,13 +25,36 @@ def from_blob(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4")
 
 
-def from_blobs(blobs: Sequence[bytes], dims: int = 0) -> np.ndarray:
-    """One row per blob (all of one size); (0, dims) when there are none."""
+def window_rows(blobs: Sequence[bytes], dims: int) -> tuple[np.ndarray, np.ndarray]:
+    """Chunks' blobs (each its windows' vectors end to end) -> the row count of each blob and
+    one row per window."""
     import numpy as np
 
-    if not blobs:
-        return np.zeros((0, dims), dtype=np.float32)
-    return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1)
+    if not blobs or not dims:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, dims), dtype=np.float32)
+    counts = np.array([len(b) // (4 * dims) for b in blobs], dtype=np.int64)
+    return counts, np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, dims)
+
+
+def spread_rows(matrix: np.ndarray, size: int) -> np.ndarray:
+    """At most `size` rows spread evenly over the matrix (a calibration background)."""
+    import numpy as np
+
+    if len(matrix) <= size:
+        return matrix
+    picked: np.ndarray = matrix[np.linspace(0, len(matrix) - 1, num=size).astype(int)]
+    return picked
+
+
+def best_per_chunk(
+    window_hits: Iterable[tuple[int, float]], windows: int
+) -> list[tuple[int, float]]:
+    """(window rowid, distance) nearest first -> (chunk id, its best window's distance): a
+    chunk's windows are numbered chunk id x `windows` + window."""
+    best: dict[int, float] = {}
+    for rowid, distance in window_hits:
+        best.setdefault(rowid // windows, distance)
+    return list(best.items())
 
 
 def normalise(matrix: np.ndarray, source: str = "the model") -> np.ndarray:
@@ -60,7 +83,8 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
 def nearest(
     ids: np.ndarray, matrix: np.ndarray, query: np.ndarray, limit: int
 ) -> list[tuple[int, float]]:
-    """(id, cosine distance) of the `limit` rows of a unit-row matrix nearest to `query`."""
+    """(id, cosine distance) of the `limit` ids nearest to `query` in a unit-row matrix; rows of
+    one id (a chunk's windows) are adjacent, and the id takes its best row."""
     import numpy as np
 
     if not len(ids):
@@ -69,6 +93,9 @@ def nearest(
     # einsum, not BLAS: BLAS threads left spinning after a product slowed the next query
     # embedding (one OpenMP thread) from 9 to 40 ms
     similarity = np.einsum("ij,j->i", matrix, q / (np.linalg.norm(q) or 1.0))
+    firsts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    if len(firsts) < len(ids):
+        ids, similarity = ids[firsts], np.maximum.reduceat(similarity, firsts)
     top = np.argpartition(-similarity, min(limit, len(ids) - 1))[:limit]
     order = top[np.argsort(-similarity[top])]
     return [(int(ids[i]), float(1.0 - similarity[i])) for i in order]

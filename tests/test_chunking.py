@@ -2,7 +2,19 @@ from __future__ import annotations
 
 import random
 
-from memsync.chunking import MAX_TOKENS, chunk_text, count_tokens, split_lines
+import hashlib
+
+from memsync.chunking import (
+    MAX_TOKENS,
+    MAX_WINDOWS,
+    WINDOW_TOKENS,
+    chunk_text,
+    count_tokens,
+    embed_input,
+    embed_inputs,
+    split_lines,
+    windows,
+)
 
 
 def _paragraphs(n: int, seed: int = 1) -> str:
@@ -75,7 +87,7 @@ def test_front_matter_keeps_line_numbers_and_headings_give_context() -> None:
     chunks = chunk_text(text)
     assert chunks[0].start_line == 1 and chunks[0].text.startswith("---")
     assert chunks[-1].context == "Project > Risks"
-    assert chunks[-1].embed_text.startswith("Project > Risks\n\n")
+    assert all(w.startswith("Project > Risks\n\n") for w in embed_inputs(chunks[-1].context, chunks[-1].text))
 
 
 def test_headings_inside_code_fences_are_not_headings() -> None:
@@ -92,3 +104,40 @@ def test_editing_one_paragraph_of_a_2000_line_note_changes_one_or_two_chunks() -
     after = [c.hash for c in chunk_text("\n".join(lines))]
     changed = [h for h in after if h not in before]
     assert 1 <= len(changed) <= 2, len(changed)
+
+
+def test_a_chunk_of_chat_is_embedded_as_windows_of_whole_turns() -> None:
+    turns = [f"- **Speaker {i % 2}:** turn {i} says something about topic {i}" for i in range(30)]
+    chunk = chunk_text("# Chat\n\n" + "\n".join(turns) + "\n")[0]
+    found = [window for _, window in windows(chunk.text)]
+    assert len(found) > 1
+    assert all(sum(count_tokens(line) for line in w.split("\n")) <= WINDOW_TOKENS for w in found)
+    # whole lines, in order, every one of them once
+    assert [line for w in found for line in w.split("\n") if line] == [
+        line for line in chunk.text.split("\n") if line
+    ]
+    # the heading the chunk opened is in front of every later window
+    inputs = embed_inputs(chunk.context, chunk.text)
+    assert inputs[0].startswith("# Chat\n")
+    assert all(w.startswith("Chat\n\n- **Speaker") for w in inputs[1:])
+
+
+def test_a_line_longer_than_a_window_is_a_window_alone_and_blank_runs_are_none() -> None:
+    long_line = "word " * 300
+    assert [w for _, w in windows(f"short\n{long_line}\n\n\nend")] == ["short", long_line, "end"]
+    assert windows("\n\n") == [("", "\n\n")]  # nothing but blanks: the text itself
+
+
+def test_windows_never_exceed_their_numbering() -> None:
+    text = "\n".join(["word " * (WINDOW_TOKENS - 2)] * (MAX_WINDOWS + 5))
+    found = [w for _, w in windows(text)]
+    assert len(found) == MAX_WINDOWS
+    assert "\n".join(found) == text
+
+
+def test_a_chunk_of_one_window_hashes_as_its_text_did() -> None:
+    """The embedding cache of an index made before windows still serves short chunks."""
+    chunk = chunk_text("# Title\n\nA short note.\n")[0]
+    assert len(windows(chunk.text)) == 1
+    expected = hashlib.sha256(embed_input(chunk.context, chunk.text).encode()).hexdigest()
+    assert chunk.hash == expected

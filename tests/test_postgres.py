@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from click.testing import CliRunner
-from conftest import drop_vault, write
+from conftest import HashEmbedder, drop_vault, write
 
 from memsync.cli import main
 from memsync.errors import LockError, MemsyncError, StoreError
@@ -506,16 +506,16 @@ def test_a_bulk_load_builds_the_hnsw_graph_after_the_rows_and_later_updates_go_i
         real = store.store_embeddings
 
         def watching(*args, **kwargs):  # type: ignore[no-untyped-def]
-            graph = store.conn.execute("SELECT to_regclass('chunks_hnsw')").fetchone()[0]
+            graph = store.conn.execute("SELECT to_regclass('windows_hnsw')").fetchone()[0]
             graph_while_storing.append(graph is not None)
             return real(*args, **kwargs)
 
         monkeypatch.setattr(store, "store_embeddings", watching)
         report = index_vault(store, root, 1 << 20, embedder)
         assert report.embedded == BULK_VECTORS + 200 and not any(graph_while_storing)
-        graph = store.conn.execute("SELECT to_regclass('chunks_hnsw')").fetchone()[0]
+        graph = store.conn.execute("SELECT to_regclass('windows_hnsw')").fetchone()[0]
         analyzed = store.conn.execute(
-            "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'chunks' "
+            "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'chunk_windows' "
             "AND schemaname = %s",
             (name,),
         ).fetchone()[0]
@@ -527,3 +527,45 @@ def test_a_bulk_load_builds_the_hnsw_graph_after_the_rows_and_later_updates_go_i
         query = embedder.embed_query("quokka arrives late")
         [(best, _)] = store.vector_search(query, 1)
         assert store.chunks([best])[best].path == "late.md"
+
+
+def test_a_vault_of_one_vector_per_chunk_is_embedded_again_as_windows(
+    pg_vault: tuple[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    hash_embedder: HashEmbedder,
+) -> None:
+    """Vault schema 3: the one-vector column and its graph go, the windows table takes the
+    vault's size, and `index` embeds every chunk again."""
+    from memsync.pg_store import PgStore
+    from memsync.sync import index_vault
+
+    url, name = pg_vault
+    root = tmp_path / "vault"
+    write(root, "chat.md", "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60)))
+    key = hash_embedder.key
+    monkeypatch.setattr(PgStore, "SCHEMA_VERSION", 2)
+    with PostgresLocation(url, name).open(create=True) as store:  # as memsync made it before
+        with store.transaction():
+            store.conn.execute("ALTER TABLE chunks ALTER COLUMN embedding TYPE vector(64)")
+            store.conn.execute(
+                "INSERT INTO chunks(path, start_line, end_line, hash, model, text, embedding, "
+                "fts, fts_len, updated_at) VALUES('chat.md', 1, 2, 'h', %s, 'old', %s, '', 0, 0)",
+                (key.model, "[" + ",".join(["0.125"] * 64) + "]"),
+            )
+            store.conn.execute(
+                "CREATE INDEX chunks_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)"
+            )
+            store.set_meta(
+                provider=key.provider, model=key.model, provider_key=key.provider_key, dims=64
+            )
+    monkeypatch.undo()
+    with PostgresLocation(url, name).open() as store:
+        assert store.pending_count() == store.counts()["chunks"] == 1
+        regclass = "SELECT to_regclass(%s)"
+        assert store.conn.execute(regclass, ("chunks_hnsw",)).fetchone()[0] is None
+        assert store.conn.execute(regclass, ("windows_hnsw",)).fetchone()[0] is not None
+        report = index_vault(store, root, 1 << 20, hash_embedder)
+        assert report.embedded == store.counts()["chunks"] and store.pending_count() == 0
+        windows = store.conn.execute("SELECT count(*) FROM chunk_windows").fetchone()[0]
+        assert windows > store.counts()["chunks"]

@@ -4,10 +4,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import HashEmbedder, write
 
+from memsync.chunking import embed_inputs
 from memsync.errors import StoreError
+from memsync.filters import NoteFilter
 from memsync.sqlite_store import SCHEMA_VERSION, SqliteStore
 from memsync.store import FileRow, ModelKey, NewChunk
+from memsync.sync import index_vault
 
 
 def _tables(store: SqliteStore) -> set[str]:
@@ -214,3 +218,45 @@ def test_a_reader_opening_an_index_being_created_never_breaks_its_creation(
         finally:
             stop.set()
             thread.join()
+
+
+def test_vectors_kept_in_memory_score_a_chunk_by_its_nearest_window(tmp_path: Path) -> None:
+    e = np.eye(8, dtype="<f4")
+    key = ModelKey("test", "m", "")
+    with SqliteStore(tmp_path / "i.sqlite", create=True, vectors_in_memory=True) as store:
+        store.set_model(key, 8)
+        store.replace_file(
+            FileRow("a.md", "x", 1, 1),
+            [NewChunk(1, 3, "h0", "a\nb\nc", "", "a b c"), NewChunk(4, 4, "h1", "d", "", "d")],
+        )
+        chat_id, other_id = sorted(store.chunks(range(1, 100)))
+        items = [(chat_id, "h0", e[:3].tobytes()), (other_id, "h1", e[3].tobytes())]
+        store.store_embeddings(key, items, 8)
+        assert [i for i, _ in store.vector_search(e[1], 5)] == [chat_id, other_id]
+        only = NoteFilter(paths=("a.md",))
+        assert store.vector_search(e[3], 1, only) == [(other_id, pytest.approx(0.0, abs=1e-6))]
+        assert store.sample_vectors(512).shape == (4, 8)
+
+
+def test_an_index_of_one_vector_per_chunk_is_embedded_again_as_windows(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    """Schema 5: the vectors of an index made before windows are dropped, and `index` makes
+    them again (the chunks' rules changed too, so each note is chunked again)."""
+    root = tmp_path / "vault"
+    write(root, "chat.md", "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60)))
+    db = tmp_path / "old.sqlite"
+    with SqliteStore(db, create=True) as store:
+        index_vault(store, root, 1 << 20, hash_embedder)
+        store.conn.execute("PRAGMA user_version=4")
+        store.conn.execute("UPDATE chunks SET embedding = substr(embedding, 1, 256)")
+    with SqliteStore(db) as store:
+        assert store.pending_count() == store.counts()["chunks"] > 0
+        assert store.vector_search(hash_embedder.embed_query("line 3"), 3) == []
+        report = index_vault(store, root, 1 << 20, hash_embedder)
+        assert report.embedded == store.counts()["chunks"] and store.pending_count() == 0
+        chunk = store.chunks([max(store.chunks(range(1, 100)))])
+        [row] = chunk.values()
+        window = embed_inputs("Chat", row.text)[-1]  # the last window of the last chunk
+        [(best, distance)] = store.vector_search(hash_embedder.embed_documents([window])[0], 1)
+        assert best == row.id and distance == pytest.approx(0.0, abs=1e-6)

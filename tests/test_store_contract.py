@@ -12,6 +12,7 @@ import pytest
 from conftest import SAMPLE_VAULT, HashEmbedder, drop_vault, write
 
 from memsync.errors import IndexNotFound, StoreError
+from memsync.filters import NoteFilter
 from memsync.locate import Location, PostgresLocation, SqliteLocation
 from memsync.search import Options, search
 from memsync.store import FileRow, ModelKey, NewChunk
@@ -59,6 +60,34 @@ def test_vector_search_finds_the_exact_nearest_neighbours(location: Location) ->
         assert np.allclose([d for _, d in found], 1 - cosine[best], atol=1e-5)
         assert store.sample_vectors(50).shape == (50, 8)
         assert store.chunks(ids[:1])[ids[0]].embedding == vectors[0].astype("<f4").tobytes()
+
+
+def test_a_chunk_is_found_by_its_nearest_window_once(location: Location) -> None:
+    """A chunk's vectors are its windows': it scores by the nearest, filtered or not, on
+    sqlite-vec, PostgreSQL's HNSW and exact scan, and numpy."""
+    e = np.eye(8, dtype="<f4")
+    chat = e[:3].tobytes()  # three windows, along axes 0, 1, 2
+    other = (0.6 * e[0] + 0.8 * e[3]).astype("<f4").tobytes()  # one window
+    key = ModelKey("test", "m", "")
+    with location.open(create=True) as store:
+        store.set_model(key, 8)
+        store.replace_file(
+            FileRow("a.md", "x", 1, 1),
+            [NewChunk(1, 3, "h0", "a\nb\nc", "", "a b c"), NewChunk(4, 4, "h1", "d", "", "d")],
+        )
+        chat_id, other_id = sorted(store.chunks(range(1, 100)))
+        assert store.store_embeddings(key, [(chat_id, "h0", chat), (other_id, "h1", other)], 8) == 2
+        for only in (NoteFilter(), NoteFilter(paths=("a.md",))):
+            found = store.vector_search(e[2], 5, only)
+            assert [i for i, _ in found] == [chat_id, other_id]
+            assert found[0][1] == pytest.approx(0.0, abs=1e-6)  # its third window
+            assert found[1][1] == pytest.approx(1.0 - 0.6 * 0.0, abs=1e-6)
+            nearest = store.vector_search(e[3], 1, only)
+            assert nearest == [(other_id, pytest.approx(0.2, abs=1e-6))]
+        assert store.sample_vectors(512).shape == (4, 8)  # windows, not chunks
+        assert store.chunks([chat_id])[chat_id].embedding == chat
+        store.remove_file("a.md")
+        assert store.vector_search(e[2], 5) == [] and store.sample_vectors(512).shape[0] == 0
 
 
 def test_a_note_deleted_and_written_again_takes_its_vectors_from_the_cache(

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import HashEmbedder, write
 
+from memsync.chunking import MAX_TOKENS, count_tokens, windows
 from memsync.locate import Location
 from memsync.store import FileRow
 from memsync.store import StoreWriter as Store
@@ -102,8 +103,11 @@ def test_an_edit_reembeds_only_the_chunks_whose_text_changed(
         )
         report = _index(store, root, hash_embedder)
         assert report.changed == 1 and report.added == 0
-        assert 1 <= len(hash_embedder.calls) <= 2
-        assert all("twenty" in text for text in hash_embedder.calls)
+        # the edited chunk (and the one that repeats its lines), window by window: no more text
+        assert 1 <= report.embedded <= 2
+        assert any("twenty" in text for text in hash_embedder.calls)
+        sent = sum(count_tokens(text) for text in hash_embedder.calls)
+        assert sent <= 2 * (MAX_TOKENS + 20 * len(hash_embedder.calls))
 
 
 def test_delete_removes_rows_from_every_table(
@@ -235,7 +239,9 @@ def test_changing_the_model_reembeds_and_never_mixes_vectors(
     assert report.embedded == store.counts()["chunks"]
     assert store.model_key() == other.key and store.dims() == 32
     rows = store.chunks([i for i, _ in store.vector_search(other_query(store), 1000)])
-    assert {len(r.embedding or b"") for r in rows.values()} == {32 * 4}
+    assert all(
+        len(r.embedding or b"") == len(windows(r.text)) * 32 * 4 for r in rows.values()
+    )
 
 
 def test_sync_paths_applies_only_the_named_paths(
@@ -366,4 +372,6 @@ def test_a_model_that_changes_size_is_an_error_unless_indexing_adopts_it(
     report = _index(store, root, smaller)  # `memsync index`: every vector again, at 32
     assert store.dims() == 32 and report.pending == 0
     rows = store.chunks([i for i, _ in store.vector_search(other_query(store), 1000)])
-    assert {len(r.embedding or b"") for r in rows.values()} == {32 * 4}
+    assert all(
+        len(r.embedding or b"") == len(windows(r.text)) * 32 * 4 for r in rows.values()
+    )
