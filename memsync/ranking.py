@@ -13,6 +13,9 @@ legs through the store. Score rules, and why they differ from the reference desi
   0.9 + 0.1 x t, so it passes the threshold and comes first instead of vanishing at 0.3.
 - The threshold is applied before temporal decay: decay re-orders results, it never hides an old
   but perfect match.
+- A note's second result scores 0.9x, its third 0.81x, and so on (REPEAT): a few notes with
+  many matching chunks otherwise fill the top 5, and a question whose answer is spread over
+  several notes needs them all there. Each result still cites its own lines.
 """
 
 from __future__ import annotations
@@ -214,6 +217,26 @@ def mmr(
     return chosen
 
 
+REPEAT = 0.9  # a note's next result counts this much of what its previous one would
+
+
+def spread_notes(
+    ranked: list[tuple[Candidate, float, float]], factors: dict[int, float] | None = None
+) -> list[tuple[Candidate, float, float]]:
+    """Each further result of a note already listed scores REPEAT times less, best first;
+    `factors` receives each result's factor (for --explain)."""
+    seen: dict[str, int] = {}
+    spread = []
+    for c, score, relevance in ranked:
+        factor = REPEAT ** seen.get(c.path, 0)
+        seen[c.path] = seen.get(c.path, 0) + 1
+        if factors is not None:
+            factors[c.id] = factor
+        spread.append((c, score * factor, relevance))
+    spread.sort(key=lambda t: (-t[1], t[0].path, t[0].start_line))
+    return spread
+
+
 def drop_overlapping(
     ranked: list[tuple[Candidate, float, float]],
 ) -> list[tuple[Candidate, float, float]]:
@@ -231,10 +254,14 @@ def drop_overlapping(
 
 
 def rank(
-    candidates: Sequence[Candidate], options: Options, penalties: dict[int, float] | None = None
+    candidates: Sequence[Candidate],
+    options: Options,
+    penalties: dict[int, float] | None = None,
+    repeats: dict[int, float] | None = None,
 ) -> list[tuple[Candidate, float, float]]:
-    """(candidate, final score, relevance before decay): fuse, threshold, decay, sort, MMR, limit.
-    `penalties` receives each chunk's MMR penalty (for --explain)."""
+    """(candidate, final score, relevance before decay): fuse, threshold, decay, sort, spread
+    over notes, MMR, limit. `penalties` receives each chunk's MMR penalty and `repeats` its
+    note's repeat factor (for --explain)."""
     fused = [(c, s) for c, s in fuse(candidates, options) if s >= options.min_score]
     today = options.today or date.today()
     if options.decay:
@@ -242,7 +269,7 @@ def rank(
     else:
         decayed = [(c, s, s) for c, s in fused]
     decayed.sort(key=lambda t: (-t[1], t[0].path, t[0].start_line))
-    decayed = drop_overlapping(decayed)
+    decayed = spread_notes(drop_overlapping(decayed), repeats)
     if options.mmr:
         relevance = {c.id: r for c, _, r in decayed}
         picked = mmr([(c, s) for c, s, _ in decayed], options.mmr_lambda, options.limit, penalties)
@@ -285,10 +312,15 @@ def query_words(query: str) -> list[str]:
 
 
 def explain(
-    candidate: Candidate, score: float, relevance: float, penalties: dict[int, float]
+    candidate: Candidate,
+    score: float,
+    relevance: float,
+    penalties: dict[int, float],
+    repeats: dict[int, float],
 ) -> dict[str, object]:
     """Why a result scored what it did: each leg raw and calibrated, the exact-match rule, the
-    decay factor and the MMR penalty."""
+    decay factor, the note's repeat factor and the MMR penalty."""
+    repeat = repeats.get(candidate.id, 1.0)
     return {
         "bm25": rounded(candidate.bm25),
         "text_score": rounded(candidate.text_score),
@@ -296,7 +328,8 @@ def explain(
         "vector_score": rounded(candidate.vector_score),
         "exact_match": candidate.exact,
         "fused": round(relevance, 4),
-        "decay": round(score / relevance, 4) if relevance else 1.0,
+        "decay": round(score / relevance / repeat, 4) if relevance else 1.0,
+        "note_repeat": round(repeat, 4),
         "mmr_penalty": rounded(penalties.get(candidate.id)),
     }
 

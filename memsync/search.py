@@ -230,10 +230,11 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
 def _hits(candidates: list[Candidate], query: str, options: Options) -> list[Hit]:
     words = query_words(query)
     penalties: dict[int, float] = {}
+    repeats: dict[int, float] = {}
     hits = []
-    for candidate, score, relevance in rank(candidates, options, penalties):
+    for candidate, score, relevance in rank(candidates, options, penalties, repeats):
         text, first = snippet(candidate.text, words, candidate.start_line)
-        why = explain(candidate, score, relevance, penalties) if options.explain else None
+        why = explain(candidate, score, relevance, penalties, repeats) if options.explain else None
         hits.append(
             Hit(
                 candidate.path,
