@@ -240,6 +240,12 @@ def status(vault: Path | None, db: str | None, name: str | None, as_json: bool) 
 @number_option("--vector-weight", help="Weight of the vector leg (default 0.7).")
 @number_option("--text-weight", help="Weight of the keyword leg (default 0.3).")
 @click.option(
+    "--rerank/--no-rerank",
+    default=None,
+    help="Let the configured reranker (rerank_url) order the top candidates (default: when set).",
+)
+@number_option("--rerank-top", kind=int, help="Candidates the reranker reads, 1-200 (default 20).")
+@click.option(
     "--path",
     "paths",
     multiple=True,
@@ -283,6 +289,10 @@ def query(
         from .memory import Memory, query_words, search_options
 
         config = _config(db=db, name=name, **flags)
+        if flags.get("rerank") and not config.rerank_url:
+            raise click.UsageError(
+                "--rerank needs a reranker: set rerank_url (MEMSYNC_RERANK_URL) to its /rerank URL"
+            )
         try:
             options = search_options(
                 config, paths=paths, since=since, until=until, tags=tags, explain=explain

@@ -20,6 +20,7 @@ else:  # pragma: no cover
 
 PROVIDERS = ("auto", "local", "openai", "ollama", "none")
 MODES = ("hybrid", "vector", "keyword", "rrf")
+RERANK_APIS = ("jina", "tei")
 OPENAI_URL = "https://api.openai.com/v1"
 
 
@@ -56,6 +57,7 @@ RANGES = {
     "mmr_lambda": Range(0, 1),
     "vector_weight": Range(0, 100),
     "text_weight": Range(0, 100),
+    "rerank_top": Range(1, 200),
     "debounce_ms": Range(0, 60000),
     "reconcile_minutes": Range(0, 10080, low_open=True),
 }
@@ -107,6 +109,12 @@ class Config:
     mmr_lambda: float = 0.7
     vector_weight: float = 0.7
     text_weight: float = 0.3
+    # an optional rerank stage: a /rerank endpoint, off unless set
+    rerank_url: str | None = None
+    rerank_model: str = ""
+    rerank_api: str = "jina"  # jina (Jina, Cohere, llama.cpp, vLLM, Infinity) | tei
+    rerank_top: int = 20  # candidates sent to the reranker
+    rerank: bool = True  # rerank when rerank_url is set; --no-rerank skips it
     # agents (memsync mcp): globs of notes an agent may never write, beside the built-in ones
     protect: tuple[str, ...] = ()
     # watcher
@@ -122,6 +130,16 @@ class Config:
         if self.mode not in MODES:
             raise ConfigError(
                 f"unknown mode {self.mode!r}: choose one of {', '.join(MODES)}", ("mode",)
+            )
+        if self.rerank_api not in RERANK_APIS:
+            raise ConfigError(
+                f"unknown rerank_api {self.rerank_api!r}: choose one of {', '.join(RERANK_APIS)}",
+                ("rerank_api",),
+            )
+        if self.rerank_url is not None and not self.rerank_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"rerank_url must be an http:// or https:// URL, not {self.rerank_url!r}",
+                ("rerank_url",),
             )
         for name, allowed in RANGES.items():
             value = getattr(self, name)

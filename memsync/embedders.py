@@ -117,32 +117,30 @@ class LocalEmbedder(Embedder):
         return normalise(self._e5.query(text), LOCAL_MODEL)
 
 
-class HttpEmbedder(Embedder):
-    """Batches, timeouts, and retries with backoff on 429/5xx and connection errors."""
+class HttpService:
+    """One JSON endpoint over httpx: timeouts, and retries with backoff on 429/5xx and connection
+    errors. The embedding providers and the reranker speak through it."""
 
+    provider = ""
+    model = ""
     max_attempts = 5
     url_setting = ""  # the variable a user sets to point at the server, named in errors
+    key_setting = "OPENAI_API_KEY"  # the variable that holds its API key, named in errors
     max_wait = 60.0
 
     def __init__(
         self,
         base_url: str,
-        model: str,
         *,
-        batch_size: int,
         timeout: float,
         api_key: str | None = None,
         transport: object | None = None,
         sleep: Callable[[float], None] | None = None,
-        in_flight: int = 1,
     ) -> None:
         import httpx
 
         self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.batch_size = batch_size
         self._sleep = sleep or pause
-        self.in_flight = in_flight  # batches sent at once: a remote API's latency overlapped
         self._secret = api_key
         self.total_timeout: float | None = None  # all attempts of one request together (queries)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -151,29 +149,12 @@ class HttpEmbedder(Embedder):
             headers=headers,
             transport=transport,  # type: ignore[arg-type]
         )
-        self.dims: int | None = None
 
-    @property
-    def provider_key(self) -> str:
-        return hashlib.sha256(self.base_url.encode()).hexdigest()[:16]
-
-    def describe(self) -> str:
-        return f"{self.provider} {self.model} at {self.base_url}"
-
-    @abstractmethod
-    def _request(self, texts: Sequence[str]) -> tuple[str, dict[str, object]]:
-        """The URL and JSON body for one batch."""
-
-    @abstractmethod
-    def _vectors(self, body: object) -> list[list[float]]:
-        """The vectors in a response body, in input order."""
-
-    def _post(self, texts: Sequence[str]) -> np.ndarray:
-        """One batch, retried; with `total_timeout` (a query) every attempt and wait together
-        end by then, so a hung server costs a query seconds, not minutes."""
+    def _exchange(self, url: str, payload: dict[str, object]) -> object:
+        """One request, retried, its JSON answer; with `total_timeout` (a query) every attempt
+        and wait together end by then, so a hung server costs a query seconds, not minutes."""
         import httpx
 
-        url, payload = self._request(texts)
         started = time.monotonic()
         for attempt in range(1, self.max_attempts + 1):
             wait = min(0.5 * 2 ** (attempt - 1), self.max_wait)
@@ -199,7 +180,7 @@ class HttpEmbedder(Embedder):
             if status in (401, 403):
                 raise EmbeddingAuthError(
                     f"{self.provider} refused the request ({status}): check the API key "
-                    "(OPENAI_API_KEY)"
+                    f"({self.key_setting})"
                 )
             if status == 404:
                 raise EmbeddingConfigError(
@@ -217,12 +198,9 @@ class HttpEmbedder(Embedder):
                 body = redact(response.text, self._secret)[:200]
                 raise EmbeddingResponseError(f"{self.provider} answered {status}: {body}")
             try:
-                vectors = self._vectors(response.json())
-            except (ValueError, KeyError, TypeError, IndexError) as exc:
-                raise EmbeddingResponseError(
-                    f"{self.provider} sent an answer that is not embeddings"
-                ) from exc
-            return self._checked(vectors, len(texts))
+                return response.json()
+            except ValueError as exc:
+                raise EmbeddingResponseError(f"{self.provider} sent an answer that is not JSON") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _remaining(self, started: float) -> float | None:
@@ -235,6 +213,57 @@ class HttpEmbedder(Embedder):
             self.total_timeout is not None
             and time.monotonic() - started + wait >= self.total_timeout
         )
+
+
+
+class HttpEmbedder(HttpService, Embedder):
+    """Batches of texts to an embedding endpoint, a few requests in flight while indexing."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        batch_size: int,
+        timeout: float,
+        api_key: str | None = None,
+        transport: object | None = None,
+        sleep: Callable[[float], None] | None = None,
+        in_flight: int = 1,
+    ) -> None:
+        super().__init__(
+            base_url, timeout=timeout, api_key=api_key, transport=transport, sleep=sleep
+        )
+        self.model = model
+        self.batch_size = batch_size
+        self.in_flight = in_flight  # batches sent at once: a remote API's latency overlapped
+        self.dims: int | None = None
+
+    @property
+    def provider_key(self) -> str:
+        return hashlib.sha256(self.base_url.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        return f"{self.provider} {self.model} at {self.base_url}"
+
+    @abstractmethod
+    def _request(self, texts: Sequence[str]) -> tuple[str, dict[str, object]]:
+        """The URL and JSON body for one batch."""
+
+    @abstractmethod
+    def _vectors(self, body: object) -> list[list[float]]:
+        """The vectors in a response body, in input order."""
+
+    def _post(self, texts: Sequence[str]) -> np.ndarray:
+        """One batch, retried (HttpService), its vectors checked."""
+        body = self._exchange(*self._request(texts))
+        try:
+            vectors = self._vectors(body)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise EmbeddingResponseError(
+                f"{self.provider} sent an answer that is not embeddings"
+            ) from exc
+        return self._checked(vectors, len(texts))
 
     def _checked(self, vectors: list[list[float]], expected: int) -> np.ndarray:
         import numpy as np
@@ -333,6 +362,71 @@ class OllamaEmbedder(HttpEmbedder):
 
     def _vectors(self, body: object) -> list[list[float]]:
         return list(body["embeddings"])  # type: ignore[index]
+
+
+class Reranker(HttpService):
+    """Any server speaking the common /rerank API: the Jina/Cohere body (llama.cpp server, vLLM,
+    Infinity, Jina, Cohere) or Text Embeddings Inference's (`rerank_api = "tei"`). It is sent the
+    query and the candidates' text, to the URL the user configured and nowhere else."""
+
+    provider = "rerank"
+    url_setting = "MEMSYNC_RERANK_URL"
+    key_setting = "MEMSYNC_RERANK_API_KEY"
+    max_attempts = 2  # a query's budget leaves room for one retry at most
+
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        api: str,
+        *,
+        timeout: float,
+        api_key: str | None = None,
+        transport: object | None = None,
+    ) -> None:
+        super().__init__(url, timeout=timeout, api_key=api_key, transport=transport)
+        self.model = model
+        self.api = api
+        self.total_timeout = timeout
+
+    def describe(self) -> str:
+        return f"{self.model or 'the reranker'} at {self.base_url}"
+
+    def scores(self, query: str, documents: Sequence[str]) -> list[float]:
+        """One relevance score per document, in their order."""
+        if self.api == "tei":
+            payload: dict[str, object] = {"query": query, "texts": list(documents)}
+        else:
+            payload = {"query": query, "documents": list(documents), "top_n": len(documents)}
+            if self.model:
+                payload["model"] = self.model
+        body = self._exchange(self.base_url, payload)
+        try:
+            items = body if self.api == "tei" else body["results"]  # type: ignore[index]
+            key = "score" if self.api == "tei" else "relevance_score"
+            found = {int(item["index"]): float(item[key]) for item in items}  # type: ignore[union-attr]
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise EmbeddingResponseError("the reranker sent an answer that is not scores") from exc
+        if sorted(found) != list(range(len(documents))):
+            raise EmbeddingResponseError(
+                f"the reranker scored {len(found)} of {len(documents)} candidates"
+            )
+        return [found[i] for i in range(len(documents))]
+
+
+def make_reranker(config: Config) -> Reranker | None:
+    """The configured reranker, or None: nothing is reranked unless `rerank_url` is set."""
+    import os
+
+    if not config.rerank_url:
+        return None
+    return Reranker(
+        config.rerank_url,
+        config.rerank_model,
+        config.rerank_api,
+        timeout=config.query_timeout,
+        api_key=os.environ.get("MEMSYNC_RERANK_API_KEY"),
+    )
 
 
 def local_available() -> bool:

@@ -22,7 +22,14 @@ from typing import Any
 
 from . import notes
 from .config import Config, is_postgres
-from .embedders import Embedder, embedder_for_index, make_embedder, resolve_provider
+from .embedders import (
+    Embedder,
+    Reranker,
+    embedder_for_index,
+    make_embedder,
+    make_reranker,
+    resolve_provider,
+)
 from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, VaultTaken
 from .filters import note_filter, path_globs
 from .locate import Location, for_vault, locate
@@ -114,6 +121,7 @@ class Memory:
         self.location = location
         self.store = location.open(vectors_in_memory=long_lived)
         self._embedder: tuple[ModelKey | None, Embedder | None, str] | None = None
+        self._rerank: Reranker | None = None
 
     @classmethod
     def open(cls, config: Config, vault: Path | None = None, *, long_lived: bool = False) -> Memory:
@@ -238,7 +246,8 @@ class Memory:
         embedder, why = (None, "")
         if options.mode != "keyword":
             embedder, why = self._query_embedder()
-        outcome = search(self.store, text, options, embedder, why)
+        reranker = self._reranker() if options.rerank else None
+        outcome = search(self.store, text, options, embedder, why, reranker)
         if stale:
             outcome.notices.append(stale)
         return outcome
@@ -251,6 +260,12 @@ class Memory:
                 f"--writable: the vault of {self.location} is {origin.where()}, not on "
                 f"{this_host()}: run memsync mcp --writable there, or without --writable here"
             )
+
+    def _reranker(self) -> Reranker | None:
+        """Made once: a long-lived server keeps its connection to the reranker."""
+        if self._rerank is None:
+            self._rerank = make_reranker(self.config)
+        return self._rerank
 
     def _query_embedder(self) -> tuple[Embedder | None, str]:
         """Loaded once per model: a long-lived server must not reload it for every query."""

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import fts
 from .config import Config
-from .embedders import Embedder
+from .embedders import Embedder, Reranker
 from .errors import EmbeddingError
 from .filters import NoteFilter
 from .ranking import (
@@ -44,6 +44,8 @@ class Options:
     mmr_lambda: float = _SETTINGS.mmr_lambda
     vector_weight: float = _SETTINGS.vector_weight
     text_weight: float = _SETTINGS.text_weight
+    rerank: bool = _SETTINGS.rerank  # with a reranker configured
+    rerank_top: int = _SETTINGS.rerank_top
     only: NoteFilter = NoteFilter()  # search only these notes (paths from path_globs)
     explain: bool = False  # attach how each score came about
     today: date | None = None  # for decay; None means the real today
@@ -68,9 +70,12 @@ class Hit:
     relevance: float  # the score before temporal decay, which the threshold saw
     exact: bool
     explain: dict[str, object] | None = None  # with --explain: how the score came about
+    rerank_score: float | None = None  # the reranker's, when it ordered the results
 
     def as_dict(self) -> dict[str, object]:
-        extra = {} if self.explain is None else {"explain": self.explain}
+        extra: dict[str, object] = {} if self.explain is None else {"explain": self.explain}
+        if self.rerank_score is not None:
+            extra["rerank_score"] = round(self.rerank_score, 4)
         return {
             "path": self.path,
             "start_line": self.start_line,
@@ -127,8 +132,10 @@ def search(
     options: Options,
     embedder: Embedder | None,
     unavailable: str = "",
+    reranker: Reranker | None = None,
 ) -> Outcome:
-    """Run the legs the mode asks for, say which really ran and why a leg did not, then rank."""
+    """Run the legs the mode asks for, say which really ran and why a leg did not, rank, and
+    let the reranker (when one is given) order the top candidates."""
     outcome = Outcome(query, options.mode, options.mode)
     legs = Legs()
     if options.mode in ("hybrid", "vector", "rrf"):
@@ -137,8 +144,34 @@ def search(
         _keyword_leg(store, query, options, legs, outcome.notices)
     outcome.mode = resolved_mode(options.mode, legs.ran_vector, legs.ran_text)
     candidates = _candidates(store, query, legs)
-    outcome.results = _hits(candidates, query, replace(options, mode=outcome.mode))
+    ranking = replace(options, mode=outcome.mode)
+    if reranker is None:
+        outcome.results = _hits(candidates, query, ranking)
+        return outcome
+    top = _hits(candidates, query, replace(ranking, limit=max(options.limit, options.rerank_top)))
+    outcome.results = _reranked(top, candidates, query, reranker, outcome.notices)[: options.limit]
     return outcome
+
+
+def _reranked(
+    hits: list[Hit],
+    candidates: list[Candidate],
+    query: str,
+    reranker: Reranker,
+    notices: list[str],
+) -> list[Hit]:
+    """The hits in the reranker's order (each chunk's whole text is what it reads); as they
+    were, with a notice, when it fails or does not answer within the query's time."""
+    if not hits:
+        return hits
+    texts = {(c.path, c.start_line): c.text for c in candidates}
+    try:
+        scores = reranker.scores(query, [texts[(h.path, h.start_line)] for h in hits])
+    except EmbeddingError as exc:
+        notices.append(f"results not reranked: {exc}")
+        return hits
+    rescored = [replace(hit, rerank_score=score) for hit, score in zip(hits, scores)]
+    return sorted(rescored, key=lambda h: -(h.rerank_score or 0.0))
 
 
 def _vector_leg(

@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -129,8 +130,15 @@ def hash_embedder() -> HashEmbedder:
     return HashEmbedder()
 
 
+def shared_words(query: str, document: str) -> float:
+    """A stand-in for a cross-encoder: the share of the query's words the document holds."""
+    words = set(re.findall(r"\w+", query.lower()))
+    return len(words & set(re.findall(r"\w+", document.lower()))) / (1 + len(words))
+
+
 class EmbeddingServer:
-    """A real HTTP server on 127.0.0.1 speaking OpenAI's and Ollama's embedding APIs.
+    """A real HTTP server on 127.0.0.1 speaking OpenAI's and Ollama's embedding APIs, and the
+    common /rerank API (Jina/Cohere's body, or Text Embeddings Inference's).
 
     `script` is a list of (status, headers) to answer before serving real vectors; `delay` slows
     every answer; `requests` records what arrived.
@@ -148,6 +156,7 @@ class EmbeddingServer:
         self.headers: list[dict[str, str]] = []
         self.down = False
         self.transform: Callable[[list[list[float]]], object] | None = None  # spoil the vectors
+        self.relevance = shared_words  # how the /rerank endpoint scores (query, document)
         self._model = HashEmbedder(dims)
         server = self
 
@@ -178,6 +187,16 @@ class EmbeddingServer:
                     # like servers that echo the request in an error, key included
                     echo = {"auth": self.headers.get("Authorization"), "error": "scripted"}
                     self._send(status, echo, headers)
+                    return
+                if self.path.endswith("/rerank"):
+                    documents = body.get("documents", body.get("texts", []))
+                    scores = [server.relevance(body["query"], d) for d in documents]
+                    order = sorted(range(len(scores)), key=lambda i: -scores[i])
+                    if "texts" in body:  # Text Embeddings Inference
+                        self._send(200, [{"index": i, "score": scores[i]} for i in order], {})
+                    else:
+                        results = [{"index": i, "relevance_score": scores[i]} for i in order]
+                        self._send(200, {"results": results[: body.get("top_n")]}, {})
                     return
                 texts = body["input"]
                 vectors = [server._model._vector(t).tolist() for t in texts]
