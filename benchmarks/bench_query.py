@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from memsync import fts  # noqa: E402
+from memsync.chunking import chunk_text, windows  # noqa: E402
 from memsync.embedders import LocalEmbedder  # noqa: E402
 from memsync.filters import note_filter  # noqa: E402
 from memsync.locate import Location, SqliteLocation  # noqa: E402
@@ -63,6 +64,15 @@ QUERIES = [
 ]
 
 
+def windows_per_chunk() -> list[int]:
+    """How many vectors each of sample_vault's chunks has (its windows): the generated chunks
+    take these counts in turn, so that a search scans as many vectors as real notes give."""
+    counts = []
+    for note in sorted((ROOT / "sample_vault").rglob("*.md")):
+        counts += [len(windows(c.text)) for c in chunk_text(note.read_text(encoding="utf-8"))]
+    return counts
+
+
 def random_vectors(count: int, seed: int = 1) -> np.ndarray:
     vectors = np.random.default_rng(seed).normal(size=(count, 384)).astype(np.float32)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -72,10 +82,13 @@ def build(
     store: Store, chunks: int, embedder: LocalEmbedder, vectors: np.ndarray | None = None
 ) -> np.ndarray:
     """The generated index in `store` (any backend), with `vectors` (default: random unit
-    vectors); returns the vectors it holds."""
+    vectors, as many per chunk as sample_vault's chunks have windows); returns the vectors it
+    holds, one per chunk's first window."""
     rng = random.Random(1)
     words, weights = vocabulary()
+    counts = windows_per_chunk()
     vectors = random_vectors(chunks) if vectors is None else vectors
+    extra = random_vectors(chunks * (max(counts) - 1) + 1, seed=2)
     store.set_model(embedder.key, 384)
     per_note = 5
     for note in range(chunks // per_note):
@@ -88,7 +101,11 @@ def build(
         store.replace_file(FileRow(f"n{note // 100}/note{note}.md", str(note), 1, 1), new)
     done = 0
     while batch := store.pending_chunks(2000):
-        items = [(i, h, to_blob(vectors[done + n])) for n, (i, h, _, _) in enumerate(batch)]
+        items = []
+        for n, (i, h, _, _) in enumerate(batch):
+            k = done + n
+            more = extra[k * (max(counts) - 1) :][: counts[k % len(counts)] - 1]
+            items.append((i, h, to_blob(np.vstack([vectors[k : k + 1], more]))))
         store.store_embeddings(embedder.key, items, 384)
         done += len(batch)
     return vectors

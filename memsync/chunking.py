@@ -19,7 +19,7 @@ MAX_TOKENS = 400
 OVERLAP_TOKENS = 80
 # a chunk is embedded as windows of whole lines of at most this many tokens (a longer line alone):
 # a chunk of chat holds twenty turns, and one vector of them all matches none of them well
-WINDOW_TOKENS = 96
+WINDOW_TOKENS = 64
 MAX_WINDOWS = 16  # the stores number a chunk's vectors below this (sqlite-vec: id x 16 + window)
 # recorded in the index: when the rules below change, every note is chunked again
 CHUNKER = f"cdc-2 cl100k max{MAX_TOKENS} overlap{OVERLAP_TOKENS} windows{WINDOW_TOKENS}"
@@ -36,22 +36,24 @@ def embed_input(context: str, text: str) -> str:
 
 
 def windows(text: str, limit: int = WINDOW_TOKENS) -> list[tuple[str, str]]:
-    """A chunk's lines in runs of at most `limit` tokens (a longer line alone), blank runs left
-    out, each with the headings the chunk opened before it ("A > B"); never more than
-    MAX_WINDOWS (the last ones are joined)."""
+    """A chunk's lines in runs of at most `limit` tokens (a longer line alone; headings stay
+    with the lines after them), blank runs left out, each with the headings the chunk opened
+    before it ("A > B"); never more than MAX_WINDOWS (the last ones are joined)."""
     runs: list[tuple[str, list[str]]] = [("", [])]
     size = 0
     opened: list[tuple[int, str]] = []  # (level, title) of the headings seen so far
     fence = False
+    said = False  # the run holds more than headings and blank lines
     for line in text.split("\n"):
         tokens = count_tokens(line)
-        if runs[-1][1] and size + tokens > limit:
+        if said and size + tokens > limit:  # headings alone stay with what follows them
             runs.append((" > ".join(title for _, title in opened), []))
-            size = 0
+            size, said = 0, False
         runs[-1][1].append(line)
         size += tokens
         fence ^= bool(_FENCE.match(line))
         heading = None if fence else _HEADING.match(line)
+        said = said or (bool(line.strip()) and not heading)
         if heading:
             level = len(heading.group(1))
             opened = [(lv, t) for lv, t in opened if lv < level] + [(level, heading.group(2))]

@@ -141,3 +141,11 @@ def test_a_chunk_of_one_window_hashes_as_its_text_did() -> None:
     assert len(windows(chunk.text)) == 1
     expected = hashlib.sha256(embed_input(chunk.context, chunk.text).encode()).hexdigest()
     assert chunk.hash == expected
+
+
+def test_a_heading_stays_with_the_lines_after_it() -> None:
+    """A title alone would be a vector of its own that every later window repeats in front."""
+    abstract = "word " * 150
+    assert windows(f"# Title\n\n{abstract}") == [("", f"# Title\n\n{abstract}")]
+    found = windows(f"# A\n\n{abstract}\n## B\n\n{abstract}")
+    assert found == [("", f"# A\n\n{abstract}"), ("A", f"## B\n\n{abstract}")]
