@@ -147,3 +147,28 @@ def bm25_score(rank: float) -> float:
     """FTS5's bm25() (lower is better, < 0) mapped into [0, 1): s = (-r) / (1 - r)."""
     strength = max(-rank, 0.0)
     return strength / (1.0 + strength)
+
+
+# the writing systems a multilingual model keeps apart: each has its own spread of cosines
+_SCRIPTS = [
+    ("cjk", re.compile(f"[{_CJK}]")),
+    ("cyrillic", re.compile("[\u0400-\u04ff]")),
+    ("greek", re.compile("[\u0370-\u03ff]")),
+    ("arabic", re.compile("[\u0600-\u06ff]")),
+    ("hebrew", re.compile("[\u0590-\u05ff]")),
+    ("devanagari", re.compile("[\u0900-\u097f]")),
+    ("thai", re.compile("[\u0e00-\u0e7f]")),
+]
+SCRIPT_SAMPLE = 400  # characters of a text that decide its script
+
+
+def script(text: str) -> str:
+    """The writing system of at least a third of the text's first letters ("latin" for any
+    other): a note in Chinese with `SSH` and `2222` in it is Chinese."""
+    head = text[:SCRIPT_SAMPLE]
+    if head.isascii():
+        return "latin"
+    counts = {name: len(pattern.findall(head)) for name, pattern in _SCRIPTS}
+    letters = sum(len(w) for w in WORD.findall(head)) + counts["cjk"]  # WORD leaves CJK out
+    name, most = max(counts.items(), key=lambda item: item[1])
+    return name if most and most * 3 >= letters else "latin"

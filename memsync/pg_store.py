@@ -293,7 +293,7 @@ class PgStore(Tables):
             self.conn.close()
             raise
         self._session_ef_search = 0
-        self._sample: tuple[tuple[Any, int], np.ndarray] | None = None
+        self._sample: tuple[tuple[Any, int], tuple[np.ndarray, list[str]]] | None = None
 
     def _open(self, create: bool) -> None:
         from psycopg import sql
@@ -589,7 +589,7 @@ class PgStore(Tables):
             for r in rows
         }
 
-    def sample_vectors(self, size: int) -> np.ndarray:
+    def sample_vectors(self, size: int) -> tuple[np.ndarray, list[str]]:
         """Kept between queries while the vault's chunks and vectors stay as they are: 512
         vectors are 0.8 MB to fetch for every query otherwise."""
         import numpy as np
@@ -601,19 +601,21 @@ class PgStore(Tables):
         if self._sample is not None and self._sample[0] == (version, size):
             return self._sample[1]
         low, high = self.conn.execute("SELECT min(id), max(id) FROM chunks").fetchone()
-        vectors = []
+        found = []
         if low is not None:
-            vectors = [
-                _floats(r[0])
-                for r in self.conn.execute(
-                    "SELECT embedding FROM chunk_windows WHERE chunk_id = ANY(%s)",
-                    (spread_ids(low, high, size),),
-                    binary=True,
-                )
-            ]
-        sample = spread_rows(
-            np.vstack(vectors) if vectors else np.zeros((0, self.dims() or 0), np.float32), size
+            found = self.conn.execute(
+                "SELECT chunk_id, embedding FROM chunk_windows WHERE chunk_id = ANY(%s) "
+                "ORDER BY chunk_id, part",
+                (spread_ids(low, high, size),),
+                binary=True,
+            ).fetchall()
+        vectors = (
+            np.vstack([_floats(r[1]) for r in found])
+            if found
+            else np.zeros((0, self.dims() or 0), np.float32)
         )
+        rows = spread_rows(np.arange(len(found)), size)
+        sample = (vectors[rows], self.scripts([int(found[r][0]) for r in rows]))
         self._sample = ((version, size), sample)
         return sample
 

@@ -67,6 +67,25 @@ def calibrate_cosine(cosines: np.ndarray, background: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(z - 2.5) / 0.75))
 
 
+MIN_BACKGROUND = 8  # same-script background vectors needed to judge a cosine by them alone
+
+
+def calibrate_by_script(
+    cosines: np.ndarray, scripts: Sequence[str], background: np.ndarray, backdrop: Sequence[str]
+) -> np.ndarray:
+    """calibrate_cosine, each chunk against the background chunks of its own script when there
+    are enough of them: a multilingual model puts a query nearer every text in its own language,
+    so a Chinese note's cosine with an English question is judged among Chinese notes'."""
+    calibrated = calibrate_cosine(cosines, background)
+    kinds = np.asarray(backdrop)
+    for kind in set(scripts):
+        same = kinds == kind
+        if same.sum() >= MIN_BACKGROUND and not same.all():
+            rows = [i for i, s in enumerate(scripts) if s == kind]
+            calibrated[rows] = calibrate_cosine(np.asarray(cosines)[rows], background[same])
+    return calibrated
+
+
 def coverage(text: str, terms: Sequence[str]) -> float:
     """The share of the query's terms found in the chunk (a stem or bigram counts as found)."""
     if not terms:

@@ -17,7 +17,7 @@ from .filters import NoteFilter
 from .ranking import (
     Candidate,
     calibrate_bm25,
-    calibrate_cosine,
+    calibrate_by_script,
     coverage,
     explain,
     identifiers,
@@ -117,8 +117,10 @@ class Outcome:
 class Legs:
     """What the legs found: calibrated scores by chunk id, and the raw values for --explain."""
 
-    vector: dict[int, float] = field(default_factory=dict)
+    vector: dict[int, float] = field(default_factory=dict)  # calibrated with the candidates
     cosines: dict[int, float] = field(default_factory=dict)
+    background: np.ndarray | None = None  # the query's cosines with a sample of the index
+    backdrop: list[str] = field(default_factory=list)  # the script of each sampled chunk
     bm25: dict[int, float] = field(default_factory=dict)
     best_bm25: float | None = None  # the whole index's best rank: the keyword calibration's anchor
     terms: list[str] = field(default_factory=list)
@@ -196,10 +198,8 @@ def _vector_leg(
     legs.ran_vector = True
     hits = store.vector_search(query_vector, options.limit * 4, options.only)
     if hits:
-        cosines = np.array([1.0 - d for _, d in hits])
-        background = store.sample_vectors(512) @ query_vector
-        calibrated = calibrate_cosine(cosines, background)
-        legs.vector = {i: float(s) for (i, _), s in zip(hits, calibrated)}
+        sample, legs.backdrop = store.sample_vectors(512)
+        legs.background = sample @ query_vector
         legs.cosines = {i: 1.0 - d for i, d in hits}
 
 
@@ -236,7 +236,16 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
     """Every chunk a leg found, with both legs' calibrated scores and the exact-match rule."""
     idents = identifiers(query)
     others = other_terms(query, idents)
-    rows = store.chunks(list(dict.fromkeys([*legs.vector, *legs.bm25])))
+    rows = store.chunks(list(dict.fromkeys([*legs.cosines, *legs.bm25])))
+    if legs.background is not None:
+        ids = [i for i in legs.cosines if i in rows]
+        calibrated = calibrate_by_script(
+            np.array([legs.cosines[i] for i in ids]),
+            [fts.script(rows[i].text) for i in ids],
+            legs.background,
+            legs.backdrop,
+        )
+        legs.vector = {i: float(s) for i, s in zip(ids, calibrated)}
     found = [i for i in legs.bm25 if i in rows]
     text_scores = calibrate_bm25(
         {i: legs.bm25[i] for i in found},

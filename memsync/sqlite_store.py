@@ -417,30 +417,31 @@ class SqliteStore(Tables):
         )
         return {row[0]: ChunkRow(*row) for row in rows}
 
-    def sample_vectors(self, size: int) -> np.ndarray:
-        """Up to `size` stored vectors spread evenly over the index: the background for calibration."""
+    def sample_vectors(self, size: int) -> tuple[np.ndarray, list[str]]:
+        """Up to `size` stored vectors spread evenly over the index, and the script of each one's
+        chunk: the background a query's cosines are calibrated against."""
         import numpy as np
 
         if self.vectors_in_memory:
-            _, matrix = self._vector_matrix()
-            return spread_rows(matrix, size)
-        bounds = _first(self.conn.execute("SELECT min(id), max(id) FROM chunks"))
-        if not bounds or bounds[0] is None:
-            return np.zeros((0, self.dims() or 0), dtype=np.float32)
-        low, high = bounds
-        ids = spread_ids(low, high, size)
-        blobs: list[bytes] = []
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ",".join("?" * len(part))
-            blobs += [
-                r[0]
-                for r in self.conn.execute(
-                    f"SELECT embedding FROM chunks WHERE id IN ({marks}) AND embedding IS NOT NULL",
-                    part,
+            ids, matrix = self._vector_matrix()
+            rows = spread_rows(np.arange(len(ids)), size)
+            owners = [int(i) for i in ids[rows]]
+        else:
+            bounds = _first(self.conn.execute("SELECT min(id), max(id) FROM chunks"))
+            if not bounds or bounds[0] is None:
+                return np.zeros((0, self.dims() or 0), dtype=np.float32), []
+            found = list(
+                self._batches(
+                    "SELECT id, embedding FROM chunks WHERE id IN ({marks}) "
+                    "AND embedding IS NOT NULL",
+                    spread_ids(bounds[0], bounds[1], size),
                 )
-            ]
-        return spread_rows(window_rows(blobs, self.dims() or 0)[1], size)
+            )
+            counts, matrix = window_rows([r[1] for r in found], self.dims() or 0)
+            every = np.repeat(np.array([r[0] for r in found], dtype=np.int64), counts)
+            rows = spread_rows(np.arange(len(every)), size)
+            owners = [int(i) for i in every[rows]]
+        return matrix[rows], self.scripts(owners)
 
     def keyword_search(
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()

@@ -117,3 +117,19 @@ def test_identifiers_and_stems_match(store: Store) -> None:
 def test_hostile_queries_never_reach_match_unescaped(store: Store, query: str) -> None:
     for op in ("AND", "OR"):
         _paths(store, query, op)  # must not raise
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("测试服务器的SSH端口是2222。", "cjk"),  # a Chinese note that holds ASCII words
+        ("# 周末计划\n\n- 周六去吃拉面", "cjk"),
+        ("The test server's SSH port is 2222.", "latin"),
+        ("ssh port 2222, 测试", "latin"),  # a few Chinese characters in English text
+        ("Привет, как дела?", "cyrillic"),
+        ("Tomás's café in Porto", "latin"),
+        ("", "latin"),
+    ],
+)
+def test_the_script_of_a_text_is_that_of_a_third_of_its_letters(text: str, expected: str) -> None:
+    assert fts.script(text) == expected

@@ -9,6 +9,7 @@ import pytest
 from memsync.metadata import note_date
 from memsync.ranking import (
     Candidate,
+    calibrate_by_script,
     calibrate_cosine,
     decay_factor,
     fuse,
@@ -166,3 +167,18 @@ def test_mmr_collapses_near_duplicates_so_a_distinct_note_makes_the_top_3() -> N
     picked = [c.id for c, _ in mmr(ranked, 0.7, 3)]
     assert picked[0] == 1 and set(picked[1:]) == {9, 10}
     assert [c.id for c, _, _ in rank([*copies, other, third], Options(mmr=True, limit=3))][0] == 1
+
+
+def test_a_cosine_is_judged_among_chunks_of_its_own_script() -> None:
+    """An English question sits nearer every English chunk: a Chinese chunk that stands out
+    among Chinese ones is a strong match, though its cosine is below the English average."""
+    rng = np.random.default_rng(0)
+    background = np.r_[rng.normal(0.80, 0.01, 200), rng.normal(0.70, 0.01, 40)]
+    backdrop = ["latin"] * 200 + ["cjk"] * 40
+    cosines = np.array([0.80, 0.74])  # an average English chunk, an outstanding Chinese one
+    plain = calibrate_cosine(cosines, background)
+    by_script = calibrate_by_script(cosines, ["latin", "cjk"], background, backdrop)
+    assert plain[1] < plain[0] and by_script[1] > 0.5 > 0.1 > by_script[0]
+    # too few of a script to judge by: the whole background
+    few = calibrate_by_script(cosines, ["latin", "cjk"], background[:205], backdrop[:205])
+    assert few[1] == pytest.approx(calibrate_cosine(cosines, background[:205])[1])
