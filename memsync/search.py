@@ -196,6 +196,12 @@ def _vector_leg(
         notices.append(f"vector search unavailable: {exc}")
         return
     legs.ran_vector = True
+    waiting = store.pending_count()
+    if waiting:
+        notices.append(
+            f"{waiting} chunks have no vector yet and are found by keyword only: "
+            "memsync index (or a running watch) embeds them"
+        )
     hits = store.vector_search(query_vector, options.limit * 4, options.only)
     if hits:
         sample, legs.backdrop = store.sample_vectors(512)

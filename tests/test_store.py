@@ -260,3 +260,24 @@ def test_an_index_of_one_vector_per_chunk_is_embedded_again_as_windows(
         window = embed_inputs("Chat", row.text)[-1]  # the last window of the last chunk
         [(best, distance)] = store.vector_search(hash_embedder.embed_documents([window])[0], 1)
         assert best == row.id and distance == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_query_says_how_many_chunks_wait_for_their_vectors(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    """An index upgraded by a query's refresh (or a watcher behind) finds some chunks by
+    keyword only: the answer says so instead of ranking silently without them."""
+    from memsync.search import Options, search
+
+    root = tmp_path / "vault"
+    for i in range(3):
+        write(root, f"n{i}.md", f"# Note {i}\n\nalpha beta {i}\n")
+    with SqliteStore(tmp_path / "i.sqlite", create=True) as store:
+        index_vault(store, root, 1 << 20, hash_embedder)
+        assert search(store, "alpha", Options(), hash_embedder).notices == []
+        store.conn.execute("UPDATE chunks SET embedding = NULL WHERE path = 'n1.md'")
+        notices = search(store, "alpha", Options(), hash_embedder).notices
+        assert notices == [
+            "1 chunks have no vector yet and are found by keyword only: "
+            "memsync index (or a running watch) embeds them"
+        ]
