@@ -29,6 +29,7 @@ from .ranking import (
     snippet,
 )
 from .store import StoreReader
+from .vectors import best_cosine
 
 _SETTINGS = Config()  # the documented defaults live in Config only
 
@@ -119,6 +120,7 @@ class Legs:
 
     vector: dict[int, float] = field(default_factory=dict)  # calibrated with the candidates
     cosines: dict[int, float] = field(default_factory=dict)
+    query_vector: np.ndarray | None = None
     background: np.ndarray | None = None  # the query's cosines with a sample of the index
     backdrop: list[str] = field(default_factory=list)  # the script of each sampled chunk
     bm25: dict[int, float] = field(default_factory=dict)
@@ -205,6 +207,7 @@ def _vector_leg(
     hits = store.vector_search(query_vector, options.limit * 4, options.only)
     if hits:
         sample, legs.backdrop = store.sample_vectors(512)
+        legs.query_vector = query_vector
         legs.background = sample @ query_vector
         legs.cosines = {i: 1.0 - d for i, d in hits}
 
@@ -243,7 +246,13 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
     idents = identifiers(query)
     others = other_terms(query, idents)
     rows = store.chunks(list(dict.fromkeys([*legs.cosines, *legs.bm25])))
-    if legs.background is not None:
+    if legs.background is not None and legs.query_vector is not None:
+        # a chunk the keyword leg found beyond the vector leg's pool has vectors all the same:
+        # its cosine, not 0, goes into the fusion
+        for i in legs.bm25:
+            stored = rows[i].embedding if i in rows else None
+            if i not in legs.cosines and stored:
+                legs.cosines[i] = best_cosine(stored, legs.query_vector)
         ids = [i for i in legs.cosines if i in rows]
         calibrated = calibrate_by_script(
             np.array([legs.cosines[i] for i in ids]),

@@ -36,6 +36,15 @@ def window_rows(blobs: Sequence[bytes], dims: int) -> tuple[np.ndarray, np.ndarr
     return counts, np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, dims)
 
 
+def best_cosine(blob: bytes, query: np.ndarray) -> float:
+    """The cosine of a chunk's nearest window (its blob's vectors, unit length) to `query`."""
+    import numpy as np
+
+    q = np.asarray(query, dtype=np.float32)
+    rows = np.frombuffer(blob, dtype="<f4").reshape(-1, len(q))
+    return float((rows @ (q / (np.linalg.norm(q) or 1.0))).max())
+
+
 def spread_rows(matrix: np.ndarray, size: int) -> np.ndarray:
     """At most `size` rows spread evenly over the matrix (a calibration background)."""
     import numpy as np

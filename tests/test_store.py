@@ -281,3 +281,35 @@ def test_a_query_says_how_many_chunks_wait_for_their_vectors(
             "1 chunks have no vector yet and are found by keyword only: "
             "memsync index (or a running watch) embeds them"
         ]
+
+
+def test_a_chunk_found_by_keyword_only_still_gets_its_cosine(tmp_path: Path) -> None:
+    """Beyond the vector leg's pool a chunk has vectors all the same: fusion reads its cosine
+    (from its stored windows), not 0."""
+    from memsync.search import Options, search
+
+    e = np.eye(8, dtype="<f4")
+
+    class Fixed(HashEmbedder):
+        def embed_query(self, text: str) -> np.ndarray:
+            return e[0]
+
+    embedder = Fixed(8)
+    key = embedder.key
+    with SqliteStore(tmp_path / "i.sqlite", create=True) as store:
+        store.set_model(key, 8)
+        chunks = [NewChunk(i + 1, i + 1, f"f{i}", f"filler {i}", "", f"filler {i}") for i in range(30)]
+        chunks.append(NewChunk(40, 40, "z", "zebra crossing", "", "zebra crossing"))
+        store.replace_file(FileRow("a.md", "x", 1, 1), chunks)
+        ids = sorted(store.chunks(range(1, 100)))
+        near = [(0.9 * e[0] + 0.1 * e[1 + i % 7]).astype("<f4") for i in range(30)]
+        target = (0.5 * e[0] + 0.866 * e[2]).astype("<f4")
+        items = [(i, c.hash, v.tobytes()) for i, c, v in zip(ids, chunks, [*near, target])]
+        store.store_embeddings(key, items, 8)
+        [hit] = [
+            h
+            for h in search(store, "zebra", Options(limit=2, min_score=0, explain=True), embedder).results
+            if h.path == "a.md" and h.start_line == 40
+        ]
+        assert hit.vector_score is not None and hit.explain is not None
+        assert hit.explain["cosine"] == pytest.approx(0.5, abs=1e-3)
