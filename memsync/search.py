@@ -4,6 +4,7 @@ candidates, rank them (ranking, pure) and return hits with the reasons a leg did
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from datetime import date
 
@@ -142,10 +143,28 @@ def search(
     let the reranker (when one is given) order the top candidates."""
     outcome = Outcome(query, options.mode, options.mode)
     legs = Legs()
-    if options.mode in ("hybrid", "vector", "rrf"):
-        _vector_leg(store, query, options, embedder, unavailable, legs, outcome.notices)
-    if options.mode in ("hybrid", "keyword", "rrf"):
-        _keyword_leg(store, query, options, legs, outcome.notices)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsync-query") as beside:
+        embedding: Future[np.ndarray] | None = None
+        if options.mode in ("hybrid", "vector", "rrf"):
+            reason = _vector_unavailable(store, embedder, unavailable)
+            if reason:
+                outcome.notices.append(f"vector search unavailable: {reason}")
+            else:
+                # the model (or the HTTP provider) embeds the query while the keyword leg reads
+                # the index: SQLite and psycopg release the GIL while they work
+                assert embedder is not None
+                embedding = beside.submit(embedder.embed_query, query)
+        keyword_notices: list[str] = []
+        if options.mode in ("hybrid", "keyword", "rrf"):
+            _keyword_leg(store, query, options, legs, keyword_notices)
+        if embedding is not None:
+            try:
+                query_vector = embedding.result()
+            except EmbeddingError as exc:
+                outcome.notices.append(f"vector search unavailable: {exc}")
+            else:
+                _vector_leg(store, query_vector, options, legs, outcome.notices)
+        outcome.notices += keyword_notices
     outcome.mode = resolved_mode(options.mode, legs.ran_vector, legs.ran_text)
     candidates = _candidates(store, query, legs)
     ranking = replace(options, mode=outcome.mode)
@@ -180,23 +199,11 @@ def _reranked(
 
 def _vector_leg(
     store: StoreReader,
-    query: str,
+    query_vector: np.ndarray,
     options: Options,
-    embedder: Embedder | None,
-    unavailable: str,
     legs: Legs,
     notices: list[str],
 ) -> None:
-    reason = _vector_unavailable(store, embedder, unavailable)
-    if reason:
-        notices.append(f"vector search unavailable: {reason}")
-        return
-    assert embedder is not None
-    try:
-        query_vector = embedder.embed_query(query)
-    except EmbeddingError as exc:
-        notices.append(f"vector search unavailable: {exc}")
-        return
     legs.ran_vector = True
     waiting = store.pending_count()
     if waiting:
