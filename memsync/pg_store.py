@@ -173,7 +173,12 @@ def connect(url: str) -> psycopg.Connection[Any]:
         ) from exc
     shown = redact(url)
     try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=10, application_name="memsync")
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10, application_name="memsync")
+        # as SQLite's WAL with synchronous=NORMAL: a commit does not wait for the disk; a server
+        # crash may lose the last moments of writes (the next sync makes them again) but never
+        # leaves a half-written note
+        conn.execute("SET synchronous_commit = off")
+        return conn
     except psycopg.Error as exc:
         raise StoreError(
             f"cannot connect to {shown} ({first_line(exc)}): check that the server runs and that "

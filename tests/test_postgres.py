@@ -569,3 +569,11 @@ def test_a_vault_of_one_vector_per_chunk_is_embedded_again_as_windows(
         assert report.embedded == store.counts()["chunks"] and store.pending_count() == 0
         windows = store.conn.execute("SELECT count(*) FROM chunk_windows").fetchone()[0]
         assert windows > store.counts()["chunks"]
+
+
+def test_commits_do_not_wait_for_the_disk_as_sqlite_s_do_not(pg_vault: tuple[str, str]) -> None:
+    """synchronous_commit off, as SQLite's WAL with synchronous=NORMAL: a crash may lose the
+    last writes (the next sync makes them again), never half a note."""
+    url, name = pg_vault
+    with PostgresLocation(url, name).open(create=True) as store:
+        assert store.conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
