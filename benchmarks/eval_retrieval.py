@@ -294,7 +294,7 @@ def locomo_runs(
 ) -> dict[str, list[locomo.Ranked]]:
     """Each question's top 10 as `memsync query -n 10 --min-score 0 --no-decay --no-mmr` ranks it."""
     options = search_options(config, limit=10, min_score=0.0, mode=mode, decay=False, mmr=False)
-    with Memory.open(config, vault, long_lived=True) as memory:
+    with Memory.open(config, vault) as memory:  # as a `memsync query` process opens it
         return {
             q.id: [
                 locomo.Ranked(h.path, h.start_line, h.end_line)
@@ -304,7 +304,31 @@ def locomo_runs(
         }
 
 
-def eval_locomo(path: Path, workdir: Path, modes: list[str]) -> None:
+def check_cli(
+    config: Config, vault: Path, asked: list[locomo.Question], runs: dict[str, list[locomo.Ranked]]
+) -> None:
+    """The first questions again through a real `memsync query ... --json` process: the library
+    call above must rank exactly as the command a user types."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "MEMSYNC_DB": str(config.db)}
+    for q in asked:
+        done = subprocess.run(
+            [sys.executable, "-m", "memsync", "query", q.text, "--vault", str(vault), "-n", "10",
+             "--min-score", "0", "--mode", "hybrid", "--no-decay", "--no-mmr", "--json"],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        got = [
+            locomo.Ranked(r["path"], r["start_line"], r["end_line"])
+            for r in json.loads(done.stdout)["results"]
+        ]
+        if got != runs[q.id]:
+            raise SystemExit(f"the CLI ranks {q.text!r} otherwise: {got} != {runs[q.id]}")
+    print(f"the CLI ranks the first {len(asked)} questions as measured", file=sys.stderr)
+
+
+def eval_locomo(path: Path, workdir: Path, modes: list[str], cli_checks: int = 0) -> None:
     conversations, corrected = locomo.read_dataset(path)
     vault = workdir / "locomo_vault"
     where = locomo.write_vault(conversations, vault)
@@ -320,8 +344,11 @@ def eval_locomo(path: Path, workdir: Path, modes: list[str]) -> None:
     results = {}
     for mode in modes:
         started = time.monotonic()
-        results[mode] = locomo.scores(asked, locomo_runs(config, vault, asked, mode))
+        runs = locomo_runs(config, vault, asked, mode)
+        results[mode] = locomo.scores(asked, runs)
         print(f"{mode}: {time.monotonic() - started:.0f}s", file=sys.stderr)
+        if mode == "hybrid" and cli_checks:
+            check_cli(config, vault, asked[:cli_checks], runs)
     notes = len(list(vault.glob("*.md")))
     print(
         f"### LoCoMo, development split ({len(conversations)} conversations, {notes} notes, "
@@ -351,6 +378,9 @@ def main() -> None:
     parser.add_argument(
         "--modes", default=",".join(LOCOMO_MODES), help="with --locomo: modes to measure"
     )
+    parser.add_argument(
+        "--check-cli", type=int, default=20, help="with --locomo: questions re-asked via the CLI"
+    )
     parser.add_argument("--workdir", type=Path, default=Path.home() / ".cache" / "memsync-eval")
     parser.add_argument(
         "--postgres", help="with --sample: a postgresql:// URL, or pgserver to start one"
@@ -368,7 +398,7 @@ def main() -> None:
     if args.scifact:
         eval_scifact(args.scifact, args.workdir, embedder)
     if args.locomo:
-        eval_locomo(args.locomo, args.workdir, args.modes.split(","))
+        eval_locomo(args.locomo, args.workdir, args.modes.split(","), args.check_cli)
 
 
 if __name__ == "__main__":

@@ -422,25 +422,26 @@ class SqliteStore(Tables):
         chunk: the background a query's cosines are calibrated against."""
         import numpy as np
 
-        if self.vectors_in_memory:
-            ids, matrix = self._vector_matrix()
-            rows = spread_rows(np.arange(len(ids)), size)
-            owners = [int(i) for i in ids[rows]]
+        bounds = _first(self.conn.execute("SELECT min(id), max(id) FROM chunks"))
+        if not bounds or bounds[0] is None:
+            return np.zeros((0, self.dims() or 0), dtype=np.float32), []
+        chosen = spread_ids(bounds[0], bounds[1], size)
+        if self.vectors_in_memory:  # the same sample as from SQL: the same scores either way
+            ids, vectors = self._vector_matrix()
+            kept = np.isin(ids, chosen)
+            every, matrix = ids[kept], vectors[kept]
         else:
-            bounds = _first(self.conn.execute("SELECT min(id), max(id) FROM chunks"))
-            if not bounds or bounds[0] is None:
-                return np.zeros((0, self.dims() or 0), dtype=np.float32), []
             found = list(
                 self._batches(
                     "SELECT id, embedding FROM chunks WHERE id IN ({marks}) "
                     "AND embedding IS NOT NULL",
-                    spread_ids(bounds[0], bounds[1], size),
+                    chosen,
                 )
             )
             counts, matrix = window_rows([r[1] for r in found], self.dims() or 0)
             every = np.repeat(np.array([r[0] for r in found], dtype=np.int64), counts)
-            rows = spread_rows(np.arange(len(every)), size)
-            owners = [int(i) for i in every[rows]]
+        rows = spread_rows(np.arange(len(every)), size)
+        owners = [int(i) for i in every[rows]]
         return matrix[rows], self.scripts(owners)
 
     def keyword_search(

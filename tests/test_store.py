@@ -103,11 +103,15 @@ def test_vectors_in_memory_match_sqlite_vec_and_see_other_writers(tmp_path: Path
     with SqliteStore(tmp_path / "i.sqlite") as writer:
         _fill(writer, vectors)
         by_vec = writer.vector_search(query, 5)
+        background, scripts = writer.sample_vectors(8)
     with SqliteStore(tmp_path / "i.sqlite", vectors_in_memory=True) as reader:
         in_memory = reader.vector_search(query, 5)
         assert [i for i, _ in in_memory] == [i for i, _ in by_vec]
         assert np.allclose([d for _, d in in_memory], [d for _, d in by_vec], atol=1e-5)
-        assert reader.sample_vectors(8)[0].shape == (8, 8)
+        # the same calibration background: a long-lived server scores as a query process does
+        sample, sampled_scripts = reader.sample_vectors(8)
+        assert sample.shape == (8, 8) and sampled_scripts == scripts
+        assert np.allclose(sample, background / np.linalg.norm(background, axis=1, keepdims=True))
         with SqliteStore(
             tmp_path / "i.sqlite"
         ) as other:  # another connection removes the best match
