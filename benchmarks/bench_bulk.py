@@ -2,10 +2,12 @@
 (a non-superuser role owning it, the extension made by the admin), text only and with vectors
 from a local OpenAI-compatible server that answers at once; prints a Markdown table.
 
-    python benchmarks/bench_bulk.py [--notes 10000] [--db postgresql://admin-url]
+    python benchmarks/bench_bulk.py [--notes 10000] [--db postgresql://admin-url] [--runs 20]
 
 Without --db a pgserver (PostgreSQL 16 + pgvector 0.6, from the test extra) is started in a
-temporary folder, on this machine: no network round trip in any figure. No asserts.
+temporary folder, on this machine: no network round trip in any figure. Then `memsync query`
+as whole processes against both indexes (with vectors), alternating, the query embedded by the
+same local server: the medians and their ratio. No asserts.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--db", help="an admin's postgresql:// URL (default: start a pgserver)")
+    parser.add_argument("--runs", type=int, default=20, help="query processes per index")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp())
     admin = args.db
@@ -85,7 +88,38 @@ def main() -> None:
         print(
             f"| {label} | {seconds[0]:.1f} | {seconds[1]:.1f} | {ratio:.1f}x | {args.notes / seconds[1]:.0f} |"
         )
+        indexes = (["--db", str(folder / f"{provider}.sqlite")], ["--db", db, "--name", "bulk"])
+    sqlite_ms, postgres_ms = query_processes(indexes, url, folder, args.runs)
+    print(
+        f"\nWhole `memsync query` processes, {args.runs} each, alternating: SQLite median "
+        f"{sqlite_ms:.0f} ms, PostgreSQL median {postgres_ms:.0f} ms "
+        f"({postgres_ms / sqlite_ms:.2f}x)"
+    )
     server.shutdown()
+
+
+QUERIES = ["topic 7 item 42", "short note about topic 3", "note 1234", "item 99 and topic 12"]
+
+
+def query_processes(
+    indexes: tuple[list[str], list[str]], url: str, folder: Path, runs: int
+) -> tuple[float, float]:
+    """Median milliseconds of `memsync query` against each index, the two taking turns."""
+    import os
+    import statistics
+    import subprocess
+
+    env = {**os.environ, "OPENAI_BASE_URL": url, "MEMSYNC_HOME": str(folder / "home")}
+    timings: tuple[list[float], list[float]] = ([], [])
+    for run in range(runs):
+        for where, spent in zip(indexes, timings):
+            started = time.perf_counter()
+            subprocess.run(
+                ["memsync", "query", QUERIES[run % len(QUERIES)], *where],
+                env=env, check=True, capture_output=True,
+            )  # fmt: skip
+            spent.append((time.perf_counter() - started) * 1000)
+    return statistics.median(timings[0]), statistics.median(timings[1])
 
 
 if __name__ == "__main__":
