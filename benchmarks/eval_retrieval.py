@@ -11,7 +11,8 @@ compares them query by query.
 
 SciFact: one note per abstract ("# title" then the text), indexed with the local model once into
 --workdir (re-runs reuse it); weights are tuned on the train split and reported on the test split.
-Only each query's `text` is read.
+Only each query's `text` is read. Each claim gets 10 chunks, as `memsync query CLAIM -n 10
+--min-score 0` gives them, folded to notes (fewer than 10 when a note gives several chunks).
 
 LoCoMo: one note per session as basic-memory's converter writes them (benchmarks/locomo.py), all
 conversations in one index built as `memsync index` builds it, each question asked as
@@ -74,9 +75,9 @@ class CachedQueries:
 
 
 def rankings(
-    store: Store, embedder: object, queries: dict[str, str], options: Options
+    store: Store, embedder: object, queries: dict[str, str], options: Options, limit: int = 20
 ) -> dict[str, list[str]]:
-    run = replace(options, limit=20, min_score=0.0, today=TODAY)
+    run = replace(options, limit=limit, min_score=0.0, today=TODAY)
     return {
         qid: [hit.path for hit in search(store, text, run, embedder).results]  # type: ignore[arg-type]
         for qid, text in queries.items()
@@ -235,6 +236,9 @@ def eval_duplicates(workdir: Path, embedder: LocalEmbedder) -> None:
             print(f"| {name} | {novelty:.3f} | {repeats:.2f} | {plain:.3f} |")
 
 
+SCIFACT_LIMIT = 10  # as `memsync query CLAIM -n 10 --min-score 0`: 10 chunks, folded to notes
+
+
 def _load_scifact(path: Path, split: str) -> tuple[dict[str, str], dict[str, set[str]]]:
     qrels: dict[str, set[str]] = {}
     for line in (path / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]:
@@ -266,7 +270,7 @@ def eval_scifact(path: Path, workdir: Path, embedder: LocalEmbedder) -> None:
         for weight in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
             options = Options(mode="hybrid", vector_weight=weight, text_weight=1 - weight)
             tuning[f"hybrid {weight:.1f}/{1 - weight:.1f}"] = score_run(
-                rankings(store, cached, train_q, options), train_rel
+                rankings(store, cached, train_q, options, SCIFACT_LIMIT), train_rel
             )
         best = max(tuning, key=lambda name: tuning[name]["ndcg@10"])
         print(f"### SciFact train ({len(train_q)} queries): tuning the weights\n")
@@ -279,7 +283,7 @@ def eval_scifact(path: Path, workdir: Path, embedder: LocalEmbedder) -> None:
             ),
         }
         rows = {
-            name: score_run(rankings(store, cached, test_q, o), test_rel)
+            name: score_run(rankings(store, cached, test_q, o, SCIFACT_LIMIT), test_rel)
             for name, o in configs.items()
         }
     print(f"\n### SciFact test ({len(test_q)} queries)\n")
