@@ -73,17 +73,25 @@ MIN_BACKGROUND = 8  # same-script background vectors needed to judge a cosine by
 def calibrate_by_script(
     cosines: np.ndarray, scripts: Sequence[str], background: np.ndarray, backdrop: Sequence[str]
 ) -> np.ndarray:
-    """calibrate_cosine, each chunk against the background chunks of its own script when there
-    are enough of them: a multilingual model puts a query nearer every text in its own language,
-    so a Chinese note's cosine with an English question is judged among Chinese notes'."""
-    calibrated = calibrate_cosine(cosines, background)
+    """calibrate_cosine with each script's own mean: a multilingual model puts a query nearer
+    every text in its own language, so a Chinese note's cosine with an English question is
+    measured from where Chinese notes sit, in the spread of every script around its own mean
+    (pooled: a few vectors give a steady mean but no steady spread). A script with fewer than
+    MIN_BACKGROUND sampled vectors is measured as the whole sample is."""
+    cosines = np.asarray(cosines, dtype=np.float64)
     kinds = np.asarray(backdrop)
-    for kind in set(scripts):
-        same = kinds == kind
-        if same.sum() >= MIN_BACKGROUND and not same.all():
-            rows = [i for i, s in enumerate(scripts) if s == kind]
-            calibrated[rows] = calibrate_cosine(np.asarray(cosines)[rows], background[same])
-    return calibrated
+    overall = float(background.mean()) if background.size else 0.0
+    means = {
+        kind: float(background[kinds == kind].mean())
+        for kind in set(backdrop)
+        if (kinds == kind).sum() >= MIN_BACKGROUND
+    }
+    if len(means) < 2 and set(means) >= set(backdrop):
+        return calibrate_cosine(cosines, background)  # one script: nothing to move
+    centre = np.array([means.get(kind, overall) for kind in backdrop]) if len(backdrop) else 0.0
+    pooled = background - centre + overall
+    shifted = cosines - np.array([means.get(kind, overall) for kind in scripts]) + overall
+    return calibrate_cosine(shifted, pooled)
 
 
 def coverage(text: str, terms: Sequence[str]) -> float:

@@ -173,12 +173,13 @@ def test_a_cosine_is_judged_among_chunks_of_its_own_script() -> None:
     """An English question sits nearer every English chunk: a Chinese chunk that stands out
     among Chinese ones is a strong match, though its cosine is below the English average."""
     rng = np.random.default_rng(0)
-    background = np.r_[rng.normal(0.80, 0.01, 200), rng.normal(0.70, 0.01, 40)]
-    backdrop = ["latin"] * 200 + ["cjk"] * 40
-    cosines = np.array([0.80, 0.74])  # an average English chunk, an outstanding Chinese one
-    plain = calibrate_cosine(cosines, background)
-    by_script = calibrate_by_script(cosines, ["latin", "cjk"], background, backdrop)
-    assert plain[1] < plain[0] and by_script[1] > 0.5 > 0.1 > by_script[0]
-    # too few of a script to judge by: the whole background
+    for chinese in (12, 250):  # a few Chinese notes among English ones, or as many
+        background = np.r_[rng.normal(0.80, 0.01, 500 - chinese), rng.normal(0.70, 0.01, chinese)]
+        backdrop = ["latin"] * (500 - chinese) + ["cjk"] * chinese
+        cosines = np.array([0.80, 0.74])  # an average English chunk, an outstanding Chinese one
+        plain = calibrate_cosine(cosines, background)
+        by_script = calibrate_by_script(cosines, ["latin", "cjk"], background, backdrop)
+        assert plain[1] < plain[0] and by_script[1] > 0.8 and by_script[0] < 0.1, chinese
+    # too few of a script to judge by: measured as the whole sample is
     few = calibrate_by_script(cosines, ["latin", "cjk"], background[:205], backdrop[:205])
-    assert few[1] == pytest.approx(calibrate_cosine(cosines, background[:205])[1])
+    assert few == pytest.approx(calibrate_cosine(cosines, background[:205]))
