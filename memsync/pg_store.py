@@ -39,7 +39,7 @@ from .store import (
     translated,
     translating,
 )
-from .vectors import from_blob, spread_rows
+from .vectors import centroid, from_blob, rescored, spread_rows, window_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,6 +53,7 @@ SHARED = "memsync"
 HNSW_M, HNSW_EF_CONSTRUCTION = 32, 128
 EF_SEARCH = 400
 HNSW_MAX_DIMS = 2000  # pgvector indexes `vector` up to 2,000 dimensions; above, search is exact
+COARSE, COARSE_MIN = 8, 200  # chunks the mean vectors choose, per chunk asked for (at least)
 BULK_VECTORS = 1000  # vectors added at once, and most of a vault's, from which the graph is rebuilt
 LOCK_CLASS = 0x4D454D53  # 'MEMS': the first key of memsync's advisory locks (pg_lock's too)
 MIGRATION_LOCK = 0  # with LOCK_CLASS: serialises schema changes of every vault in the database
@@ -103,34 +104,24 @@ VAULT_MIGRATIONS: list[str] = [
     ALTER TABLE files ADD COLUMN indexed_at DOUBLE PRECISION;
     """,
     # 3: a chunk's vectors are its windows': chunks.embedding holds them end to end (as SQLite's
-    # does), chunk_windows one row each with the HNSW graph; the one-vector rows go, and `index`
-    # embeds the chunks again (_apply_migration sizes the new column)
+    # does), chunks.centroid their mean with the HNSW graph (the coarse search); the one-vector
+    # column and its graph go, and `index` embeds the chunks again (_apply_migration sizes the
+    # new column)
     """
     DROP INDEX IF EXISTS chunks_hnsw;
     ALTER TABLE chunks ALTER COLUMN embedding TYPE bytea USING NULL;
+    ALTER TABLE chunks ADD COLUMN centroid vector;
     UPDATE chunks SET model = NULL WHERE model IS NOT NULL;
-    CREATE TABLE chunk_windows(
-        chunk_id BIGINT NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
-        part SMALLINT NOT NULL, embedding vector NOT NULL, PRIMARY KEY(chunk_id, part));
     """,
 ]
 SCHEMA_VERSION = len(VAULT_MIGRATIONS)
 
 
-def _window_rows(
-    blobs: Iterable[tuple[Any, bytes]], dims: int
-) -> tuple[list[Any], list[int], list[str]]:
-    """(owner, blob of a chunk's window vectors) -> one row per window: owner, part, and the
-    vector as pgvector's text."""
-    owners: list[Any] = []
-    parts: list[int] = []
-    literals: list[str] = []
-    for owner, blob in blobs:
-        for part, vector in enumerate(from_blob(blob).reshape(-1, dims or len(blob) // 4)):
-            owners.append(owner)
-            parts.append(part)
-            literals.append("[" + ",".join(map(repr, vector.tolist())) + "]")
-    return owners, parts, literals
+def _vector_text(blob: bytes | None) -> str | None:
+    """A chunk's mean vector (vectors.centroid of its windows) as pgvector's text."""
+    if blob is None:
+        return None
+    return "[" + ",".join(map(repr, from_blob(blob).tolist())) + "]"
 
 
 def first_line(exc: BaseException) -> str:
@@ -368,12 +359,11 @@ class PgStore(Tables):
             self._reset_vectors(self.dims() or 0)
 
     def _reset_vectors(self, dims: int) -> None:
-        """A vault's vectors are one column of one size, with its own HNSW graph (the shared
-        cache keeps other models' vectors for the vaults that use them)."""
-        self.conn.execute("DROP INDEX IF EXISTS windows_hnsw")
-        self.conn.execute("DELETE FROM chunk_windows")
+        """A vault's vectors are of one size, with its own HNSW graph (the shared cache keeps
+        other models' vectors for the vaults that use them)."""
+        self.conn.execute("DROP INDEX IF EXISTS chunks_hnsw")
         self.conn.execute(
-            f"ALTER TABLE chunk_windows ALTER COLUMN embedding TYPE vector({int(dims)})"
+            f"ALTER TABLE chunks ALTER COLUMN centroid TYPE vector({int(dims)}) USING NULL"
         )
         self.conn.execute(
             "UPDATE chunks SET embedding = NULL, model = NULL "
@@ -384,8 +374,8 @@ class PgStore(Tables):
     def _ensure_hnsw(self, dims: int | None) -> None:
         if dims and dims <= HNSW_MAX_DIMS:
             self.conn.execute(
-                "CREATE INDEX IF NOT EXISTS windows_hnsw ON chunk_windows USING hnsw "
-                f"(embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
+                "CREATE INDEX IF NOT EXISTS chunks_hnsw ON chunks USING hnsw "
+                f"(centroid vector_cosine_ops) WITH (m = {HNSW_M}, "
                 f"ef_construction = {HNSW_EF_CONSTRUCTION})"
             )
 
@@ -399,6 +389,7 @@ class PgStore(Tables):
         """The chunks with their tsvectors, and the vault's word counts and token totals that
         BM25 reads, in one round trip each."""
         now = int(time.time())
+        dims = (self.dims() or 0) if cached else 0
         values = []
         tokens = 0
         frequencies: Counter[str] = Counter()
@@ -411,26 +402,17 @@ class PgStore(Tables):
                 (
                     row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
                     key.model if key and blob else None, chunk.text, chunk.context,
-                    blob, literal, length, now,
+                    blob, _vector_text(centroid(blob, dims) if blob else None), literal, length,
+                    now,
                 )
             )  # fmt: skip
         with self.conn.cursor() as cursor:
             cursor.executemany(
                 "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
-                "context, embedding, fts, fts_len, updated_at) "
-                "VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::tsvector,%s,%s)",
+                "context, embedding, centroid, fts, fts_len, updated_at) "
+                "VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::vector,%s::tsvector,%s,%s)",
                 values,
             )
-            reused = {c.hash: cached[c.hash] for c in chunks if c.hash in cached}
-            if reused:
-                hashes, parts, literals = _window_rows(reused.items(), self.dims() or 0)
-                cursor.execute(
-                    "INSERT INTO chunk_windows(chunk_id, part, embedding) "
-                    "SELECT c.id, w.part, w.embedding::vector "
-                    "FROM unnest(%s::text[], %s::int[], %s::text[]) AS w(hash, part, embedding) "
-                    "JOIN chunks c ON c.path = %s AND c.hash = w.hash",
-                    (hashes, parts, literals, row.path),
-                )
             cursor.execute(
                 "UPDATE fts_totals SET rows = rows + %s, tokens = tokens + %s",
                 (len(values), tokens),
@@ -442,32 +424,23 @@ class PgStore(Tables):
             )
 
     def _attach_vectors(self, key: ModelKey, items: Sequence[tuple[int, str, bytes]]) -> int:
-        """Two statements for the batch, the chunks then their windows (a round trip per vector
-        made loads 20x slower)."""
+        """One statement for the batch (a round trip per vector made loads 20x slower)."""
+        dims = self.dims() or 0
         with self.conn.cursor() as cursor:
             cursor.execute(
-                "UPDATE chunks SET embedding = v.embedding, model = %s "
-                "FROM unnest(%s::bigint[], %s::text[], %s::bytea[]) AS v(id, hash, embedding) "
-                "WHERE chunks.id = v.id AND chunks.hash = v.hash AND chunks.embedding IS NULL "
-                "RETURNING chunks.id",
+                "UPDATE chunks SET embedding = v.embedding, centroid = v.centroid::vector, "
+                "model = %s FROM unnest(%s::bigint[], %s::text[], %s::bytea[], %s::text[]) "
+                "AS v(id, hash, embedding, centroid) "
+                "WHERE chunks.id = v.id AND chunks.hash = v.hash AND chunks.embedding IS NULL",
                 (
                     key.model,
                     [i for i, _, _ in items],
                     [h for _, h, _ in items],
                     [b for _, _, b in items],
+                    [_vector_text(centroid(b, dims)) for _, _, b in items],
                 ),
             )
-            took = {int(r[0]) for r in cursor.fetchall()}
-            if took:
-                ids, parts, literals = _window_rows(
-                    ((i, b) for i, _, b in items if i in took), self.dims() or 0
-                )
-                cursor.execute(
-                    "INSERT INTO chunk_windows(chunk_id, part, embedding) "
-                    "SELECT * FROM unnest(%s::bigint[], %s::int[], %s::text[]::vector[])",
-                    (ids, parts, literals),
-                )
-            return len(took)
+            return max(int(cursor.rowcount), 0)
 
     def replace_file(
         self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
@@ -487,14 +460,13 @@ class PgStore(Tables):
         total = self.counts()["chunks"]
         bulk = bool(dims) and count >= BULK_VECTORS and count * 2 >= total
         if bulk:
-            self.conn.execute("DROP INDEX IF EXISTS windows_hnsw")
+            self.conn.execute("DROP INDEX IF EXISTS chunks_hnsw")
         try:
             yield
         finally:
             self._ensure_hnsw(dims)
             if bulk:
                 self.conn.execute("ANALYZE chunks")
-                self.conn.execute("ANALYZE chunk_windows")
 
     def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:
         """Matched against the notes, not each of their chunks: 5x fewer rows."""
@@ -609,18 +581,14 @@ class PgStore(Tables):
         found = []
         if low is not None:
             found = self.conn.execute(
-                "SELECT chunk_id, embedding FROM chunk_windows WHERE chunk_id = ANY(%s) "
-                "ORDER BY chunk_id, part",
+                "SELECT id, embedding FROM chunks WHERE id = ANY(%s) AND embedding IS NOT NULL "
+                "ORDER BY id",
                 (spread_ids(low, high, size),),
-                binary=True,
             ).fetchall()
-        vectors = (
-            np.vstack([_floats(r[1]) for r in found])
-            if found
-            else np.zeros((0, self.dims() or 0), np.float32)
-        )
-        rows = spread_rows(np.arange(len(found)), size)
-        sample = (vectors[rows], self.scripts([int(found[r][0]) for r in rows]))
+        counts, vectors = window_rows([bytes(r[1]) for r in found], self.dims() or 0)
+        every = np.repeat(np.array([r[0] for r in found], dtype=np.int64), counts)
+        rows = spread_rows(np.arange(len(every)), size)
+        sample = (vectors[rows], self.scripts([int(i) for i in every[rows]]))
         self._sample = ((version, size), sample)
         return sample
 
@@ -677,27 +645,26 @@ class PgStore(Tables):
     def vector_search(
         self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
     ) -> list[tuple[int, float]]:
-        """Each chunk at its nearest window. HNSW for a whole-vault search, more windows asked
-        for until `limit` chunks are found; an exact scan of the allowed chunks' windows for a
-        filtered one (HNSW filters after its candidate list, so it could return fewer than k),
-        and where k is beyond what ef_search may be."""
+        """Each chunk at its nearest window, in two steps as in SQLite: the chunks whose mean
+        vector is nearest, COARSE times as many as asked (HNSW for a whole-vault search; an
+        exact scan of the allowed chunks for a filtered one, as HNSW filters after its candidate
+        list and could return fewer, and where k is beyond what ef_search may be), then those
+        scored exactly by their windows."""
         import numpy as np
 
         vector = np.asarray(query, dtype=np.float32)
-        exact = bool(only) or limit > 250 or (self.dims() or 0) > HNSW_MAX_DIMS
+        wanted = max(limit * COARSE, COARSE_MIN)
+        exact = bool(only) or wanted > 1000 or (self.dims() or 0) > HNSW_MAX_DIMS
         if exact:
             allowed, args = self._allowed(only)
             # OFFSET 0 keeps the planner from folding the subquery into an index scan
             rows = self.conn.execute(
-                "SELECT chunk_id, min(distance) AS best FROM (SELECT chunk_id, "
-                "embedding <=> %s AS distance FROM chunk_windows WHERE chunk_id IN "
-                f"(SELECT id FROM chunks WHERE {allowed}) OFFSET 0) s "
-                "GROUP BY chunk_id ORDER BY best, chunk_id LIMIT %s",
-                (vector, *args, limit),
-            )
-            return [(int(i), float(d)) for i, d in rows if d is not None]
-        wanted = limit * 4
-        while True:
+                "SELECT id, embedding FROM (SELECT id, embedding, centroid <=> %s AS distance "
+                f"FROM chunks WHERE centroid IS NOT NULL AND {allowed} OFFSET 0) s "
+                "ORDER BY distance, id LIMIT %s",
+                (vector, *args, wanted),
+            ).fetchall()
+        else:
             if max(self.ef_search, wanted) != self._session_ef_search:
                 self._session_ef_search = max(self.ef_search, wanted)
                 self.conn.execute(
@@ -705,14 +672,7 @@ class PgStore(Tables):
                     (str(self._session_ef_search),),
                 )
             rows = self.conn.execute(
-                "SELECT chunk_id, embedding <=> %s AS distance FROM chunk_windows "
-                "ORDER BY embedding <=> %s LIMIT %s",
-                (vector, vector, wanted),
+                "SELECT id, embedding FROM chunks ORDER BY centroid <=> %s LIMIT %s",
+                (vector, wanted),
             ).fetchall()
-            found: dict[int, float] = {}
-            for i, d in rows:
-                if d is not None:
-                    found.setdefault(int(i), float(d))
-            if len(found) >= limit or len(rows) < wanted or wanted >= 1000:
-                return list(found.items())[:limit]
-            wanted = min(wanted * 4, 1000)
+        return rescored(((int(i), bytes(b)) for i, b in rows if b is not None), vector, limit)

@@ -8,7 +8,6 @@ Where the extension still cannot load, vectors are searched with numpy over chun
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -16,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import fts
-from .chunking import MAX_WINDOWS
 from .errors import StoreError
 from .filters import NoteFilter
 from .sql_tables import Tables
@@ -29,7 +27,15 @@ from .store import (
     spread_ids,
     translating,
 )
-from .vectors import best_per_chunk, nearest, spread_rows, unit_rows, window_rows
+from .vectors import (
+    centroid,
+    from_blobs,
+    nearest,
+    rescored,
+    spread_rows,
+    unit_rows,
+    window_rows,
+)
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
@@ -81,8 +87,8 @@ MIGRATIONS: list[str] = [
     ALTER TABLE files ADD COLUMN indexed_at REAL;
     """,
     # 5: a chunk's vectors are its windows' (chunks.embedding holds them end to end; chunks_vec
-    # one row each, numbered chunk id x MAX_WINDOWS + window): the one-vector rows go, and
-    # `index` embeds the chunks again (_apply_migration)
+    # their mean, for the coarse search): the one-vector rows go, and `index` embeds the chunks
+    # again (_apply_migration)
     "UPDATE chunks SET embedding = NULL, model = NULL",
 ]
 # the tables that say a database is a memsync index (and not someone else's file)
@@ -90,6 +96,7 @@ OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"}
 
 SCHEMA_VERSION = len(MIGRATIONS)
 MAX_K = 4096  # the most neighbours sqlite-vec returns from one query
+COARSE, COARSE_MIN = 8, 200  # chunks the mean vectors choose, per chunk asked for (at least)
 
 
 def _first(cursor: Iterable[tuple]) -> tuple | None:  # type: ignore[type-arg]
@@ -166,6 +173,8 @@ class SqliteStore(Tables):
         self.shown = f"index {self.path}"
         self.vectors_in_memory = vectors_in_memory
         self._matrix: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
+        self._background: tuple[tuple[tuple[int, int], int], tuple[np.ndarray, list[str]]] | None
+        self._background = None
         if not create and not self.path.exists():
             raise StoreError(f"no index at {self.path}")
         try:
@@ -316,14 +325,10 @@ class SqliteStore(Tables):
                 self._add_windows(chunk_id, blob)
 
     def _add_windows(self, chunk_id: int, blob: bytes) -> None:
-        """A chunk's window vectors into chunks_vec, numbered after the chunk."""
-        size = 4 * (self.dims() or len(blob) // 4)
-        self.conn.executemany(
+        """A chunk's coarse vector (its windows' mean) into chunks_vec."""
+        self.conn.execute(
             "INSERT OR REPLACE INTO chunks_vec(rowid, embedding) VALUES(?, ?)",
-            [
-                (chunk_id * MAX_WINDOWS + w, blob[start : start + size])
-                for w, start in enumerate(range(0, len(blob), size))
-            ],
+            (chunk_id, centroid(blob, self.dims() or len(blob) // 4)),
         )
 
     def _attach_vectors(self, key: ModelKey, items: Sequence[tuple[int, str, bytes]]) -> int:
@@ -382,18 +387,13 @@ class SqliteStore(Tables):
         )
 
     def _delete_chunks(self, path: str) -> None:
-        rows = self._rows("SELECT id, length(embedding) FROM chunks WHERE path = ?", (path,))
-        if not rows:
+        ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
+        if not ids:
             return
-        ids = [r[0] for r in rows]
         marks = ",".join("?" * len(ids))
         self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", ids)
-        size = 4 * (self.dims() or 1)
-        windows = [i * MAX_WINDOWS + w for i, length in rows for w in range((length or 0) // size)]
-        if windows and self._has_vec_table():
-            self.conn.execute(
-                f"DELETE FROM chunks_vec WHERE rowid IN ({','.join('?' * len(windows))})", windows
-            )
+        if self._has_vec_table():
+            self.conn.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", ids)
         self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", ids)
 
     # -- embeddings -------------------------------------------------------------------------
@@ -422,27 +422,25 @@ class SqliteStore(Tables):
         chunk: the background a query's cosines are calibrated against."""
         import numpy as np
 
+        version = self._data_version()
+        if self._background is not None and self._background[0] == (version, size):
+            return self._background[1]
         bounds = _first(self.conn.execute("SELECT min(id), max(id) FROM chunks"))
         if not bounds or bounds[0] is None:
             return np.zeros((0, self.dims() or 0), dtype=np.float32), []
-        chosen = spread_ids(bounds[0], bounds[1], size)
-        if self.vectors_in_memory:  # the same sample as from SQL: the same scores either way
-            ids, vectors = self._vector_matrix()
-            kept = np.isin(ids, chosen)
-            every, matrix = ids[kept], vectors[kept]
-        else:
-            found = list(
-                self._batches(
-                    "SELECT id, embedding FROM chunks WHERE id IN ({marks}) "
-                    "AND embedding IS NOT NULL",
-                    chosen,
-                )
+        found = list(
+            self._batches(
+                "SELECT id, embedding FROM chunks WHERE id IN ({marks}) AND embedding IS NOT NULL",
+                spread_ids(bounds[0], bounds[1], size),
             )
-            counts, matrix = window_rows([r[1] for r in found], self.dims() or 0)
-            every = np.repeat(np.array([r[0] for r in found], dtype=np.int64), counts)
+        )
+        counts, matrix = window_rows([r[1] for r in found], self.dims() or 0)
+        every = np.repeat(np.array([r[0] for r in found], dtype=np.int64), counts)
         rows = spread_rows(np.arange(len(every)), size)
-        owners = [int(i) for i in every[rows]]
-        return matrix[rows], self.scripts(owners)
+        sample = (matrix[rows], self.scripts([int(i) for i in every[rows]]))
+        if self.vectors_in_memory:  # a long-lived store keeps it while nothing changes
+            self._background = ((version, size), sample)
+        return sample
 
     def keyword_search(
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()
@@ -479,58 +477,47 @@ class SqliteStore(Tables):
     def vector_search(
         self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
     ) -> list[tuple[int, float]]:
-        """(chunk id, cosine distance of its nearest window) nearest first: sqlite-vec, or numpy
-        over the stored vectors (kept in memory between queries by a store opened with
-        vectors_in_memory, and for more neighbours than sqlite-vec gives). `only` filters
-        before the k nearest are chosen, so a filtered query still gets its exact top k."""
+        """(chunk id, cosine distance of its nearest window) nearest first, in two steps: the
+        chunks whose mean vector is nearest (sqlite-vec, or numpy over the means, kept in memory
+        between queries by a store opened with vectors_in_memory), COARSE times as many as
+        asked, then those chunks scored exactly by their windows. A search reads one vector per
+        chunk, as before chunks had windows, and the few it keeps with all of theirs. `only`
+        filters before the nearest are chosen, so a filtered query still gets its top k."""
         import numpy as np
 
+        wanted = max(limit * COARSE, COARSE_MIN)
         allowed_ids, args = self._allowed_chunks(only)
-        if self._has_vec_table() and not self.vectors_in_memory and limit * 4 <= MAX_K:
-            return self._nearest_windows(query, limit, allowed_ids if only else "", args)
-        ids, matrix = self._vector_matrix()
-        if only and len(ids):  # the rows of the allowed chunks: a product over those
-            allowed = np.array([r[0] for r in self.conn.execute(allowed_ids, args)], np.int64)
-            rows = np.isin(ids, allowed)
-            ids, matrix = ids[rows], matrix[rows]
-        return nearest(ids, matrix, query, limit)
-
-    def _nearest_windows(
-        self, query: np.ndarray, limit: int, allowed_ids: str, args: Sequence[Any]
-    ) -> list[tuple[int, float]]:
-        """sqlite-vec's nearest windows, grouped by chunk: more windows are asked for until
-        `limit` chunks are found or there are no more."""
-        import numpy as np
-
-        blob = np.asarray(query, dtype="<f4").tobytes()
-        subset = ""
-        if allowed_ids:
-            size = 4 * (self.dims() or 1)
-            subset = (
-                " AND rowid IN (SELECT c.id * ? + w.value FROM chunks c JOIN json_each(?) w "
-                f"WHERE w.value < length(c.embedding) / ? AND c.id IN ({allowed_ids}))"
-            )
-            args = [MAX_WINDOWS, json.dumps(list(range(MAX_WINDOWS))), size, *args]
-        wanted = limit * 4
-        while True:
-            rows = list(
-                self.conn.execute(
-                    "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?"
+        if self._has_vec_table() and not self.vectors_in_memory and wanted <= MAX_K:
+            blob = np.asarray(query, dtype="<f4").tobytes()
+            subset = f" AND rowid IN ({allowed_ids})" if only else ""
+            near = [
+                i
+                for i, d in self.conn.execute(
+                    f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?"
                     f"{subset} ORDER BY distance",
                     (blob, wanted, *args),
                 )
-            )
-            # a vector stored by an older memsync may be NaN: it has no distance, and no place
-            found = best_per_chunk(((i, d) for i, d in rows if d is not None and d == d), MAX_WINDOWS)
-            if len(found) >= limit or len(rows) < wanted or wanted >= MAX_K:
-                return found[:limit]
-            wanted = min(wanted * 4, MAX_K)
+                if d is not None
+            ]
+        else:
+            ids, matrix = self._vector_matrix()
+            if only and len(ids):  # the rows of the allowed chunks: a product over those
+                allowed = np.array([r[0] for r in self.conn.execute(allowed_ids, args)], np.int64)
+                rows = np.isin(ids, allowed)
+                ids, matrix = ids[rows], matrix[rows]
+            near = [i for i, _ in nearest(ids, matrix, query, wanted)]
+        blobs = self._batches("SELECT id, embedding FROM chunks WHERE id IN ({marks})", near)
+        return rescored(blobs, query, limit)
+
+    def _data_version(self) -> tuple[int, int]:
+        """Changes when any connection has written the index since."""
+        return (_one(self.conn.execute("PRAGMA data_version"))[0], self.conn.total_changes())
 
     def _vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every stored vector, normalised; reloaded only when the index changed since."""
+        """Every chunk's mean vector, normalised; reloaded only when the index changed since."""
         import numpy as np
 
-        version = (_one(self.conn.execute("PRAGMA data_version"))[0], self.conn.total_changes())
+        version = self._data_version()
         if self._matrix is not None and self._matrix[0] == version:
             return self._matrix[1], self._matrix[2]
         rows = list(
@@ -538,9 +525,9 @@ class SqliteStore(Tables):
                 "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY id"
             )
         )
-        counts, windows = window_rows([r[1] for r in rows], self.dims() or 0)
-        ids = np.repeat(np.array([r[0] for r in rows], dtype=np.int64), counts)
-        matrix = unit_rows(windows)
+        dims = self.dims() or 0
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        matrix = unit_rows(from_blobs([centroid(r[1], dims) for r in rows], dims))
         if self.vectors_in_memory:
             self._matrix = (version, ids, matrix)
         return ids, matrix

@@ -37,11 +37,11 @@ def window_rows(blobs: Sequence[bytes], dims: int) -> tuple[np.ndarray, np.ndarr
 
 
 def best_cosine(blob: bytes, query: np.ndarray) -> float:
-    """The cosine of a chunk's nearest window (its blob's vectors, unit length) to `query`."""
+    """The cosine of a chunk's nearest window (its blob's vectors) to `query`."""
     import numpy as np
 
     q = np.asarray(query, dtype=np.float32)
-    rows = np.frombuffer(blob, dtype="<f4").reshape(-1, len(q))
+    rows = unit_rows(np.frombuffer(blob, dtype="<f4").reshape(-1, len(q)))
     return float((rows @ (q / (np.linalg.norm(q) or 1.0))).max())
 
 
@@ -55,15 +55,32 @@ def spread_rows(matrix: np.ndarray, size: int) -> np.ndarray:
     return picked
 
 
-def best_per_chunk(
-    window_hits: Iterable[tuple[int, float]], windows: int
+def centroid(blob: bytes, dims: int) -> bytes:
+    """A chunk's one vector for the coarse search: its windows' mean, at unit length (the mean
+    of unit vectors points where most of them do)."""
+    import numpy as np
+
+    mean = np.frombuffer(blob, dtype="<f4").reshape(-1, dims).mean(axis=0)
+    return to_blob(mean / (np.linalg.norm(mean) or 1.0))
+
+
+def rescored(
+    candidates: Iterable[tuple[int, bytes]], query: np.ndarray, limit: int
 ) -> list[tuple[int, float]]:
-    """(window rowid, distance) nearest first -> (chunk id, its best window's distance): a
-    chunk's windows are numbered chunk id x `windows` + window."""
-    best: dict[int, float] = {}
-    for rowid, distance in window_hits:
-        best.setdefault(rowid // windows, distance)
-    return list(best.items())
+    """(chunk id, windows blob) -> (chunk id, cosine distance of its nearest window), the
+    `limit` nearest first: the exact score of the chunks the coarse search found."""
+    scored = [(i, 1.0 - best_cosine(blob, query)) for i, blob in candidates if blob]
+    scored.sort(key=lambda pair: (pair[1], pair[0]))
+    return [(i, d) for i, d in scored[:limit] if d == d]  # an old NaN vector has no place
+
+
+def from_blobs(blobs: Sequence[bytes], dims: int = 0) -> np.ndarray:
+    """One row per blob (all of one size); (0, dims) when there are none."""
+    import numpy as np
+
+    if not blobs:
+        return np.zeros((0, dims), dtype=np.float32)
+    return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1)
 
 
 def normalise(matrix: np.ndarray, source: str = "the model") -> np.ndarray:
@@ -92,8 +109,7 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
 def nearest(
     ids: np.ndarray, matrix: np.ndarray, query: np.ndarray, limit: int
 ) -> list[tuple[int, float]]:
-    """(id, cosine distance) of the `limit` ids nearest to `query` in a unit-row matrix; rows of
-    one id (a chunk's windows) are adjacent, and the id takes its best row."""
+    """(id, cosine distance) of the `limit` rows of a unit-row matrix nearest to `query`."""
     import numpy as np
 
     if not len(ids):
@@ -102,9 +118,6 @@ def nearest(
     # einsum, not BLAS: BLAS threads left spinning after a product slowed the next query
     # embedding (one OpenMP thread) from 9 to 40 ms
     similarity = np.einsum("ij,j->i", matrix, q / (np.linalg.norm(q) or 1.0))
-    firsts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-    if len(firsts) < len(ids):
-        ids, similarity = ids[firsts], np.maximum.reduceat(similarity, firsts)
     top = np.argpartition(-similarity, min(limit, len(ids) - 1))[:limit]
     order = top[np.argsort(-similarity[top])]
     return [(int(ids[i]), float(1.0 - similarity[i])) for i in order]

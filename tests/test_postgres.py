@@ -506,16 +506,16 @@ def test_a_bulk_load_builds_the_hnsw_graph_after_the_rows_and_later_updates_go_i
         real = store.store_embeddings
 
         def watching(*args, **kwargs):  # type: ignore[no-untyped-def]
-            graph = store.conn.execute("SELECT to_regclass('windows_hnsw')").fetchone()[0]
+            graph = store.conn.execute("SELECT to_regclass('chunks_hnsw')").fetchone()[0]
             graph_while_storing.append(graph is not None)
             return real(*args, **kwargs)
 
         monkeypatch.setattr(store, "store_embeddings", watching)
         report = index_vault(store, root, 1 << 20, embedder)
         assert report.embedded == BULK_VECTORS + 200 and not any(graph_while_storing)
-        graph = store.conn.execute("SELECT to_regclass('windows_hnsw')").fetchone()[0]
+        graph = store.conn.execute("SELECT to_regclass('chunks_hnsw')").fetchone()[0]
         analyzed = store.conn.execute(
-            "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'chunk_windows' "
+            "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'chunks' "
             "AND schemaname = %s",
             (name,),
         ).fetchone()[0]
@@ -535,8 +535,8 @@ def test_a_vault_of_one_vector_per_chunk_is_embedded_again_as_windows(
     monkeypatch: pytest.MonkeyPatch,
     hash_embedder: HashEmbedder,
 ) -> None:
-    """Vault schema 3: the one-vector column and its graph go, the windows table takes the
-    vault's size, and `index` embeds every chunk again."""
+    """Vault schema 3: the one-vector column and its graph go, the mean-vector column takes the
+    vault's size with a new graph, and `index` embeds every chunk again."""
     from memsync.pg_store import PgStore
     from memsync.sync import index_vault
 
@@ -562,13 +562,15 @@ def test_a_vault_of_one_vector_per_chunk_is_embedded_again_as_windows(
     monkeypatch.undo()
     with PostgresLocation(url, name).open() as store:
         assert store.pending_count() == store.counts()["chunks"] == 1
-        regclass = "SELECT to_regclass(%s)"
-        assert store.conn.execute(regclass, ("chunks_hnsw",)).fetchone()[0] is None
-        assert store.conn.execute(regclass, ("windows_hnsw",)).fetchone()[0] is not None
+        graph = store.conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_hnsw' AND schemaname = %s",
+            (name,),
+        ).fetchone()
+        assert graph is not None and "centroid" in graph[0]
         report = index_vault(store, root, 1 << 20, hash_embedder)
         assert report.embedded == store.counts()["chunks"] and store.pending_count() == 0
-        windows = store.conn.execute("SELECT count(*) FROM chunk_windows").fetchone()[0]
-        assert windows > store.counts()["chunks"]
+        sizes = store.conn.execute("SELECT length(embedding) / 256 FROM chunks").fetchall()
+        assert max(n for (n,) in sizes) > 1  # several windows' vectors in a chunk
 
 
 def test_commits_do_not_wait_for_the_disk_as_sqlite_s_do_not(pg_vault: tuple[str, str]) -> None:
