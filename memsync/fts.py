@@ -165,8 +165,8 @@ def script(text: str) -> str:
     """The writing system of at least a third of the text's first letters ("latin" for any
     other): a note in Chinese with `SSH` and `2222` in it is Chinese."""
     head = text[:SCRIPT_SAMPLE]
-    if head.isascii():
-        return "latin"
+    if len(head.encode("utf-8", "surrogatepass")) - len(head) < len(head) // 6:
+        return "latin"  # too few characters beyond ASCII for a third of the letters
     counts = {name: len(pattern.findall(head)) for name, pattern in _SCRIPTS}
     counts["cjk"] = sum(len(run) for run in _CJK_RUN.findall(head))
     letters = sum(len(w) for w in WORD.findall(head)) + counts["cjk"]  # WORD leaves CJK out

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from . import fts
 from .errors import IndexNotFound, MemsyncError, StoreError
 from .filters import NoteFilter
 from .pg_bm25 import Bm25, Scorer, phrases_of, top_any, tsquery, tsvector_of
@@ -39,7 +40,7 @@ from .store import (
     translated,
     translating,
 )
-from .vectors import centroid, from_blob, rescored, spread_rows, window_rows
+from .vectors import centroid, from_blob, from_blobs, rescored
 
 if TYPE_CHECKING:
     import numpy as np
@@ -578,17 +579,20 @@ class PgStore(Tables):
         if self._sample is not None and self._sample[0] == (version, size):
             return self._sample[1]
         low, high = self.conn.execute("SELECT min(id), max(id) FROM chunks").fetchone()
+        width = 4 * (self.dims() or 0)
         found = []
-        if low is not None:
-            found = self.conn.execute(
-                "SELECT id, embedding FROM chunks WHERE id = ANY(%s) AND embedding IS NOT NULL "
-                "ORDER BY id",
+        if low is not None and width:
+            found = self.conn.execute(  # one window of each sampled chunk, as SQLite reads it
+                "SELECT substring(embedding from "
+                f"(1 + (id %% (length(embedding) / {width})) * {width})::int for {width}), "
+                f"substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
+                "WHERE id = ANY(%s) AND embedding IS NOT NULL ORDER BY id",
                 (spread_ids(low, high, size),),
             ).fetchall()
-        counts, vectors = window_rows([bytes(r[1]) for r in found], self.dims() or 0)
-        every = np.repeat(np.array([r[0] for r in found], dtype=np.int64), counts)
-        rows = spread_rows(np.arange(len(every)), size)
-        sample = (vectors[rows], self.scripts([int(i) for i in every[rows]]))
+        sample = (
+            from_blobs([bytes(r[0]) for r in found], width // 4),
+            [fts.script(r[1]) for r in found],
+        )
         self._sample = ((version, size), sample)
         return sample
 

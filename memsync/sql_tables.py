@@ -11,7 +11,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from . import fts
 from .errors import StoreError
 from .filters import NoteFilter
 from .store import SOURCE, FileFacts, FileRow, ModelKey, NewChunk, SkipRow
@@ -299,17 +298,6 @@ class Tables:
             f"SELECT id, hash, context, text FROM chunks {where} ORDER BY id LIMIT ?", (limit,)
         )
         return [(int(i), str(h), str(c), str(t)) for i, h, c, t in rows]
-
-    def scripts(self, ids: Sequence[int]) -> list[str]:
-        """The script of each chunk (fts.script of its first characters), in the order asked."""
-        found = dict(
-            self._batches(
-                f"SELECT id, substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
-                "WHERE id IN ({marks})",
-                list(dict.fromkeys(ids)),
-            )
-        )
-        return [fts.script(found.get(i, "")) for i in ids]
 
     def cached_embeddings(self, key: ModelKey | None, hashes: Sequence[str]) -> dict[str, bytes]:
         if key is None or not hashes:

@@ -27,15 +27,7 @@ from .store import (
     spread_ids,
     translating,
 )
-from .vectors import (
-    centroid,
-    from_blobs,
-    nearest,
-    rescored,
-    spread_rows,
-    unit_rows,
-    window_rows,
-)
+from .vectors import centroid, from_blobs, nearest, rescored, unit_rows
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
@@ -426,18 +418,20 @@ class SqliteStore(Tables):
         if self._background is not None and self._background[0] == (version, size):
             return self._background[1]
         bounds = _first(self.conn.execute("SELECT min(id), max(id) FROM chunks"))
-        if not bounds or bounds[0] is None:
-            return np.zeros((0, self.dims() or 0), dtype=np.float32), []
+        width = 4 * (self.dims() or 0)
+        if not bounds or bounds[0] is None or not width:
+            return np.zeros((0, width // 4), dtype=np.float32), []
         found = list(
             self._batches(
-                "SELECT id, embedding FROM chunks WHERE id IN ({marks}) AND embedding IS NOT NULL",
+                # one window of each sampled chunk, window (id mod count): as much to read as
+                # when a chunk had one vector
+                f"SELECT substr(embedding, 1 + (id % (length(embedding) / {width})) * {width}, "
+                f"{width}), substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
+                "WHERE id IN ({marks}) AND embedding IS NOT NULL",
                 spread_ids(bounds[0], bounds[1], size),
             )
         )
-        counts, matrix = window_rows([r[1] for r in found], self.dims() or 0)
-        every = np.repeat(np.array([r[0] for r in found], dtype=np.int64), counts)
-        rows = spread_rows(np.arange(len(every)), size)
-        sample = (matrix[rows], self.scripts([int(i) for i in every[rows]]))
+        sample = (from_blobs([r[0] for r in found], width // 4), [fts.script(r[1]) for r in found])
         if self.vectors_in_memory:  # a long-lived store keeps it while nothing changes
             self._background = ((version, size), sample)
         return sample

@@ -68,10 +68,19 @@ def rescored(
     candidates: Iterable[tuple[int, bytes]], query: np.ndarray, limit: int
 ) -> list[tuple[int, float]]:
     """(chunk id, windows blob) -> (chunk id, cosine distance of its nearest window), the
-    `limit` nearest first: the exact score of the chunks the coarse search found."""
-    scored = [(i, 1.0 - best_cosine(blob, query)) for i, blob in candidates if blob]
-    scored.sort(key=lambda pair: (pair[1], pair[0]))
-    return [(i, d) for i, d in scored[:limit] if d == d]  # an old NaN vector has no place
+    `limit` nearest first: the exact score of the chunks the coarse search found (one product
+    over all their windows)."""
+    import numpy as np
+
+    found = [(i, blob) for i, blob in candidates if blob]
+    if not found:
+        return []
+    q = np.asarray(query, dtype=np.float32)
+    counts, rows = window_rows([blob for _, blob in found], len(q))
+    similarity = unit_rows(rows) @ (q / (np.linalg.norm(q) or 1.0))
+    best = np.maximum.reduceat(similarity, np.r_[0, np.cumsum(counts)[:-1]])
+    scored = sorted(((float(1.0 - d), i) for (i, _), d in zip(found, best)))
+    return [(i, d) for d, i in scored[:limit] if d == d]  # an old NaN vector has no place
 
 
 def from_blobs(blobs: Sequence[bytes], dims: int = 0) -> np.ndarray:

@@ -85,7 +85,7 @@ def test_a_chunk_is_found_by_its_nearest_window_once(location: Location) -> None
             assert found[1][1] == pytest.approx(1.0 - 0.6 * 0.0, abs=1e-6)
             nearest = store.vector_search(e[3], 1, only)
             assert nearest == [(other_id, pytest.approx(0.2, abs=1e-6))]
-        assert store.sample_vectors(512)[0].shape == (4, 8)  # windows, not chunks
+        assert store.sample_vectors(512)[0].shape == (2, 8)  # a window of each chunk
         assert store.chunks([chat_id])[chat_id].embedding == chat
         store.remove_file("a.md")
         assert store.vector_search(e[2], 5) == [] and store.sample_vectors(512)[0].shape[0] == 0
