@@ -88,7 +88,7 @@ OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"}
 
 SCHEMA_VERSION = len(MIGRATIONS)
 MAX_K = 4096  # the most neighbours sqlite-vec returns from one query
-COARSE, COARSE_MIN = 8, 200  # chunks the mean vectors choose, per chunk asked for (at least)
+COARSE, COARSE_MIN = 4, 100  # chunks the mean vectors choose, per chunk asked for (at least)
 
 
 def _first(cursor: Iterable[tuple]) -> tuple | None:  # type: ignore[type-arg]
