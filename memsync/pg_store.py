@@ -40,7 +40,7 @@ from .store import (
     translated,
     translating,
 )
-from .vectors import centroid, from_blob, from_blobs, rescored
+from .vectors import centroid, coarse_pool, from_blob, from_blobs, rescored
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,7 +54,6 @@ SHARED = "memsync"
 HNSW_M, HNSW_EF_CONSTRUCTION = 32, 128
 EF_SEARCH = 400
 HNSW_MAX_DIMS = 2000  # pgvector indexes `vector` up to 2,000 dimensions; above, search is exact
-COARSE, COARSE_MIN = 4, 100  # chunks the mean vectors choose, per chunk asked for (at least)
 BULK_VECTORS = 1000  # vectors added at once, and most of a vault's, from which the graph is rebuilt
 LOCK_CLASS = 0x4D454D53  # 'MEMS': the first key of memsync's advisory locks (pg_lock's too)
 MIGRATION_LOCK = 0  # with LOCK_CLASS: serialises schema changes of every vault in the database
@@ -650,14 +649,14 @@ class PgStore(Tables):
         self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
     ) -> list[tuple[int, float]]:
         """Each chunk at its nearest window, in two steps as in SQLite: the chunks whose mean
-        vector is nearest, COARSE times as many as asked (HNSW for a whole-vault search; an
+        vector is nearest, coarse_pool(limit) of them (HNSW for a whole-vault search; an
         exact scan of the allowed chunks for a filtered one, as HNSW filters after its candidate
         list and could return fewer, and where k is beyond what ef_search may be), then those
         scored exactly by their windows."""
         import numpy as np
 
         vector = np.asarray(query, dtype=np.float32)
-        wanted = max(limit * COARSE, COARSE_MIN)
+        wanted = coarse_pool(limit)
         exact = bool(only) or wanted > 1000 or (self.dims() or 0) > HNSW_MAX_DIMS
         if exact:
             allowed, args = self._allowed(only)

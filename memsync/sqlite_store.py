@@ -27,7 +27,7 @@ from .store import (
     spread_ids,
     translating,
 )
-from .vectors import centroid, from_blobs, nearest, rescored, unit_rows
+from .vectors import centroid, coarse_pool, from_blobs, nearest, rescored, unit_rows
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
@@ -88,7 +88,6 @@ OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"}
 
 SCHEMA_VERSION = len(MIGRATIONS)
 MAX_K = 4096  # the most neighbours sqlite-vec returns from one query
-COARSE, COARSE_MIN = 4, 100  # chunks the mean vectors choose, per chunk asked for (at least)
 
 
 def _first(cursor: Iterable[tuple]) -> tuple | None:  # type: ignore[type-arg]
@@ -473,13 +472,13 @@ class SqliteStore(Tables):
     ) -> list[tuple[int, float]]:
         """(chunk id, cosine distance of its nearest window) nearest first, in two steps: the
         chunks whose mean vector is nearest (sqlite-vec, or numpy over the means, kept in memory
-        between queries by a store opened with vectors_in_memory), COARSE times as many as
-        asked, then those chunks scored exactly by their windows. A search reads one vector per
+        between queries by a store opened with vectors_in_memory), coarse_pool(limit) of
+        them, then those chunks scored exactly by their windows. A search reads one vector per
         chunk, as before chunks had windows, and the few it keeps with all of theirs. `only`
         filters before the nearest are chosen, so a filtered query still gets its top k."""
         import numpy as np
 
-        wanted = max(limit * COARSE, COARSE_MIN)
+        wanted = coarse_pool(limit)
         allowed_ids, args = self._allowed_chunks(only)
         if self._has_vec_table() and not self.vectors_in_memory and wanted <= MAX_K:
             blob = np.asarray(query, dtype="<f4").tobytes()

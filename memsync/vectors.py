@@ -64,6 +64,14 @@ def centroid(blob: bytes, dims: int) -> bytes:
     return to_blob(mean / (np.linalg.norm(mean) or 1.0))
 
 
+COARSE, COARSE_MIN = 4, 100  # chunks the mean vectors choose, per chunk asked for (at least)
+
+
+def coarse_pool(limit: int) -> int:
+    """How many chunks the coarse search (one mean vector per chunk) passes to the exact one."""
+    return max(limit * COARSE, COARSE_MIN)
+
+
 def rescored(
     candidates: Iterable[tuple[int, bytes]], query: np.ndarray, limit: int
 ) -> list[tuple[int, float]]:
