@@ -40,7 +40,7 @@ from .store import (
     translated,
     translating,
 )
-from .vectors import centroid, coarse_pool, from_blob, from_blobs, rescored
+from .vectors import background, centroid, coarse_pool, from_blob, rescored
 
 if TYPE_CHECKING:
     import numpy as np
@@ -581,17 +581,19 @@ class PgStore(Tables):
         width = 4 * (self.dims() or 0)
         found = []
         if low is not None and width:
-            found = self.conn.execute(  # one window of each sampled chunk, as SQLite reads it
-                "SELECT substring(embedding from "
-                f"(1 + (id %% (length(embedding) / {width})) * {width})::int for {width}), "
-                f"substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
+            ids = spread_ids(low, high, size)
+            vectors = (  # as SQLite reads them (one window each, or a small vault's every one)
+                "embedding"
+                if len(ids) < size
+                else "substring(embedding from "
+                f"(1 + (id %% (length(embedding) / {width})) * {width})::int for {width})"
+            )
+            found = self.conn.execute(
+                f"SELECT {vectors}, substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
                 "WHERE id = ANY(%s) AND embedding IS NOT NULL ORDER BY id",
-                (spread_ids(low, high, size),),
+                (ids,),
             ).fetchall()
-        sample = (
-            from_blobs([bytes(r[0]) for r in found], width // 4),
-            [fts.script(r[1]) for r in found],
-        )
+        sample = background([(bytes(r[0]), fts.script(r[1])) for r in found], width // 4, size)
         self._sample = ((version, size), sample)
         return sample
 

@@ -27,7 +27,15 @@ from .store import (
     spread_ids,
     translating,
 )
-from .vectors import centroid, coarse_pool, from_blobs, nearest, rescored, unit_rows
+from .vectors import (
+    background,
+    centroid,
+    coarse_pool,
+    from_blobs,
+    nearest,
+    rescored,
+    unit_rows,
+)
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
@@ -420,17 +428,20 @@ class SqliteStore(Tables):
         width = 4 * (self.dims() or 0)
         if not bounds or bounds[0] is None or not width:
             return np.zeros((0, width // 4), dtype=np.float32), []
-        found = list(
-            self._batches(
-                # one window of each sampled chunk, window (id mod count): as much to read as
-                # when a chunk had one vector
-                f"SELECT substr(embedding, 1 + (id % (length(embedding) / {width})) * {width}, "
-                f"{width}), substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
-                "WHERE id IN ({marks}) AND embedding IS NOT NULL",
-                spread_ids(bounds[0], bounds[1], size),
-            )
+        ids = spread_ids(bounds[0], bounds[1], size)
+        # one window of each sampled chunk, window (id mod count), as much to read as when a
+        # chunk had one vector; a small index's every window
+        vectors = (
+            "embedding"
+            if len(ids) < size
+            else f"substr(embedding, 1 + (id % (length(embedding) / {width})) * {width}, {width})"
         )
-        sample = (from_blobs([r[0] for r in found], width // 4), [fts.script(r[1]) for r in found])
+        found = self._batches(
+            f"SELECT {vectors}, substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
+            "WHERE id IN ({marks}) AND embedding IS NOT NULL ORDER BY id",
+            ids,
+        )
+        sample = background([(r[0], fts.script(r[1])) for r in found], width // 4, size)
         if self.vectors_in_memory:  # a long-lived store keeps it while nothing changes
             self._background = ((version, size), sample)
         return sample

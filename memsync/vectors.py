@@ -64,6 +64,19 @@ def centroid(blob: bytes, dims: int) -> bytes:
     return to_blob(mean / (np.linalg.norm(mean) or 1.0))
 
 
+def background(
+    rows: Sequence[tuple[bytes, str]], dims: int, size: int
+) -> tuple[np.ndarray, list[str]]:
+    """(windows blob, script) of the sampled chunks -> at most `size` of their window vectors,
+    spread over them, with each one's script: what a query's cosines are calibrated against."""
+    import numpy as np
+
+    counts, matrix = window_rows([blob for blob, _ in rows], dims)
+    scripts = [script for (_, script), n in zip(rows, counts) for _ in range(n)]
+    picked = spread_rows(np.arange(len(matrix)), size)
+    return matrix[picked], [scripts[i] for i in picked]
+
+
 COARSE, COARSE_MIN = 4, 100  # chunks the mean vectors choose, per chunk asked for (at least)
 
 

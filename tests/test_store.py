@@ -239,7 +239,7 @@ def test_vectors_kept_in_memory_score_a_chunk_by_its_nearest_window(tmp_path: Pa
         assert [i for i, _ in store.vector_search(e[1], 5)] == [chat_id, other_id]
         only = NoteFilter(paths=("a.md",))
         assert store.vector_search(e[3], 1, only) == [(other_id, pytest.approx(0.0, abs=1e-6))]
-        assert store.sample_vectors(512)[0].shape == (2, 8)  # a window of each chunk
+        assert store.sample_vectors(512)[0].shape == (4, 8)  # a small index: every window
 
 
 def test_an_index_of_one_vector_per_chunk_is_embedded_again_as_windows(
