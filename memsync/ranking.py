@@ -8,9 +8,11 @@ legs through the store. Score rules, and why they differ from the reference desi
   with a sample of the index (e5's cosines crowd 0.7-0.9, other models' sit lower: the z-score
   does not care), squashed by a logistic centred at z = 2.5.
 - Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
-  chunk counts 0). A chunk holding every identifier of the query (`OPS-1432`, `2222`, `pg-main-2`)
-  verbatim, and most of its other content words, is an exact match: it scores at least
-  0.9 + 0.1 x t, so it passes the threshold and comes first instead of vanishing at 0.3.
+  chunk counts 0, except the keyword leg for a chunk in another script than the query, which no
+  keyword could match: that chunk scores its vector leg alone). A chunk holding every identifier
+  of the query (`OPS-1432`, `2222`, `pg-main-2`) verbatim, and most of its other content words,
+  is an exact match: it scores at least 0.9 + 0.1 x t, so it passes the threshold and comes first
+  instead of vanishing at 0.3.
 - The threshold is applied before temporal decay: decay re-orders results, it never hides an old
   but perfect match.
 - A note's second result scores 0.9x, its third 0.81x, and so on (REPEAT): a few notes with
@@ -51,6 +53,7 @@ class Candidate:
     exact: bool = False
     bm25: float | None = None  # the raw leg values, for --explain
     cosine: float | None = None
+    other_script: bool = False  # written in another script than the query: no keyword can match
 
 
 # -- calibration ---------------------------------------------------------------------------------
@@ -182,7 +185,10 @@ def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candid
         total = wv + wt or 1.0
         scored = []
         for c in candidates:
-            score = (wv * (c.vector_score or 0.0) + wt * (c.text_score or 0.0)) / total
+            if c.other_script and c.text_score is None and wv:
+                score = c.vector_score or 0.0  # the keyword leg could not have found it
+            else:
+                score = (wv * (c.vector_score or 0.0) + wt * (c.text_score or 0.0)) / total
             if c.exact:
                 score = max(score, 0.9 + 0.1 * (c.text_score or 0.0))
             scored.append((c, score))
@@ -354,6 +360,7 @@ def explain(
         "cosine": rounded(candidate.cosine),
         "vector_score": rounded(candidate.vector_score),
         "exact_match": candidate.exact,
+        "other_script": candidate.other_script,
         "fused": round(relevance, 4),
         "decay": round(score / relevance / repeat, 4) if relevance else 1.0,
         "note_repeat": round(repeat, 4),

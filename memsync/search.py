@@ -252,6 +252,7 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
     """Every chunk a leg found, with both legs' calibrated scores and the exact-match rule."""
     idents = identifiers(query)
     others = other_terms(query, idents)
+    asked = fts.script(query)
     rows = store.chunks(list(dict.fromkeys([*legs.cosines, *legs.bm25])))
     if legs.background is not None and legs.query_vector is not None:
         # a chunk the keyword leg found beyond the vector leg's pool has vectors all the same:
@@ -284,6 +285,7 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
             vector_score=legs.vector.get(row.id),
             text_score=text_scores.get(row.id),
             exact=is_exact(row.text, idents, others),
+            other_script=fts.script(row.text) != asked,
             bm25=legs.bm25.get(row.id),
             cosine=legs.cosines.get(row.id),
         )

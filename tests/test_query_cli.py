@@ -269,3 +269,15 @@ def test_shell_completion_offers_modes_and_note_paths(
         }
         result = CliRunner().invoke(main, [], env=env, prog_name="memsync")
         assert expected in result.output, words
+
+
+def test_explain_says_when_a_note_is_in_another_script_than_the_query(keyword_vault: Path) -> None:
+    payload = json.loads(
+        _run("query", "SSH", "--vault", str(keyword_vault), "--json", "--explain").stdout
+    )
+    why = {r["path"]: r["explain"]["other_script"] for r in payload["results"]}
+    assert why["笔记/测试服务器.md"] is True
+    payload = json.loads(
+        _run("query", "端口", "--vault", str(keyword_vault), "--json", "--explain").stdout
+    )
+    assert payload["results"][0]["explain"]["other_script"] is False

@@ -183,3 +183,18 @@ def test_a_cosine_is_judged_among_chunks_of_its_own_script() -> None:
     # too few of a script to judge by: measured as the whole sample is
     few = calibrate_by_script(cosines, ["latin", "cjk"], background[:205], backdrop[:205])
     assert few == pytest.approx(calibrate_cosine(cosines, background[:205]))
+
+
+def test_a_chunk_in_another_script_than_the_query_is_scored_by_its_vector_leg_alone() -> None:
+    """No keyword of an English question can match a Chinese note: its missing keyword score
+    is no evidence against it, while an English chunk's is."""
+    from memsync.search import Options
+
+    english = Candidate(1, "a.md", 1, 2, "garden notes", vector_score=0.6, text_score=None)
+    chinese = Candidate(
+        2, "b.md", 1, 2, "花园棚子的预算", vector_score=0.6, text_score=None, other_script=True
+    )
+    fused = dict((c.id, s) for c, s in fuse([english, chinese], Options()))
+    assert fused[1] == pytest.approx(0.7 * 0.6) and fused[2] == pytest.approx(0.6)
+    matched = Candidate(3, "c.md", 1, 2, "SSH 端口", 0.6, 0.5, other_script=True)
+    assert fuse([matched], Options())[0][1] == pytest.approx(0.7 * 0.6 + 0.3 * 0.5)
