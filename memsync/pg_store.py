@@ -40,7 +40,7 @@ from .store import (
     translated,
     translating,
 )
-from .vectors import background, centroid, coarse_pool, from_blob, rescored
+from .vectors import Background, centroid, coarse_pool, from_blob, rescored
 
 if TYPE_CHECKING:
     import numpy as np
@@ -289,7 +289,7 @@ class PgStore(Tables):
             self.conn.close()
             raise
         self._session_ef_search = 0
-        self._sample: tuple[tuple[Any, int], tuple[np.ndarray, list[str]]] | None = None
+        self._sample: tuple[tuple[Any, int], Background] | None = None
 
     def _open(self, create: bool) -> None:
         from psycopg import sql
@@ -566,11 +566,9 @@ class PgStore(Tables):
             for r in rows
         }
 
-    def sample_vectors(self, size: int) -> tuple[np.ndarray, list[str]]:
-        """Kept between queries while the vault's chunks and vectors stay as they are: 512
-        vectors are 0.8 MB to fetch for every query otherwise."""
-        import numpy as np
-
+    def sample_vectors(self, size: int) -> Background:
+        """Kept between queries while the vault's chunks and vectors stay as they are: the
+        sample's vectors are a few MB to fetch for every query otherwise."""
         version = self.conn.execute(
             "SELECT (SELECT rows FROM fts_totals), (SELECT max(id) FROM chunks), "
             "(SELECT count(*) FROM chunks WHERE embedding IS NULL)"
@@ -578,22 +576,14 @@ class PgStore(Tables):
         if self._sample is not None and self._sample[0] == (version, size):
             return self._sample[1]
         low, high = self.conn.execute("SELECT min(id), max(id) FROM chunks").fetchone()
-        width = 4 * (self.dims() or 0)
         found = []
-        if low is not None and width:
-            ids = spread_ids(low, high, size)
-            vectors = (  # as SQLite reads them (one window each, or a small vault's every one)
-                "embedding"
-                if len(ids) < size
-                else "substring(embedding from "
-                f"(1 + (id %% (length(embedding) / {width})) * {width})::int for {width})"
-            )
+        if low is not None:
             found = self.conn.execute(
-                f"SELECT {vectors}, substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
+                f"SELECT embedding, substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
                 "WHERE id = ANY(%s) AND embedding IS NOT NULL ORDER BY id",
-                (ids,),
+                (spread_ids(low, high, size),),
             ).fetchall()
-        sample = background([(bytes(r[0]), fts.script(r[1])) for r in found], width // 4, size)
+        sample = Background.of([(bytes(r[0]), fts.script(r[1])) for r in found], self.dims() or 0)
         self._sample = ((version, size), sample)
         return sample
 

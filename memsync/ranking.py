@@ -70,7 +70,7 @@ def calibrate_cosine(cosines: np.ndarray, background: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(z - 2.5) / 0.75))
 
 
-MIN_BACKGROUND = 8  # same-script background vectors needed to judge a cosine by them alone
+MIN_BACKGROUND = 4  # sampled chunks of a script needed to place its mean (the spread is pooled)
 
 
 def calibrate_by_script(

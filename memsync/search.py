@@ -33,6 +33,7 @@ from .store import StoreReader
 from .vectors import best_cosine
 
 _SETTINGS = Config()  # the documented defaults live in Config only
+SAMPLE_CHUNKS = 256  # chunks whose nearest windows calibrate a query's cosines
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class Legs:
     vector: dict[int, float] = field(default_factory=dict)  # calibrated with the candidates
     cosines: dict[int, float] = field(default_factory=dict)
     query_vector: np.ndarray | None = None
-    background: np.ndarray | None = None  # the query's cosines with a sample of the index
+    background: np.ndarray | None = None  # sampled chunks' nearest-window cosines
     backdrop: list[str] = field(default_factory=list)  # the script of each sampled chunk
     bm25: dict[int, float] = field(default_factory=dict)
     best_bm25: float | None = None  # the whole index's best rank: the keyword calibration's anchor
@@ -213,9 +214,9 @@ def _vector_leg(
         )
     hits = store.vector_search(query_vector, options.limit * 4, options.only)
     if hits:
-        sample, legs.backdrop = store.sample_vectors(512)
+        sample = store.sample_vectors(SAMPLE_CHUNKS)
         legs.query_vector = query_vector
-        legs.background = sample @ query_vector
+        legs.background, legs.backdrop = sample.best_cosines(query_vector), sample.scripts
         legs.cosines = {i: 1.0 - d for i, d in hits}
 
 

@@ -28,7 +28,7 @@ from .store import (
     translating,
 )
 from .vectors import (
-    background,
+    Background,
     centroid,
     coarse_pool,
     from_blobs,
@@ -172,7 +172,7 @@ class SqliteStore(Tables):
         self.shown = f"index {self.path}"
         self.vectors_in_memory = vectors_in_memory
         self._matrix: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
-        self._background: tuple[tuple[tuple[int, int], int], tuple[np.ndarray, list[str]]] | None
+        self._background: tuple[tuple[tuple[int, int], int], Background] | None
         self._background = None
         if not create and not self.path.exists():
             raise StoreError(f"no index at {self.path}")
@@ -416,32 +416,21 @@ class SqliteStore(Tables):
         )
         return {row[0]: ChunkRow(*row) for row in rows}
 
-    def sample_vectors(self, size: int) -> tuple[np.ndarray, list[str]]:
-        """Up to `size` stored vectors spread evenly over the index, and the script of each one's
-        chunk: the background a query's cosines are calibrated against."""
-        import numpy as np
-
+    def sample_vectors(self, size: int) -> Background:
+        """Up to `size` chunks spread evenly over the index, every window of each, and each
+        one's script: the background a query's cosines are calibrated against."""
         version = self._data_version()
         if self._background is not None and self._background[0] == (version, size):
             return self._background[1]
         bounds = _first(self.conn.execute("SELECT min(id), max(id) FROM chunks"))
-        width = 4 * (self.dims() or 0)
-        if not bounds or bounds[0] is None or not width:
-            return np.zeros((0, width // 4), dtype=np.float32), []
-        ids = spread_ids(bounds[0], bounds[1], size)
-        # one window of each sampled chunk, window (id mod count), as much to read as when a
-        # chunk had one vector; a small index's every window
-        vectors = (
-            "embedding"
-            if len(ids) < size
-            else f"substr(embedding, 1 + (id % (length(embedding) / {width})) * {width}, {width})"
-        )
+        dims = self.dims() or 0
+        ids = spread_ids(bounds[0], bounds[1], size) if bounds and bounds[0] is not None else []
         found = self._batches(
-            f"SELECT {vectors}, substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
+            f"SELECT embedding, substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
             "WHERE id IN ({marks}) AND embedding IS NOT NULL ORDER BY id",
             ids,
         )
-        sample = background([(r[0], fts.script(r[1])) for r in found], width // 4, size)
+        sample = Background.of([(r[0], fts.script(r[1])) for r in found], dims)
         if self.vectors_in_memory:  # a long-lived store keeps it while nothing changes
             self._background = ((version, size), sample)
         return sample

@@ -25,6 +25,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
 
+    from .vectors import Background
+
 SOURCE = "memory"
 
 
@@ -110,8 +112,8 @@ class StoreReader(Protocol):
     def pending_count(self) -> int: ...
     def counts(self) -> dict[str, int]: ...
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]: ...
-    def sample_vectors(self, size: int) -> tuple[np.ndarray, list[str]]:
-        """Up to `size` stored vectors spread over the index, and each one's chunk's script."""
+    def sample_vectors(self, size: int) -> Background:
+        """Up to `size` chunks spread over the index, every window of each, with their scripts."""
     def keyword_search(
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = ...
     ) -> tuple[list[tuple[int, float]], float | None]:

@@ -5,6 +5,7 @@ needs it."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import EmbeddingResponseError
@@ -64,17 +65,30 @@ def centroid(blob: bytes, dims: int) -> bytes:
     return to_blob(mean / (np.linalg.norm(mean) or 1.0))
 
 
-def background(
-    rows: Sequence[tuple[bytes, str]], dims: int, size: int
-) -> tuple[np.ndarray, list[str]]:
-    """(windows blob, script) of the sampled chunks -> at most `size` of their window vectors,
-    spread over them, with each one's script: what a query's cosines are calibrated against."""
-    import numpy as np
+@dataclass(frozen=True)
+class Background:
+    """Sampled chunks, every window of each: what a query's cosines are calibrated against."""
 
-    counts, matrix = window_rows([blob for blob, _ in rows], dims)
-    scripts = [script for (_, script), n in zip(rows, counts) for _ in range(n)]
-    picked = spread_rows(np.arange(len(matrix)), size)
-    return matrix[picked], [scripts[i] for i in picked]
+    windows: np.ndarray  # the sampled chunks' window vectors, chunk after chunk
+    counts: np.ndarray  # how many windows each sampled chunk has
+    scripts: list[str]  # each sampled chunk's script
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[bytes, str]], dims: int) -> Background:
+        """From (windows blob, script) of each sampled chunk."""
+        counts, windows = window_rows([blob for blob, _ in rows], dims)
+        return cls(windows, counts, [script for _, script in rows])
+
+    def best_cosines(self, query: np.ndarray) -> np.ndarray:
+        """Each sampled chunk's nearest window's cosine: the statistic a candidate is scored by,
+        so that a chunk of many windows is not judged against single windows."""
+        import numpy as np
+
+        if not len(self.counts):
+            return np.zeros(0)
+        similarity = self.windows @ np.asarray(query, dtype=np.float32)
+        best: np.ndarray = np.maximum.reduceat(similarity, np.r_[0, np.cumsum(self.counts)[:-1]])
+        return best
 
 
 COARSE, COARSE_MIN = 4, 100  # chunks the mean vectors choose, per chunk asked for (at least)

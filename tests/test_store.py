@@ -103,15 +103,15 @@ def test_vectors_in_memory_match_sqlite_vec_and_see_other_writers(tmp_path: Path
     with SqliteStore(tmp_path / "i.sqlite") as writer:
         _fill(writer, vectors)
         by_vec = writer.vector_search(query, 5)
-        background, scripts = writer.sample_vectors(8)
+        background = writer.sample_vectors(8)
     with SqliteStore(tmp_path / "i.sqlite", vectors_in_memory=True) as reader:
         in_memory = reader.vector_search(query, 5)
         assert [i for i, _ in in_memory] == [i for i, _ in by_vec]
         assert np.allclose([d for _, d in in_memory], [d for _, d in by_vec], atol=1e-5)
         # the same calibration background: a long-lived server scores as a query process does
-        sample, sampled_scripts = reader.sample_vectors(8)
-        assert sample.shape == (8, 8) and sampled_scripts == scripts
-        assert np.array_equal(sample, background)
+        sample = reader.sample_vectors(8)
+        assert sample.windows.shape == (8, 8) and sample.scripts == background.scripts
+        assert np.array_equal(sample.windows, background.windows)
         with SqliteStore(
             tmp_path / "i.sqlite"
         ) as other:  # another connection removes the best match
@@ -239,7 +239,7 @@ def test_vectors_kept_in_memory_score_a_chunk_by_its_nearest_window(tmp_path: Pa
         assert [i for i, _ in store.vector_search(e[1], 5)] == [chat_id, other_id]
         only = NoteFilter(paths=("a.md",))
         assert store.vector_search(e[3], 1, only) == [(other_id, pytest.approx(0.0, abs=1e-6))]
-        assert store.sample_vectors(512)[0].shape == (4, 8)  # a small index: every window
+        assert store.sample_vectors(512).windows.shape == (4, 8)  # every window of each chunk
 
 
 def test_an_index_of_one_vector_per_chunk_is_embedded_again_as_windows(

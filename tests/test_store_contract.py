@@ -58,7 +58,7 @@ def test_vector_search_finds_the_exact_nearest_neighbours(location: Location) ->
         best = np.argsort(-cosine)[:10]
         assert [i for i, _ in found] == [ids[b] for b in best]
         assert np.allclose([d for _, d in found], 1 - cosine[best], atol=1e-5)
-        assert store.sample_vectors(50)[0].shape == (50, 8)
+        assert store.sample_vectors(50).windows.shape == (50, 8)
         assert store.chunks(ids[:1])[ids[0]].embedding == vectors[0].astype("<f4").tobytes()
 
 
@@ -85,10 +85,13 @@ def test_a_chunk_is_found_by_its_nearest_window_once(location: Location) -> None
             assert found[1][1] == pytest.approx(1.0 - 0.6 * 0.0, abs=1e-6)
             nearest = store.vector_search(e[3], 1, only)
             assert nearest == [(other_id, pytest.approx(0.2, abs=1e-6))]
-        assert store.sample_vectors(512)[0].shape == (4, 8)  # a small index: every window
+        sample = store.sample_vectors(512)
+        assert sample.windows.shape == (4, 8) and list(sample.counts) == [3, 1]
+        # each sampled chunk counts by its nearest window, as a candidate does
+        assert list(sample.best_cosines(e[2])) == pytest.approx([1.0, 0.0])
         assert store.chunks([chat_id])[chat_id].embedding == chat
         store.remove_file("a.md")
-        assert store.vector_search(e[2], 5) == [] and store.sample_vectors(512)[0].shape[0] == 0
+        assert store.vector_search(e[2], 5) == [] and store.sample_vectors(512).windows.shape[0] == 0
 
 
 def test_a_note_deleted_and_written_again_takes_its_vectors_from_the_cache(
@@ -221,24 +224,3 @@ def test_sample_vault_answers_alike_on_both_backends_with_the_local_model(
     for query in qrels:
         if lite[query][0].path != pg[query][0].path:  # only a tie may swap the first two
             assert lite[query][0].score == pytest.approx(lite[query][1].score, abs=1e-3), query
-
-
-def test_the_calibration_sample_reads_one_window_of_each_chunk_in_a_large_index(
-    location: Location,
-) -> None:
-    """As much to read per query as when a chunk had one vector: window (id mod count)."""
-    key = ModelKey("test", "sample", "")
-    hashes = [uuid.uuid4().hex for _ in range(20)]
-    with location.open(create=True) as store:
-        store.set_model(key, 8)
-        chunks = [NewChunk(i + 1, i + 1, h, f"t {i}", "", f"t {i}") for i, h in enumerate(hashes)]
-        store.replace_file(FileRow("a.md", "x", 1, 1), chunks)
-        ids = sorted(store.chunks(range(1, 1000)))
-        rng = np.random.default_rng(3)
-        windows = {i: rng.normal(size=(3, 8)).astype("<f4") for i in ids}
-        items = [(i, h, windows[i].tobytes()) for i, h in zip(ids, hashes)]
-        assert store.store_embeddings(key, items, 8) == 20
-        sample, scripts = store.sample_vectors(8)
-        assert sample.shape == (8, 8) and scripts == ["latin"] * 8
-        chosen = [i for i in ids if any(np.allclose(windows[i][i % 3], row) for row in sample)]
-        assert len(chosen) == 8  # eight chunks, one window each
