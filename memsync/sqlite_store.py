@@ -513,14 +513,19 @@ class SqliteStore(Tables):
         version = self._data_version()
         if self._matrix is not None and self._matrix[0] == version:
             return self._matrix[1], self._matrix[2]
-        rows = list(
-            self.conn.execute(
-                "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY id"
-            )
-        )
         dims = self.dims() or 0
+        if self._has_vec_table():  # the means are stored: a quarter of the windows' bytes
+            rows = list(self.conn.execute("SELECT rowid, embedding FROM chunks_vec ORDER BY rowid"))
+            means = [r[1] for r in rows]
+        else:
+            rows = list(
+                self.conn.execute(
+                    "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY id"
+                )
+            )
+            means = [centroid(r[1], dims) for r in rows]
         ids = np.array([r[0] for r in rows], dtype=np.int64)
-        matrix = unit_rows(from_blobs([centroid(r[1], dims) for r in rows], dims))
+        matrix = unit_rows(from_blobs(means, dims))
         if self.vectors_in_memory:
             self._matrix = (version, ids, matrix)
         return ids, matrix
