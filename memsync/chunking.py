@@ -20,7 +20,7 @@ OVERLAP_TOKENS = 80
 # a chunk is embedded as windows of whole lines of at most this many tokens (a longer line alone):
 # a chunk of chat holds twenty turns, and one vector of them all matches none of them well
 WINDOW_TOKENS = 64
-MAX_WINDOWS = 16  # the stores number a chunk's vectors below this (sqlite-vec: id x 16 + window)
+MAX_WINDOWS = 16  # a bound on the vectors one chunk stores (a chunk of many one-token lines)
 # recorded in the index: when the rules below change, every note is chunked again
 CHUNKER = f"cdc-2 cl100k max{MAX_TOKENS} overlap{OVERLAP_TOKENS} windows{WINDOW_TOKENS}"
 # a chunk does not end before it holds this much: stops tiny chunks between close headings

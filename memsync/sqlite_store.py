@@ -1,8 +1,8 @@
 """The embedded backend's SQL: one SQLite file per vault (WAL), FTS5 and sqlite-vec.
 
 apsw ships its own SQLite, so sqlite-vec loads even where Python's sqlite3 cannot load extensions.
-Where the extension still cannot load, vectors are searched with numpy over chunks.embedding and
-`vector_backend` says so.
+Where the extension still cannot load, vectors are searched with numpy over the chunks' mean
+vectors (from chunks.embedding) and `vector_backend` says so.
 """
 
 from __future__ import annotations
