@@ -117,11 +117,11 @@ VAULT_MIGRATIONS: list[str] = [
 SCHEMA_VERSION = len(VAULT_MIGRATIONS)
 
 
-def _vector_text(blob: bytes | None) -> str | None:
-    """A chunk's mean vector (vectors.centroid of its windows) as pgvector's text."""
-    if blob is None:
+def _mean_text(blob: bytes | None, dims: int) -> str | None:
+    """A chunk's coarse vector (vectors.centroid of its windows) as pgvector's text."""
+    if not blob:
         return None
-    return "[" + ",".join(map(repr, from_blob(blob).tolist())) + "]"
+    return "[" + ",".join(map(repr, from_blob(centroid(blob, dims)).tolist())) + "]"
 
 
 def first_line(exc: BaseException) -> str:
@@ -402,7 +402,7 @@ class PgStore(Tables):
                 (
                     row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
                     key.model if key and blob else None, chunk.text, chunk.context,
-                    blob, _vector_text(centroid(blob, dims) if blob else None), literal, length,
+                    blob, _mean_text(blob, dims), literal, length,
                     now,
                 )
             )  # fmt: skip
@@ -437,7 +437,7 @@ class PgStore(Tables):
                     [i for i, _, _ in items],
                     [h for _, h, _ in items],
                     [b for _, _, b in items],
-                    [_vector_text(centroid(b, dims)) for _, _, b in items],
+                    [_mean_text(b, dims) for _, _, b in items],
                 ),
             )
             return max(int(cursor.rowcount), 0)

@@ -255,6 +255,7 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
     others = other_terms(query, idents)
     asked = fts.script(query)
     rows = store.chunks(list(dict.fromkeys([*legs.cosines, *legs.bm25])))
+    scripts = {i: fts.script(row.text) for i, row in rows.items()}
     if legs.background is not None and legs.query_vector is not None:
         # a chunk the keyword leg found beyond the vector leg's pool has vectors all the same:
         # its cosine, not 0, goes into the fusion
@@ -265,7 +266,7 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
         ids = [i for i in legs.cosines if i in rows]
         calibrated = calibrate_by_script(
             np.array([legs.cosines[i] for i in ids]),
-            [fts.script(rows[i].text) for i in ids],
+            [scripts[i] for i in ids],
             legs.background,
             legs.backdrop,
         )
@@ -286,7 +287,7 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
             vector_score=legs.vector.get(row.id),
             text_score=text_scores.get(row.id),
             exact=is_exact(row.text, idents, others),
-            other_script=fts.script(row.text) != asked,
+            other_script=scripts[row.id] != asked,
             bm25=legs.bm25.get(row.id),
             cosine=legs.cosines.get(row.id),
         )

@@ -305,7 +305,7 @@ class SqliteStore(Tables):
         cached: dict[str, bytes],
     ) -> None:
         now = _now()
-        has_vec = self._has_vec_table()
+        dims = self.dims() if cached and self._has_vec_table() else None
         for chunk in chunks:
             blob = cached.get(chunk.hash)
             chunk_id = _one(
@@ -320,19 +320,19 @@ class SqliteStore(Tables):
                 "INSERT INTO chunks_fts(rowid, text, path, start_line, end_line) VALUES(?,?,?,?,?)",
                 (chunk_id, chunk.fts_text, row.path, chunk.start_line, chunk.end_line),
             )
-            if blob is not None and has_vec:
-                self._add_windows(chunk_id, blob)
+            if blob is not None and dims:
+                self._add_mean(chunk_id, blob, dims)
 
-    def _add_windows(self, chunk_id: int, blob: bytes) -> None:
-        """A chunk's coarse vector (its windows' mean) into chunks_vec."""
+    def _add_mean(self, chunk_id: int, blob: bytes, dims: int) -> None:
+        """A chunk's coarse vector, its windows' mean, into chunks_vec."""
         self.conn.execute(
             "INSERT OR REPLACE INTO chunks_vec(rowid, embedding) VALUES(?, ?)",
-            (chunk_id, centroid(blob, self.dims() or len(blob) // 4)),
+            (chunk_id, centroid(blob, dims)),
         )
 
     def _attach_vectors(self, key: ModelKey, items: Sequence[tuple[int, str, bytes]]) -> int:
         stored = 0
-        has_vec = self._has_vec_table()
+        dims = self.dims() if self._has_vec_table() else None
         for chunk_id, chunk_hash, blob in items:
             self.conn.execute(
                 "UPDATE chunks SET embedding = ?, model = ? "
@@ -341,8 +341,8 @@ class SqliteStore(Tables):
             )
             if self.conn.changes():
                 stored += 1
-                if has_vec:
-                    self._add_windows(chunk_id, blob)
+                if dims:
+                    self._add_mean(chunk_id, blob, dims)
         return stored
 
     def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:

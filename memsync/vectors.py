@@ -37,23 +37,22 @@ def window_rows(blobs: Sequence[bytes], dims: int) -> tuple[np.ndarray, np.ndarr
     return counts, np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, dims)
 
 
+def nearest_windows(counts: np.ndarray, windows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The cosine of each chunk's nearest window to `query`: `windows` holds the chunks' window
+    vectors chunk after chunk, `counts` how many each chunk has."""
+    import numpy as np
+
+    if not len(counts):
+        return np.zeros(0)
+    q = np.asarray(query, dtype=np.float32)
+    similarity = unit_rows(windows) @ (q / (np.linalg.norm(q) or 1.0))
+    best: np.ndarray = np.maximum.reduceat(similarity, np.r_[0, np.cumsum(counts)[:-1]])
+    return best
+
+
 def best_cosine(blob: bytes, query: np.ndarray) -> float:
     """The cosine of a chunk's nearest window (its blob's vectors) to `query`."""
-    import numpy as np
-
-    q = np.asarray(query, dtype=np.float32)
-    rows = unit_rows(np.frombuffer(blob, dtype="<f4").reshape(-1, len(q)))
-    return float((rows @ (q / (np.linalg.norm(q) or 1.0))).max())
-
-
-def spread_rows(matrix: np.ndarray, size: int) -> np.ndarray:
-    """At most `size` rows spread evenly over the matrix (a calibration background)."""
-    import numpy as np
-
-    if len(matrix) <= size:
-        return matrix
-    picked: np.ndarray = matrix[np.linspace(0, len(matrix) - 1, num=size).astype(int)]
-    return picked
+    return float(nearest_windows(*window_rows([blob], len(query)), query)[0])
 
 
 def centroid(blob: bytes, dims: int) -> bytes:
@@ -82,13 +81,7 @@ class Background:
     def best_cosines(self, query: np.ndarray) -> np.ndarray:
         """Each sampled chunk's nearest window's cosine: the statistic a candidate is scored by,
         so that a chunk of many windows is not judged against single windows."""
-        import numpy as np
-
-        if not len(self.counts):
-            return np.zeros(0)
-        similarity = self.windows @ np.asarray(query, dtype=np.float32)
-        best: np.ndarray = np.maximum.reduceat(similarity, np.r_[0, np.cumsum(self.counts)[:-1]])
-        return best
+        return nearest_windows(self.counts, self.windows, query)
 
 
 COARSE, COARSE_MIN = 4, 100  # chunks the mean vectors choose, per chunk asked for (at least)
@@ -105,16 +98,11 @@ def rescored(
     """(chunk id, windows blob) -> (chunk id, cosine distance of its nearest window), the
     `limit` nearest first: the exact score of the chunks the coarse search found (one product
     over all their windows)."""
-    import numpy as np
-
     found = [(i, blob) for i, blob in candidates if blob]
     if not found:
         return []
-    q = np.asarray(query, dtype=np.float32)
-    counts, rows = window_rows([blob for _, blob in found], len(q))
-    similarity = unit_rows(rows) @ (q / (np.linalg.norm(q) or 1.0))
-    best = np.maximum.reduceat(similarity, np.r_[0, np.cumsum(counts)[:-1]])
-    scored = sorted(((float(1.0 - d), i) for (i, _), d in zip(found, best)))
+    best = nearest_windows(*window_rows([blob for _, blob in found], len(query)), query)
+    scored = sorted((float(1.0 - d), i) for (i, _), d in zip(found, best))
     return [(i, d) for d, i in scored[:limit] if d == d]  # an old NaN vector has no place
 
 
