@@ -38,9 +38,9 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import locomo  # noqa: E402
 from memsync.config import Config  # noqa: E402
 from memsync.embedders import LocalEmbedder  # noqa: E402
-from memsync.memory import Memory, index, search_options  # noqa: E402
 from memsync.evaluate import distinct, novelty_ndcg_at, score_run  # noqa: E402
 from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
+from memsync.memory import Memory, index, search_options  # noqa: E402
 from memsync.search import Options, search  # noqa: E402
 from memsync.sqlite_store import SqliteStore  # noqa: E402
 from memsync.store import StoreWriter as Store  # noqa: E402

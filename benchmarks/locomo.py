@@ -65,7 +65,11 @@ def sessions(conversation: dict) -> list[tuple[int, str, list[dict]]]:  # type: 
 
 
 def session_note(
-    conversation: int, sample_id: str, number: int, when: str, turns: Sequence[dict]  # type: ignore[type-arg]
+    conversation: int,
+    sample_id: str,
+    number: int,
+    when: str,
+    turns: Sequence[dict],  # type: ignore[type-arg]
 ) -> tuple[str, dict[str, int]]:
     """The note basic-memory's converter writes for one session, and the line of each turn."""
     name = note_name(conversation, number)
@@ -92,7 +96,9 @@ def session_note(
     return "\n".join(lines) + "\n", at
 
 
-def write_vault(conversations: Sequence[dict], vault: Path) -> dict[tuple[int, str], tuple[str, int]]:  # type: ignore[type-arg]
+def write_vault(
+    conversations: Sequence[dict], vault: Path
+) -> dict[tuple[int, str], tuple[str, int]]:  # type: ignore[type-arg]
     """Every session as a note in `vault`; returns (conversation, dia_id) -> (note, line)."""
     vault.mkdir(parents=True, exist_ok=True)
     where: dict[tuple[int, str], tuple[str, int]] = {}

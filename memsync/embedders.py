@@ -200,7 +200,9 @@ class HttpService:
             try:
                 return response.json()
             except ValueError as exc:
-                raise EmbeddingResponseError(f"{self.provider} sent an answer that is not JSON") from exc
+                raise EmbeddingResponseError(
+                    f"{self.provider} sent an answer that is not JSON"
+                ) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _remaining(self, started: float) -> float | None:
@@ -213,7 +215,6 @@ class HttpService:
             self.total_timeout is not None
             and time.monotonic() - started + wait >= self.total_timeout
         )
-
 
 
 class HttpEmbedder(HttpService, Embedder):

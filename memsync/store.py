@@ -114,6 +114,7 @@ class StoreReader(Protocol):
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]: ...
     def sample_vectors(self, size: int) -> Background:
         """Up to `size` chunks spread over the index, every window of each, with their scripts."""
+
     def keyword_search(
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = ...
     ) -> tuple[list[tuple[int, float]], float | None]:

@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-import random
-
 import hashlib
+import random
 
 from memsync.chunking import (
     MAX_TOKENS,
@@ -87,7 +86,10 @@ def test_front_matter_keeps_line_numbers_and_headings_give_context() -> None:
     chunks = chunk_text(text)
     assert chunks[0].start_line == 1 and chunks[0].text.startswith("---")
     assert chunks[-1].context == "Project > Risks"
-    assert all(w.startswith("Project > Risks\n\n") for w in embed_inputs(chunks[-1].context, chunks[-1].text))
+    assert all(
+        w.startswith("Project > Risks\n\n")
+        for w in embed_inputs(chunks[-1].context, chunks[-1].text)
+    )
 
 
 def test_headings_inside_code_fences_are_not_headings() -> None:

@@ -542,23 +542,27 @@ def test_a_vault_of_one_vector_per_chunk_is_embedded_again_as_windows(
 
     url, name = pg_vault
     root = tmp_path / "vault"
-    write(root, "chat.md", "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60)))
+    write(
+        root,
+        "chat.md",
+        "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60)),
+    )
     key = hash_embedder.key
     monkeypatch.setattr(PgStore, "SCHEMA_VERSION", 2)
-    with PostgresLocation(url, name).open(create=True) as store:  # as memsync made it before
-        with store.transaction():
-            store.conn.execute("ALTER TABLE chunks ALTER COLUMN embedding TYPE vector(64)")
-            store.conn.execute(
-                "INSERT INTO chunks(path, start_line, end_line, hash, model, text, embedding, "
-                "fts, fts_len, updated_at) VALUES('chat.md', 1, 2, 'h', %s, 'old', %s, '', 0, 0)",
-                (key.model, "[" + ",".join(["0.125"] * 64) + "]"),
-            )
-            store.conn.execute(
-                "CREATE INDEX chunks_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)"
-            )
-            store.set_meta(
-                provider=key.provider, model=key.model, provider_key=key.provider_key, dims=64
-            )
+    location = PostgresLocation(url, name)  # the vault as memsync made it before
+    with location.open(create=True) as store, store.transaction():
+        store.conn.execute("ALTER TABLE chunks ALTER COLUMN embedding TYPE vector(64)")
+        store.conn.execute(
+            "INSERT INTO chunks(path, start_line, end_line, hash, model, text, embedding, "
+            "fts, fts_len, updated_at) VALUES('chat.md', 1, 2, 'h', %s, 'old', %s, '', 0, 0)",
+            (key.model, "[" + ",".join(["0.125"] * 64) + "]"),
+        )
+        store.conn.execute(
+            "CREATE INDEX chunks_hnsw ON chunks USING hnsw (embedding vector_cosine_ops)"
+        )
+        store.set_meta(
+            provider=key.provider, model=key.model, provider_key=key.provider_key, dims=64
+        )
     monkeypatch.undo()
     with PostgresLocation(url, name).open() as store:
         assert store.pending_count() == store.counts()["chunks"] == 1

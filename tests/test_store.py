@@ -248,7 +248,11 @@ def test_an_index_of_one_vector_per_chunk_is_embedded_again_as_windows(
     """Schema 5: the vectors of an index made before windows are dropped, and `index` makes
     them again (the chunks' rules changed too, so each note is chunked again)."""
     root = tmp_path / "vault"
-    write(root, "chat.md", "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60)))
+    write(
+        root,
+        "chat.md",
+        "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60)),
+    )
     db = tmp_path / "old.sqlite"
     with SqliteStore(db, create=True) as store:
         index_vault(store, root, 1 << 20, hash_embedder)
@@ -302,7 +306,9 @@ def test_a_chunk_found_by_keyword_only_still_gets_its_cosine(tmp_path: Path) -> 
     key = embedder.key
     with SqliteStore(tmp_path / "i.sqlite", create=True) as store:
         store.set_model(key, 8)
-        chunks = [NewChunk(i + 1, i + 1, f"f{i}", f"filler {i}", "", f"filler {i}") for i in range(30)]
+        chunks = [
+            NewChunk(i + 1, i + 1, f"f{i}", f"filler {i}", "", f"filler {i}") for i in range(30)
+        ]
         chunks.append(NewChunk(40, 40, "z", "zebra crossing", "", "zebra crossing"))
         store.replace_file(FileRow("a.md", "x", 1, 1), chunks)
         ids = sorted(store.chunks(range(1, 100)))
@@ -312,7 +318,9 @@ def test_a_chunk_found_by_keyword_only_still_gets_its_cosine(tmp_path: Path) -> 
         store.store_embeddings(key, items, 8)
         [hit] = [
             h
-            for h in search(store, "zebra", Options(limit=2, min_score=0, explain=True), embedder).results
+            for h in search(
+                store, "zebra", Options(limit=2, min_score=0, explain=True), embedder
+            ).results
             if h.path == "a.md" and h.start_line == 40
         ]
         assert hit.vector_score is not None and hit.explain is not None

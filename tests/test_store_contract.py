@@ -91,7 +91,9 @@ def test_a_chunk_is_found_by_its_nearest_window_once(location: Location) -> None
         assert list(sample.best_cosines(e[2])) == pytest.approx([1.0, 0.0])
         assert store.chunks([chat_id])[chat_id].embedding == chat
         store.remove_file("a.md")
-        assert store.vector_search(e[2], 5) == [] and store.sample_vectors(512).windows.shape[0] == 0
+        assert (
+            store.vector_search(e[2], 5) == [] and store.sample_vectors(512).windows.shape[0] == 0
+        )
 
 
 def test_a_note_deleted_and_written_again_takes_its_vectors_from_the_cache(

@@ -239,9 +239,7 @@ def test_changing_the_model_reembeds_and_never_mixes_vectors(
     assert report.embedded == store.counts()["chunks"]
     assert store.model_key() == other.key and store.dims() == 32
     rows = store.chunks([i for i, _ in store.vector_search(other_query(store), 1000)])
-    assert all(
-        len(r.embedding or b"") == len(windows(r.text)) * 32 * 4 for r in rows.values()
-    )
+    assert all(len(r.embedding or b"") == len(windows(r.text)) * 32 * 4 for r in rows.values())
 
 
 def test_sync_paths_applies_only_the_named_paths(
@@ -372,6 +370,4 @@ def test_a_model_that_changes_size_is_an_error_unless_indexing_adopts_it(
     report = _index(store, root, smaller)  # `memsync index`: every vector again, at 32
     assert store.dims() == 32 and report.pending == 0
     rows = store.chunks([i for i, _ in store.vector_search(other_query(store), 1000)])
-    assert all(
-        len(r.embedding or b"") == len(windows(r.text)) * 32 * 4 for r in rows.values()
-    )
+    assert all(len(r.embedding or b"") == len(windows(r.text)) * 32 * 4 for r in rows.values())
