@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_query import QUERIES, build  # noqa: E402
 
 from memsync.embedders import LocalEmbedder  # noqa: E402
+from memsync.locate import SqliteLocation  # noqa: E402
 
 
 def server_rss_mb() -> float:
@@ -75,7 +76,8 @@ def main() -> None:
     print("|---|---|---|---|")
     for size in args.chunks or [100_000]:
         db = workdir / f"m{size}.sqlite"
-        build(db, size, LocalEmbedder())
+        with SqliteLocation(db).open(create=True) as store:
+            build(store, size, LocalEmbedder())
         timings, rss = anyio.run(measure, db, args.runs)
         p95 = statistics.quantiles(timings, n=20)[18]
         print(

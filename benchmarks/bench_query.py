@@ -78,37 +78,56 @@ def random_vectors(count: int, seed: int = 1) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
+def window_counts(chunks: int) -> np.ndarray:
+    """How many windows each generated chunk has: sample_vault's chunks' counts, in turn."""
+    counts = windows_per_chunk()
+    return np.array([counts[k % len(counts)] for k in range(chunks)], dtype=np.int64)
+
+
 def build(
-    store: Store, chunks: int, embedder: LocalEmbedder, vectors: np.ndarray | None = None
-) -> np.ndarray:
-    """The generated index in `store` (any backend), with `vectors` (default: random unit
-    vectors, as many per chunk as sample_vault's chunks have windows); returns the vectors it
-    holds, one per chunk's first window."""
+    store: Store,
+    chunks: int,
+    embedder: LocalEmbedder,
+    windows: np.ndarray | None = None,
+    timings: dict[str, float] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The generated index in `store` (any backend), the vectors of its chunks' windows taken
+    in turn from `windows` (default: random unit vectors), added as `memsync index` adds a first
+    load's; returns (windows per chunk, the window vectors). `timings` gets the seconds the
+    text rows and the vectors took."""
     rng = random.Random(1)
     words, weights = vocabulary()
-    counts = windows_per_chunk()
-    vectors = random_vectors(chunks) if vectors is None else vectors
-    extra = random_vectors(chunks * (max(counts) - 1) + 1, seed=2)
+    counts = window_counts(chunks)
+    windows = random_vectors(int(counts.sum())) if windows is None else windows
+    starts = np.r_[0, np.cumsum(counts)]
     store.set_model(embedder.key, 384)
     per_note = 5
+    started = time.perf_counter()
     for note in range(chunks // per_note):
         new = []
         for j in range(per_note):
             text = " ".join(rng.choices(words, weights, k=60)) + f" OPS-{note}"
+            # hashes of their own per size: the shared cache must not give one index's vectors
+            # to another's chunks
+            chunk_hash = f"{chunks}:{note}-{j}"
             new.append(
-                NewChunk(j * 10 + 1, j * 10 + 10, f"{note}-{j}", text, "", fts.index_text(text))
+                NewChunk(j * 10 + 1, j * 10 + 10, chunk_hash, text, "", fts.index_text(text))
             )
         store.replace_file(FileRow(f"n{note // 100}/note{note}.md", str(note), 1, 1), new)
+    text_done = time.perf_counter()
     done = 0
-    while batch := store.pending_chunks(2000):
-        items = []
-        for n, (i, h, _, _) in enumerate(batch):
-            k = done + n
-            more = extra[k * (max(counts) - 1) :][: counts[k % len(counts)] - 1]
-            items.append((i, h, to_blob(np.vstack([vectors[k : k + 1], more]))))
-        store.store_embeddings(embedder.key, items, 384)
-        done += len(batch)
-    return vectors
+    with store.loading_vectors(chunks):
+        while batch := store.pending_chunks(2000):
+            items = [
+                (i, h, to_blob(windows[starts[done + n] : starts[done + n + 1]]))
+                for n, (i, h, _, _) in enumerate(batch)
+            ]
+            store.store_embeddings(embedder.key, items, 384)
+            done += len(batch)
+    if timings is not None:
+        timings["rows"] = text_done - started
+        timings["vectors"] = time.perf_counter() - text_done
+    return counts, windows
 
 
 def in_process(
