@@ -104,7 +104,7 @@ class Bm25:
         sql = (
             f"SELECT id, -({score}) AS rank FROM (SELECT id, {tfs}, "
             f"{K1} * ({1 - B} + {B} * fts_len / %s) AS norm FROM chunks "
-            f"WHERE fts @@ %s::tsquery AND {allowed}) scored ORDER BY rank, id LIMIT %s"
+            f"WHERE fts @@ %s::tsquery AND {allowed} OFFSET 0) scored ORDER BY rank, id LIMIT %s"
         )
         return sql, [*self.phrases, self.average_length, match, *args]
 

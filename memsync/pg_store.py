@@ -489,6 +489,9 @@ class PgStore(Tables):
 
     # -- connection -------------------------------------------------------------------------
 
+    def _reopened(self) -> PgStore:
+        return PgStore(self.url, self.name)
+
     @property
     def vector_backend(self) -> str:
         version = self.conn.execute(

@@ -144,28 +144,35 @@ def search(
     let the reranker (when one is given) order the top candidates."""
     outcome = Outcome(query, options.mode, options.mode)
     legs = Legs()
+    vector_runs = False
+    if options.mode in ("hybrid", "vector", "rrf"):
+        reason = _vector_unavailable(store, embedder, unavailable)
+        if reason:
+            outcome.notices.append(f"vector search unavailable: {reason}")
+        vector_runs = not reason
+    keyword_notices: list[str] = []
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsync-query") as beside:
-        embedding: Future[np.ndarray] | None = None
-        if options.mode in ("hybrid", "vector", "rrf"):
-            reason = _vector_unavailable(store, embedder, unavailable)
-            if reason:
-                outcome.notices.append(f"vector search unavailable: {reason}")
-            else:
-                # the model (or the HTTP provider) embeds the query while the keyword leg reads
-                # the index: SQLite and psycopg release the GIL while they work
-                assert embedder is not None
-                embedding = beside.submit(embedder.embed_query, query)
-        keyword_notices: list[str] = []
+        keyword: Future[None] | None = None
         if options.mode in ("hybrid", "keyword", "rrf"):
-            _keyword_leg(store, query, options, legs, keyword_notices)
-        if embedding is not None:
+            if vector_runs:
+                # on a second connection (opened there), while this one embeds the query and
+                # searches the vectors: SQLite, psycopg, the model and numpy release the GIL
+                keyword = beside.submit(
+                    lambda: _keyword_leg(store.beside(), query, options, legs, keyword_notices)
+                )
+            else:
+                _keyword_leg(store, query, options, legs, keyword_notices)
+        if vector_runs:
+            assert embedder is not None
             try:
-                query_vector = embedding.result()
+                query_vector = embedder.embed_query(query)
             except EmbeddingError as exc:
                 outcome.notices.append(f"vector search unavailable: {exc}")
             else:
                 _vector_leg(store, query_vector, options, legs, outcome.notices)
-        outcome.notices += keyword_notices
+        if keyword is not None:
+            keyword.result()
+    outcome.notices += keyword_notices
     outcome.mode = resolved_mode(options.mode, legs.ran_vector, legs.ran_text)
     candidates = _candidates(store, query, legs)
     ranking = replace(options, mode=outcome.mode)

@@ -36,8 +36,25 @@ class Tables:
     read_only: bool = False
     shown: str = "the index"  # in messages: "index /path", "vault notes"
 
+    _companion: Any = None  # beside()'s connection, once opened
+
     def close(self) -> None:
+        if self._companion is not None:
+            self._companion.close()
+            self._companion = None
         self.conn.close()
+
+    def beside(self: T) -> T:
+        """A second connection to this index, opened once and kept: the keyword leg runs on it
+        while this one searches the vectors (a connection answers one statement at a time)."""
+        if self._companion is None:
+            self._companion = self._reopened()
+        companion: T = self._companion
+        return companion
+
+    def _reopened(self: T) -> T:
+        """Another reader of the same index."""
+        raise NotImplementedError
 
     def __enter__(self: T) -> T:
         return self

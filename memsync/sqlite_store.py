@@ -246,6 +246,9 @@ class SqliteStore(Tables):
 
     # -- connection -------------------------------------------------------------------------
 
+    def _reopened(self) -> SqliteStore:
+        return SqliteStore(self.path, create=False)
+
     def _load_vec(self) -> str | None:
         if os.environ.get("MEMSYNC_DISABLE_VEC"):
             return None

@@ -112,6 +112,7 @@ class StoreReader(Protocol):
     def pending_count(self) -> int: ...
     def counts(self) -> dict[str, int]: ...
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]: ...
+    def beside(self) -> StoreReader: ...
     def sample_vectors(self, size: int) -> Background:
         """Up to `size` chunks spread over the index, every window of each, with their scripts."""
 
@@ -186,7 +187,9 @@ def _guarded(function: Callable[..., Any], translate: Translate) -> Callable[...
             if problem is None:
                 raise
             raise problem from exc
-        if isinstance(result, AbstractContextManager) and not (args and result is args[0]):
+        if isinstance(result, AbstractContextManager) and not (
+            args and isinstance(result, type(args[0]))  # the store itself, or beside()'s
+        ):
             return _GuardedContext(result, translate)  # a transaction commits in its __exit__
         return result
 

@@ -3,6 +3,7 @@ alike."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -226,3 +227,50 @@ def test_sample_vault_answers_alike_on_both_backends_with_the_local_model(
     for query in qrels:
         if lite[query][0].path != pg[query][0].path:  # only a tie may swap the first two
             assert lite[query][0].score == pytest.approx(lite[query][1].score, abs=1e-3), query
+
+
+def test_beside_is_a_second_connection_kept_with_the_store(location: Location) -> None:
+    with location.open(create=True) as store:
+        store.replace_file(
+            FileRow("a.md", "x", 1, 1), [NewChunk(1, 2, "h", "red fox", "", "red fox")]
+        )
+        companion = store.beside()
+        assert companion is not store and companion.conn is not store.conn
+        assert store.beside() is companion  # opened once
+        assert companion.keyword_search(["fox"], False, 5) == store.keyword_search(
+            ["fox"], False, 5
+        )
+    assert store._companion is None  # closed with the store
+
+
+class _WaitingEmbedder(HashEmbedder):
+    """Embeds a query only once the keyword leg has asked its connection (or after 5 s)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keyword_asked = threading.Event()
+        self.overlapped = False
+
+    def embed_query(self, text: str) -> np.ndarray:
+        self.overlapped = self.keyword_asked.wait(5.0)
+        return super().embed_query(text)
+
+
+def test_the_keyword_leg_runs_on_the_second_connection_while_the_query_is_embedded(
+    location: Location, tmp_path: Path
+) -> None:
+    write(tmp_path / "v", "a.md", "# Redis\nThe staging redis listens on port 6380.\n")
+    embedder = _WaitingEmbedder()
+    with location.open(create=True) as store:
+        index_vault(store, tmp_path / "v", MB, embedder)
+        companion = store.beside()
+        asked = companion.keyword_search
+
+        def keyword_search(*args: object) -> object:
+            embedder.keyword_asked.set()
+            return asked(*args)
+
+        companion.keyword_search = keyword_search  # type: ignore[method-assign]
+        outcome = search(store, "staging redis port", Options(), embedder)
+    assert embedder.overlapped and outcome.mode == "hybrid"
+    assert outcome.results[0].path == "a.md" and outcome.results[0].text_score is not None
