@@ -291,7 +291,7 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for label, place in (
         ("SQLite", SqliteLocation(workdir / "index.sqlite")),
-        ("PostgreSQL", PostgresLocation(url, "bench_index")),
+        ("PostgreSQL", PostgresLocation(url, f"bench_index_{workdir.name[-8:]}")),
     ):
         first_s, noop, notes = indexing(place, root)
         print(f"| {label} | {notes:,} | {first_s:.2f} | {notes / first_s:.0f} | {noop:.3f} |")
