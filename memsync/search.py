@@ -4,6 +4,7 @@ candidates, rank them (ranking, pure) and return hits with the reasons a leg did
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from datetime import date
@@ -13,7 +14,7 @@ import numpy as np
 from . import fts
 from .config import Config
 from .embedders import Embedder, Reranker
-from .errors import EmbeddingError
+from .errors import EmbeddingError, StoreError
 from .filters import NoteFilter
 from .ranking import (
     Candidate,
@@ -32,6 +33,7 @@ from .ranking import (
 from .store import StoreReader
 from .vectors import best_cosine
 
+log = logging.getLogger("memsync.search")
 _SETTINGS = Config()  # the documented defaults live in Config only
 SAMPLE_CHUNKS = 256  # chunks whose nearest windows calibrate a query's cosines
 
@@ -158,7 +160,7 @@ def search(
                 # on a second connection (opened there), while this one embeds the query and
                 # searches the vectors: SQLite, psycopg, the model and numpy release the GIL
                 keyword = beside.submit(
-                    lambda: _keyword_leg(store.beside(), query, options, legs, keyword_notices)
+                    lambda: _keyword_leg(_second(store), query, options, legs, keyword_notices)
                 )
             else:
                 _keyword_leg(store, query, options, legs, keyword_notices)
@@ -182,6 +184,16 @@ def search(
     top = _hits(candidates, query, replace(ranking, limit=max(options.limit, options.rerank_top)))
     outcome.results = _reranked(top, candidates, query, reranker, outcome.notices)[: options.limit]
     return outcome
+
+
+def _second(store: StoreReader) -> StoreReader:
+    """The store's second connection; the store itself when no second one can be opened (a
+    server at its connection limit): the legs then take turns on one connection."""
+    try:
+        return store.beside()
+    except StoreError as exc:
+        log.warning("no second connection to the index (%s): the legs take turns", exc)
+        return store
 
 
 def _reranked(

@@ -274,3 +274,19 @@ def test_the_keyword_leg_runs_on_the_second_connection_while_the_query_is_embedd
         outcome = search(store, "staging redis port", Options(), embedder)
     assert embedder.overlapped and outcome.mode == "hybrid"
     assert outcome.results[0].path == "a.md" and outcome.results[0].text_score is not None
+
+
+def test_a_query_still_answers_when_no_second_connection_can_be_opened(
+    location: Location, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server at its connection limit: the keyword leg takes turns on the one connection."""
+    write(tmp_path / "v", "a.md", "# Redis\nThe staging redis listens on port 6380.\n")
+    with location.open(create=True) as store:
+        index_vault(store, tmp_path / "v", MB, HashEmbedder())
+
+        def refused() -> Store:
+            raise StoreError("too many connections for role memsync")
+
+        monkeypatch.setattr(store, "beside", refused)
+        outcome = search(store, "staging redis port", Options(), HashEmbedder())
+    assert outcome.mode == "hybrid" and outcome.results[0].text_score is not None
