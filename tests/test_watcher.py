@@ -367,7 +367,8 @@ def test_the_embedding_worker_survives_a_size_change_and_any_error_and_says_so(
         assert any("now returns 8-dimension" in m for m in caplog.messages)
         embedding_server._model = HashEmbedder(16)
         wait_until(lambda: SqliteStore(r.db).pending_count() == 0, timeout=20)
-        assert gather(r.location)["writer"].get("embedding_error") is None
+        # the worker clears the error once the batch it stored has committed: a moment later
+        wait_until(lambda: gather(r.location)["writer"].get("embedding_error") is None)
 
         real = watcher_module.embed_pending
         calls: list[int] = []
