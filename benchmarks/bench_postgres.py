@@ -46,10 +46,10 @@ from bench_query import (  # noqa: E402
 from memsync.embedders import LocalEmbedder  # noqa: E402
 from memsync.filters import note_filter  # noqa: E402
 from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
-from memsync.pg_store import EF_SEARCH  # noqa: E402
+from memsync.pg_store import EF_SEARCH, HNSW_EF_CONSTRUCTION, HNSW_M  # noqa: E402
 from memsync.search import Options  # noqa: E402
 from memsync.sync import index_vault  # noqa: E402
-from memsync.vectors import coarse_pool  # noqa: E402
+from memsync.vectors import coarse_pool, rescored  # noqa: E402
 
 EF_VALUES = (100, 200, 400, 800)
 SAMPLE_QUERIES = ROOT / "benchmarks" / "sample_queries.json"
@@ -140,6 +140,84 @@ def recall(
                 shares.append(len(got & {ids[t] for t in truth}) / 10)
             found[ef] = float(np.mean(shares))
     return found
+
+
+QUANTIZED = {  # name -> (the graph's expression and operators, the query's side, candidates)
+    "halfvec": (
+        "(centroid::halfvec({d})) halfvec_cosine_ops",
+        "centroid::halfvec({d}) <=> %s::halfvec({d})",
+        1,
+    ),
+    "binary": (
+        "(binary_quantize(centroid)::bit({d})) bit_hamming_ops",
+        "binary_quantize(centroid)::bit({d}) <~> binary_quantize(%s::vector)",
+        4,  # binary codes are coarse: 4x the candidates, re-ranked by the full mean vector
+    ),
+}
+
+
+def quantized(where: PostgresLocation, stepped: np.ndarray, queries: np.ndarray) -> None:
+    """pgvector >= 0.7: the mean vectors' graph at half precision and as binary codes (expression
+    indexes beside memsync's own), against the full-precision graph: build time, size, the graph
+    step's p50 and the two steps' recall@10 against an exact first step."""
+    with where.open() as store:
+        conn = store.conn  # type: ignore[attr-defined]
+        version = conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()[0]
+        if tuple(int(part) for part in version.split(".")[:2]) < (0, 7):
+            print(f"\nhalfvec and binary: not measured, pgvector {version} has neither (0.7+)")
+            return
+        dims = store.dims() or 0
+        ids = [i for i, *_ in store.pending_chunks(store.counts()["chunks"] + 1, any_chunk=True)]
+        windows = dict(conn.execute("SELECT id, embedding FROM chunks").fetchall())
+        conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
+        print(f"\npgvector {version}, ef_search {EF_SEARCH}:\n")
+        print(
+            "| graph over the mean vectors | build (s) | size (MB) | graph step p50 (ms) | recall@10 vs exact first step |"
+        )
+        print("|---|---|---|---|---|")
+        kinds = {"vector (memsync's)": (None, "centroid <=> %s", 1), **QUANTIZED}
+        for kind, (expression, distance, widen) in kinds.items():
+            index, built = "chunks_hnsw", float("nan")
+            if expression:
+                index = f"bench_{kind}"
+                started = time.perf_counter()
+                conn.execute(
+                    f"CREATE INDEX {index} ON chunks USING hnsw ({expression.format(d=dims)}) "
+                    f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+                )
+                built = time.perf_counter() - started
+            (size,) = conn.execute("SELECT pg_relation_size(%s)", (index,)).fetchone()
+            timings, shares = [], []
+            for query, truth in zip(queries, stepped):
+                vector = np.asarray(query, dtype=np.float32)
+                started = time.perf_counter()
+                found = [
+                    i
+                    for (i,) in conn.execute(
+                        f"SELECT id FROM chunks ORDER BY {distance.format(d=dims)} LIMIT %s",
+                        (vector, coarse_pool(10) * widen),
+                    )
+                ]
+                if widen > 1:  # re-ranked by the full mean vector
+                    found = [
+                        i
+                        for (i,) in conn.execute(
+                            "SELECT id FROM chunks WHERE id = ANY(%s) ORDER BY centroid <=> %s "
+                            "LIMIT %s",
+                            (found, vector, coarse_pool(10)),
+                        )
+                    ]
+                timings.append((time.perf_counter() - started) * 1000)
+                top = {i for i, _ in rescored(((i, bytes(windows[i])) for i in found), vector, 10)}
+                shares.append(len(top & {ids[t] for t in truth}) / 10)
+            if expression:
+                conn.execute(f"DROP INDEX {index}")
+            print(
+                f"| {kind} | {built:.0f} | {size / 2**20:.0f} | {np.median(timings):.1f} "
+                f"| {np.mean(shares):.3f} |"
+            )
 
 
 def sizes(where: PostgresLocation) -> tuple[float, float]:
@@ -251,6 +329,8 @@ def main() -> None:
         efs = EF_VALUES if first is None else (EF_SEARCH,)
         found = recall(where, scanned, queries, efs)
         graph_only = recall(where, stepped, queries, efs)
+        if first is None:
+            first_truth = (stepped, queries)
         ef_table = ef_table or {ef: (found[ef], graph_only[ef]) for ef in efs}
         graph, table = sizes(where)
         p50, p95, _ = in_process(where, embedder, args.runs, False, Options())
@@ -269,6 +349,7 @@ def main() -> None:
     print("|---|---|---|")
     for ef, (share, graph_share) in ef_table.items():
         print(f"| {ef} | {share:.3f} | {graph_share:.3f} |")
+    quantized(first, *first_truth)
 
     print("\n| index | p50 (ms) | p95 (ms) | of which query embedding, p50 (ms) |")
     print("|---|---|---|---|")
