@@ -289,6 +289,7 @@ class PgStore(Tables):
             self.conn.close()
             raise
         self._session_ef_search = 0
+        self._iterative: bool | None = None
         self._sample: tuple[tuple[Any, int], Background] | None = None
 
     def _open(self, create: bool) -> None:
@@ -505,6 +506,19 @@ class PgStore(Tables):
         )
         return f"pgvector {version[0] if version else '?'} ({kind})"
 
+    def _iterative_scans(self) -> bool:
+        """pgvector 0.8+: HNSW scans go on until enough rows pass a filter (strict order), so
+        a filtered search may walk the graph; asked once per connection."""
+        if self._iterative is None:
+            row = self.conn.execute(
+                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
+            version = tuple(int(p) for p in re.findall(r"\d+", row[0])[:2]) if row else ()
+            self._iterative = version >= (0, 8)
+            if self._iterative:
+                self.conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', false)")
+        return self._iterative
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         with self.conn.transaction():
@@ -644,16 +658,38 @@ class PgStore(Tables):
         self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
     ) -> list[tuple[int, float]]:
         """Each chunk at its nearest window, in two steps as in SQLite: the chunks whose mean
-        vector is nearest, coarse_pool(limit) of them (HNSW for a whole-vault search; an
-        exact scan of the allowed chunks for a filtered one, as HNSW filters after its candidate
-        list and could return fewer, and where k is beyond what ef_search may be), then those
-        scored exactly by their windows."""
+        vector is nearest, coarse_pool(limit) of them, then those scored exactly by their
+        windows. The first step walks the HNSW graph; for a filtered search only where pgvector
+        (0.8+) scans it iteratively until enough allowed chunks pass, and an exact scan of the
+        allowed chunks otherwise or when the graph yields fewer (a filter that allows few: HNSW
+        filters after its candidate list); exact too where k is beyond what ef_search may be."""
         import numpy as np
 
         vector = np.asarray(query, dtype=np.float32)
         wanted = coarse_pool(limit)
-        exact = bool(only) or wanted > 1000 or (self.dims() or 0) > HNSW_MAX_DIMS
-        if exact:
+        graph = wanted <= 1000 and (self.dims() or 0) <= HNSW_MAX_DIMS
+        rows = None
+        if graph and (not only or self._iterative_scans()):
+            if max(self.ef_search, wanted) != self._session_ef_search:
+                self._session_ef_search = max(self.ef_search, wanted)
+                self.conn.execute(
+                    "SELECT set_config('hnsw.ef_search', %s, false)",
+                    (str(self._session_ef_search),),
+                )
+            if only:
+                allowed, args = self._allowed(only)
+                rows = self.conn.execute(
+                    f"SELECT id, embedding FROM chunks WHERE centroid IS NOT NULL AND {allowed} "
+                    "ORDER BY centroid <=> %s LIMIT %s",
+                    (*args, vector, wanted),
+                ).fetchall()
+                rows = rows if len(rows) == wanted else None
+            else:
+                rows = self.conn.execute(
+                    "SELECT id, embedding FROM chunks ORDER BY centroid <=> %s LIMIT %s",
+                    (vector, wanted),
+                ).fetchall()
+        if rows is None:
             allowed, args = self._allowed(only)
             # OFFSET 0 keeps the planner from folding the subquery into an index scan
             rows = self.conn.execute(
@@ -661,16 +697,5 @@ class PgStore(Tables):
                 f"FROM chunks WHERE centroid IS NOT NULL AND {allowed} OFFSET 0) s "
                 "ORDER BY distance, id LIMIT %s",
                 (vector, *args, wanted),
-            ).fetchall()
-        else:
-            if max(self.ef_search, wanted) != self._session_ef_search:
-                self._session_ef_search = max(self.ef_search, wanted)
-                self.conn.execute(
-                    "SELECT set_config('hnsw.ef_search', %s, false)",
-                    (str(self._session_ef_search),),
-                )
-            rows = self.conn.execute(
-                "SELECT id, embedding FROM chunks ORDER BY centroid <=> %s LIMIT %s",
-                (vector, wanted),
             ).fetchall()
         return rescored(((int(i), bytes(b)) for i, b in rows if b is not None), vector, limit)
