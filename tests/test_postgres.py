@@ -17,6 +17,7 @@ from conftest import HashEmbedder, drop_vault, write
 
 from memsync.cli import main
 from memsync.errors import LockError, MemsyncError, StoreError
+from memsync.filters import NoteFilter, note_filter
 from memsync.locate import PostgresLocation
 from memsync.redact import redact
 from memsync.sync import Report, Syncer
@@ -584,3 +585,31 @@ def test_commits_do_not_wait_for_the_disk_as_sqlite_s_do_not(pg_vault: tuple[str
     url, name = pg_vault
     with PostgresLocation(url, name).open(create=True) as store:
         assert store.conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+
+
+def test_mean_vectors_are_half_precision_where_pgvector_has_halfvec(
+    tmp_path: Path, pg_vault: tuple[str, str], hash_embedder: HashEmbedder
+) -> None:
+    """pgvector 0.7+: the graph's vectors are halfvec (a third of the graph, the same recall);
+    older servers keep vector. Either way the nearest chunk is found, filtered or not."""
+    from memsync.sync import index_vault
+
+    url, name = pg_vault
+    root = tmp_path / "v"
+    for i in range(30):
+        write(root, f"n{i % 3}/n{i}.md", f"# N{i}\n\nword{i} topic{i % 5}\n")
+    with PostgresLocation(url, name).open(create=True) as store:
+        index_vault(store, root, 1 << 20, hash_embedder)
+        version = store.conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()[0]
+        kind = store.conn.execute(
+            "SELECT format_type(atttypid, NULL) FROM pg_attribute "
+            "WHERE attrelid = 'chunks'::regclass AND attname = 'centroid'"
+        ).fetchone()[0]
+        newer = tuple(int(p) for p in version.split(".")[:2]) >= (0, 7)
+        assert kind == ("halfvec" if newer else "vector") and kind in store.vector_backend
+        query = hash_embedder.embed_query("# N7\n\nword7 topic2")
+        for only in (NoteFilter(), note_filter(paths=["n1/"])):
+            [(best, _)] = store.vector_search(query, 1, only)
+            assert store.chunks([best])[best].path == "n1/n7.md"
