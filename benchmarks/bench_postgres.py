@@ -142,7 +142,8 @@ def recall(
     return found
 
 
-QUANTIZED = {  # name -> (the graph's expression and operators, the query's side, candidates)
+GRAPHS = {  # name -> (the graph's expression and operators, the query's side, candidates)
+    "vector": ("(centroid::vector({d})) vector_cosine_ops", "centroid::vector({d}) <=> %s", 1),
     "halfvec": (
         "(centroid::halfvec({d})) halfvec_cosine_ops",
         "centroid::halfvec({d}) <=> %s::halfvec({d})",
@@ -157,9 +158,9 @@ QUANTIZED = {  # name -> (the graph's expression and operators, the query's side
 
 
 def quantized(where: PostgresLocation, stepped: np.ndarray, queries: np.ndarray) -> None:
-    """pgvector >= 0.7: the mean vectors' graph at half precision and as binary codes (expression
-    indexes beside memsync's own), against the full-precision graph: build time, size, the graph
-    step's p50 and the two steps' recall@10 against an exact first step."""
+    """pgvector >= 0.7: the mean vectors' graph in full and half precision and as binary codes
+    (expression indexes beside memsync's own graph): build time, size, the graph step's p50 and
+    the two steps' recall@10 against an exact first step."""
     with where.open() as store:
         conn = store.conn  # type: ignore[attr-defined]
         version = conn.execute(
@@ -177,7 +178,11 @@ def quantized(where: PostgresLocation, stepped: np.ndarray, queries: np.ndarray)
             "| graph over the mean vectors | build (s) | size (MB) | graph step p50 (ms) | recall@10 vs exact first step |"
         )
         print("|---|---|---|---|---|")
-        kinds = {"vector (memsync's)": (None, "centroid <=> %s", 1), **QUANTIZED}
+        own = store._centroid_kind()  # type: ignore[attr-defined]
+        kinds = {
+            f"{own} (memsync's)": (None, f"centroid <=> %s::{own}", 1),
+            **{k: v for k, v in GRAPHS.items() if k != own},
+        }
         for kind, (expression, distance, widen) in kinds.items():
             index, built = "chunks_hnsw", float("nan")
             if expression:
@@ -204,8 +209,8 @@ def quantized(where: PostgresLocation, stepped: np.ndarray, queries: np.ndarray)
                     found = [
                         i
                         for (i,) in conn.execute(
-                            "SELECT id FROM chunks WHERE id = ANY(%s) ORDER BY centroid <=> %s "
-                            "LIMIT %s",
+                            "SELECT id FROM chunks WHERE id = ANY(%s) ORDER BY centroid <=> "
+                            f"%s::{own} LIMIT %s",
                             (found, vector, coarse_pool(10)),
                         )
                     ]
