@@ -287,7 +287,7 @@ class PgStore(Tables):
         self.ef_search = EF_SEARCH
         self._session_ef_search = 0
         self._iterative: bool | None = None
-        self._version: tuple[int, ...] | None = None  # the server's pgvector, once read
+        self._version: str | None = None  # the server's pgvector, once read
         self._kind: str | None = None  # the mean vectors' type, once read
         self.conn = connect(url)
         try:
@@ -388,25 +388,35 @@ class PgStore(Tables):
                 f"ef_construction = {HNSW_EF_CONSTRUCTION})"
             )
 
-    def _centroid_kind(self, fresh: bool = False) -> str:
-        """The mean vectors' type in this vault, `vector` or `halfvec`: read once for writes
-        (either converts on assignment), afresh for a search (a query's operand must match, and
-        another process may have made the vectors again meanwhile)."""
-        if self._kind is None or fresh:
-            row = self.conn.execute(
-                "SELECT format_type(atttypid, NULL) FROM pg_attribute "
-                "WHERE attrelid = 'chunks'::regclass AND attname = 'centroid'"
-            ).fetchone()
-            self._kind = "halfvec" if row and row[0] == "halfvec" else "vector"
+    def _centroid_kind(self) -> str:
+        """The mean vectors' type in this vault, `vector` or `halfvec`, read once: writes
+        convert to either on assignment (a search reads it afresh: _centroid_column)."""
+        if self._kind is None:
+            self._kind = self._centroid_column()[0]
         return self._kind
 
+    def _centroid_column(self) -> tuple[str, int]:
+        """The mean vectors' type and size as the column holds them now (another process may
+        have made the vectors again since): a search's operand must match it."""
+        row = self.conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'chunks'::regclass AND attname = 'centroid'"
+        ).fetchone()
+        kind, _, size = (row[0] if row else "vector").partition("(")
+        self._kind = "halfvec" if kind == "halfvec" else "vector"
+        return self._kind, int(size.rstrip(")") or 0)
+
     def _pgvector(self) -> tuple[int, ...]:
-        """The server's pgvector version, read once."""
+        """The server's pgvector version as numbers."""
+        return tuple(int(p) for p in re.findall(r"\d+", self._extension_version())[:2])
+
+    def _extension_version(self) -> str:
+        """The server's pgvector version, read once ("" without the extension)."""
         if self._version is None:
             row = self.conn.execute(
                 "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
             ).fetchone()
-            self._version = tuple(int(p) for p in re.findall(r"\d+", row[0])[:2]) if row else ()
+            self._version = row[0] if row else ""
         return self._version
 
     def _insert_chunks(
@@ -525,17 +535,13 @@ class PgStore(Tables):
 
     @property
     def vector_backend(self) -> str:
-        version = self.conn.execute(
-            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-        ).fetchone()
-        dims = self.dims()
-        kind = self._centroid_kind()
+        kind, dims = self._centroid_column()
         search = (
             "exact scan"
             if dims and dims > HNSW_MAX_DIMS[kind]
             else f"HNSW m {HNSW_M}, ef_search {self.ef_search}"
         )
-        return f"pgvector {version[0] if version else '?'} ({kind}, {search})"
+        return f"pgvector {self._extension_version() or '?'} ({kind}, {search})"
 
     def _iterative_scans(self) -> bool:
         """pgvector 0.8+: HNSW scans go on until enough rows pass a filter (strict order), so
@@ -694,8 +700,9 @@ class PgStore(Tables):
 
         vector = np.asarray(query, dtype=np.float32)
         wanted = coarse_pool(limit)
-        kind = self._centroid_kind(fresh=True)
-        graph = wanted <= 1000 and (self.dims() or 0) <= HNSW_MAX_DIMS[kind]
+        kind, dims = self._centroid_column()
+        graph = wanted <= 1000 and dims <= HNSW_MAX_DIMS[kind]
+        allowed, args = self._allowed(only)
         rows = None
         if graph and (not only or self._iterative_scans()):
             if max(self.ef_search, wanted) != self._session_ef_search:
@@ -705,7 +712,6 @@ class PgStore(Tables):
                     (str(self._session_ef_search),),
                 )
             if only:
-                allowed, args = self._allowed(only)
                 rows = self.conn.execute(
                     f"SELECT id, embedding FROM chunks WHERE centroid IS NOT NULL AND {allowed} "
                     f"ORDER BY centroid <=> %s::{kind} LIMIT %s",
@@ -718,7 +724,6 @@ class PgStore(Tables):
                     (vector, wanted),
                 ).fetchall()
         if rows is None:
-            allowed, args = self._allowed(only)
             # OFFSET 0 keeps the planner from folding the subquery into an index scan
             rows = self.conn.execute(
                 f"SELECT id, embedding FROM (SELECT id, embedding, centroid <=> %s::{kind} AS distance "

@@ -31,10 +31,10 @@ from .vectors import (
     Background,
     centroid,
     coarse_pool,
-    from_blobs,
     nearest,
     rescored,
     unit_rows,
+    window_rows,
 )
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
@@ -528,7 +528,7 @@ class SqliteStore(Tables):
             )
             means = [centroid(r[1], dims) for r in rows]
         ids = np.array([r[0] for r in rows], dtype=np.int64)
-        matrix = unit_rows(from_blobs(means, dims))
+        matrix = unit_rows(window_rows(means, dims)[1])  # one window each: the means
         if self.vectors_in_memory:
             self._matrix = (version, ids, matrix)
         return ids, matrix

@@ -106,15 +106,6 @@ def rescored(
     return [(i, d) for d, i in scored[:limit] if d == d]  # an old NaN vector has no place
 
 
-def from_blobs(blobs: Sequence[bytes], dims: int = 0) -> np.ndarray:
-    """One row per blob (all of one size); (0, dims) when there are none."""
-    import numpy as np
-
-    if not blobs:
-        return np.zeros((0, dims), dtype=np.float32)
-    return np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1)
-
-
 def normalise(matrix: np.ndarray, source: str = "the model") -> np.ndarray:
     """Unit vectors; a NaN, infinite or all-zero vector is a provider error: stored, it would have
     no direction to compare, and every search over it would fail."""
