@@ -243,6 +243,12 @@ def test_beside_is_a_second_connection_kept_with_the_store(location: Location) -
     assert store._companion is None  # closed with the store
 
 
+def _index_one_note(store: Store, tmp_path: Path, embedder: HashEmbedder) -> None:
+    """One note, a.md, that `staging redis port` finds by both legs."""
+    write(tmp_path / "v", "a.md", "# Redis\nThe staging redis listens on port 6380.\n")
+    index_vault(store, tmp_path / "v", MB, embedder)
+
+
 class _WaitingEmbedder(HashEmbedder):
     """Embeds a query only once the keyword leg has asked its connection (or after 5 s)."""
 
@@ -259,10 +265,9 @@ class _WaitingEmbedder(HashEmbedder):
 def test_the_keyword_leg_runs_on_the_second_connection_while_the_query_is_embedded(
     location: Location, tmp_path: Path
 ) -> None:
-    write(tmp_path / "v", "a.md", "# Redis\nThe staging redis listens on port 6380.\n")
     embedder = _WaitingEmbedder()
     with location.open(create=True) as store:
-        index_vault(store, tmp_path / "v", MB, embedder)
+        _index_one_note(store, tmp_path, embedder)
         companion = store.beside()
         asked = companion.keyword_search
 
@@ -280,9 +285,8 @@ def test_a_query_still_answers_when_no_second_connection_can_be_opened(
     location: Location, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A server at its connection limit: the keyword leg takes turns on the one connection."""
-    write(tmp_path / "v", "a.md", "# Redis\nThe staging redis listens on port 6380.\n")
     with location.open(create=True) as store:
-        index_vault(store, tmp_path / "v", MB, HashEmbedder())
+        _index_one_note(store, tmp_path, HashEmbedder())
 
         def refused() -> Store:
             raise StoreError("too many connections for role memsync")
