@@ -48,6 +48,7 @@ from memsync.filters import note_filter  # noqa: E402
 from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
 from memsync.pg_store import EF_SEARCH, HNSW_EF_CONSTRUCTION, HNSW_M  # noqa: E402
 from memsync.search import Options  # noqa: E402
+from memsync.store import StoreWriter as Store  # noqa: E402
 from memsync.sync import index_vault  # noqa: E402
 from memsync.vectors import coarse_pool, rescored  # noqa: E402
 
@@ -123,6 +124,16 @@ def exact_top(
     return np.array(scanned), np.array(stepped)
 
 
+def chunk_ids(store: Store) -> list[int]:
+    """Every chunk's id, in the order build() wrote them (the order of the generated windows)."""
+    return [i for i, *_ in store.pending_chunks(store.counts()["chunks"] + 1, any_chunk=True)]
+
+
+def share(found: set[int], truth: np.ndarray, ids: list[int]) -> float:
+    """How much of the exact top 10 (rows of the generated windows) `found` holds."""
+    return len(found & {ids[t] for t in truth}) / 10
+
+
 def recall(
     where: PostgresLocation, exact: np.ndarray, queries: np.ndarray, efs: Sequence[int]
 ) -> dict[int, float]:
@@ -130,14 +141,12 @@ def recall(
     vectors, the nearest 100 scored by their windows) returns, per ef_search."""
     found: dict[int, float] = {}
     with where.open() as store:
-        everything = store.counts()["chunks"] + 1
-        ids = [i for i, *_ in store.pending_chunks(everything, any_chunk=True)]
+        ids = chunk_ids(store)
         for ef in efs:
             store.ef_search = ef  # type: ignore[attr-defined]
             shares = []
             for query, truth in zip(queries, exact):
-                got = {i for i, _ in store.vector_search(query, 10)}
-                shares.append(len(got & {ids[t] for t in truth}) / 10)
+                shares.append(share({i for i, _ in store.vector_search(query, 10)}, truth, ids))
             found[ef] = float(np.mean(shares))
     return found
 
@@ -163,14 +172,12 @@ def quantized(where: PostgresLocation, stepped: np.ndarray, queries: np.ndarray)
     the two steps' recall@10 against an exact first step."""
     with where.open() as store:
         conn = store.conn  # type: ignore[attr-defined]
-        version = conn.execute(
-            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-        ).fetchone()[0]
-        if tuple(int(part) for part in version.split(".")[:2]) < (0, 7):
+        version = store._extension_version()  # type: ignore[attr-defined]
+        if store._pgvector() < (0, 7):  # type: ignore[attr-defined]
             print(f"\nhalfvec and binary: not measured, pgvector {version} has neither (0.7+)")
             return
         dims = store.dims() or 0
-        ids = [i for i, *_ in store.pending_chunks(store.counts()["chunks"] + 1, any_chunk=True)]
+        ids = chunk_ids(store)
         windows = dict(conn.execute("SELECT id, embedding FROM chunks").fetchall())
         conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
         print(f"\npgvector {version}, ef_search {EF_SEARCH}:\n")
@@ -215,8 +222,8 @@ def quantized(where: PostgresLocation, stepped: np.ndarray, queries: np.ndarray)
                         )
                     ]
                 timings.append((time.perf_counter() - started) * 1000)
-                top = {i for i, _ in rescored(((i, bytes(windows[i])) for i in found), vector, 10)}
-                shares.append(len(top & {ids[t] for t in truth}) / 10)
+                top = rescored(((i, bytes(windows[i])) for i in found), vector, 10)
+                shares.append(share({i for i, _ in top}, truth, ids))
             if expression:
                 conn.execute(f"DROP INDEX {index}")
             print(
