@@ -115,14 +115,19 @@ def index_text(text: str) -> str:
     return _CJK_RUN.sub(lambda m: " " + " ".join(_cjk_tokens(m.group())) + " ", text)
 
 
+# "Melanie's kids" asks about Melanie: the phrase "melanie s" would need the possessive written out
+_POSSESSIVE = re.compile(r"(?<=\w)['’]s?(?=[\s,.;:!?)\]]|$)", re.IGNORECASE)
+
+
 def query_terms(text: str) -> list[str]:
-    """User text -> FTS5 phrases; stop words dropped unless nothing else is left.
+    """User text -> FTS5 phrases; stop words dropped unless nothing else is left, and an
+    English possessive ('s, s') left out.
 
     A whitespace-separated word stays one phrase (`OPS-1432` must match as `ops 1432`, adjacent);
     a CJK run becomes its bigrams, each a term, so a question written in Chinese can still match.
     """
     terms: list[str] = []
-    for token in text.split():
+    for token in _POSSESSIVE.sub("", text).split():
         for part in re.split(f"([{_CJK}]+)", token):
             if _CJK_RUN.fullmatch(part):
                 terms.extend(_bigrams(part))

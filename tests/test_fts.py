@@ -81,6 +81,7 @@ def store(location: Location) -> Iterator[Store]:
         "ja.md": "サーバーのポート番号は8080です",
         "en.md": "The staging Redis runs on port 6380. Ticket OPS-1432 tracks the lag.",
         "stem.md": "We were running replications all night",
+        "chat.md": "- **Melanie:** I took the kids to the museum yesterday.",
     }
     for path, text in texts.items():
         s.replace_file(
@@ -105,6 +106,22 @@ def test_two_character_chinese_and_japanese_words_match_inside_runs(store: Store
     assert _paths(store, "SSH端口") == {"zh.md"}
     assert _paths(store, "端") == {"zh.md"}  # one character inside a longer run
     assert _paths(store, "番") == {"ja.md"}
+
+
+def test_possessives_match_the_name_alone() -> None:
+    assert fts.query_terms("What do Melanie's kids like?") == ["melanie", "kids", "like"]
+    assert fts.query_terms("Caroline’s identity, the dogs' names") == [
+        "caroline",
+        "identity",
+        "dogs",
+        "names",
+    ]
+    assert fts.query_terms("don't stop") == ["don t", "stop"]  # not a possessive
+
+
+def test_a_possessive_question_finds_the_turns_its_person_speaks(store: Store) -> None:
+    # "melanie s" as a phrase would need "Melanie's" written out in the note
+    assert _paths(store, "Melanie's kids") == {"chat.md"}
 
 
 def test_identifiers_and_stems_match(store: Store) -> None:
