@@ -32,10 +32,8 @@ from .sql_tables import Tables
 from .store import (
     SOURCE,
     ChunkRow,
-    FileFacts,
-    FileRow,
     ModelKey,
-    NewChunk,
+    NoteWrite,
     spread_ids,
     translated,
     translating,
@@ -420,20 +418,16 @@ class PgStore(Tables):
         return self._version
 
     def _insert_chunks(
-        self,
-        row: FileRow,
-        chunks: Sequence[NewChunk],
-        key: ModelKey | None,
-        cached: dict[str, bytes],
+        self, notes: Sequence[NoteWrite], key: ModelKey | None, cached: dict[str, bytes]
     ) -> None:
         """The chunks with their tsvectors, and the vault's word counts and token totals that
-        BM25 reads, in one round trip each."""
+        BM25 reads, added up over the notes: one update of each counter row per batch."""
         now = int(time.time())
         dims = (self.dims() or 0) if cached else 0
         values = []
         tokens = 0
         frequencies: Counter[str] = Counter()
-        for chunk in chunks:
+        for row, chunk in ((note.row, chunk) for note in notes for chunk in note.chunks):
             blob = cached.get(chunk.hash)
             literal, length, distinct = tsvector_of(chunk.fts_text)
             tokens += length
@@ -483,12 +477,10 @@ class PgStore(Tables):
             )
             return max(int(cursor.rowcount), 0)
 
-    def replace_file(
-        self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
-    ) -> None:
+    def replace_files(self, notes: Sequence[NoteWrite]) -> None:
         """As every backend does, its statements pipelined: one round trip, not one each."""
         with self.conn.pipeline():
-            super().replace_file(row, chunks, facts)
+            super().replace_files(notes)
 
     @contextlib.contextmanager
     def loading_vectors(self, count: int) -> Iterator[None]:
@@ -573,16 +565,16 @@ class PgStore(Tables):
             )
         ]
 
-    def _delete_chunks(self, path: str) -> None:
-        """A note's chunks, and their share of the token totals and the lexemes' chunk counts."""
+    def _delete_chunks(self, paths: Sequence[str]) -> None:
+        """Notes' chunks, and their share of the token totals and the lexemes' chunk counts."""
         self.conn.execute(
-            "WITH gone AS (DELETE FROM chunks WHERE path = %s RETURNING fts, fts_len), "
+            "WITH gone AS (DELETE FROM chunks WHERE path = ANY(%s) RETURNING fts, fts_len), "
             "totals AS (UPDATE fts_totals SET rows = rows - (SELECT count(*) FROM gone), "
             "tokens = tokens - (SELECT coalesce(sum(fts_len), 0) FROM gone)) "
             "UPDATE lexemes SET chunks = lexemes.chunks - g.n FROM (SELECT lexeme, count(*) AS n "
             "FROM gone, unnest(tsvector_to_array(gone.fts)) AS lexeme GROUP BY lexeme) g "
             "WHERE lexemes.lexeme = g.lexeme",
-            (path,),
+            (list(paths),),
         )
 
     # -- embeddings -------------------------------------------------------------------------

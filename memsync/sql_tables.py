@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from .errors import StoreError
 from .filters import NoteFilter
-from .store import SOURCE, FileFacts, FileRow, ModelKey, NewChunk, SkipRow
+from .store import SOURCE, FileFacts, FileRow, ModelKey, NewChunk, NoteWrite, SkipRow
 
 BATCH = 500  # ids or paths per `IN (...)`: well under either engine's limit on parameters
 
@@ -71,7 +71,8 @@ class Tables:
     def transaction(self) -> AbstractContextManager[None]:
         raise NotImplementedError
 
-    def _delete_chunks(self, path: str) -> None:
+    def _delete_chunks(self, paths: Sequence[str]) -> None:
+        """The chunks of these notes, with everything kept beside them."""
         raise NotImplementedError
 
     # the engine's hooks under the shared policy below
@@ -88,13 +89,10 @@ class Tables:
         raise NotImplementedError
 
     def _insert_chunks(
-        self,
-        row: FileRow,
-        chunks: Sequence[NewChunk],
-        key: ModelKey | None,
-        cached: dict[str, bytes],
+        self, notes: Sequence[NoteWrite], key: ModelKey | None, cached: dict[str, bytes]
     ) -> None:
-        """A note's chunks, with the cached vectors they can reuse, in replace_file's transaction."""
+        """The notes' chunks, with the cached vectors they can reuse, in replace_files'
+        transaction."""
         raise NotImplementedError
 
     def _attach_vectors(self, key: ModelKey, items: Sequence[tuple[int, str, bytes]]) -> int:
@@ -223,7 +221,7 @@ class Tables:
         new = row.path
         with self.transaction():
             self._run_many("DELETE FROM files WHERE path = ?", [(new,)])
-            self._delete_chunks(new)
+            self._delete_chunks([new])
             self._run_many(
                 "UPDATE files SET path = ?, mtime = ?, size = ?, date = ? WHERE path = ?",
                 [(new, row.mtime_ns, row.size, day, old)],
@@ -237,27 +235,36 @@ class Tables:
     def replace_file(
         self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
     ) -> None:
-        """A note's new chunks (reusing cached vectors of chunks seen before), its files row and
-        tags, in one transaction."""
+        """One note's new chunks, files row and tags (replace_files of one)."""
+        self.replace_files([NoteWrite(row, chunks, facts)])
+
+    def replace_files(self, notes: Sequence[NoteWrite]) -> None:
+        """Notes' new chunks (reusing cached vectors of chunks seen before), files rows and
+        tags, in one transaction: a sync writes its notes a batch at a time (on PostgreSQL a
+        transaction per note was most of a first index's time)."""
+        if not notes:
+            return
         key = self.model_key()
-        cached = self.cached_embeddings(key, [c.hash for c in chunks]) if key else {}
+        hashes = [c.hash for note in notes for c in note.chunks]
+        cached = self.cached_embeddings(key, hashes) if key else {}
         with self.transaction():
-            self._delete_chunks(row.path)
-            self._insert_chunks(row, chunks, key, cached)
-            self._write_file(row, facts)
+            self._delete_chunks([note.row.path for note in notes])
+            self._insert_chunks(notes, key, cached)
+            self._write_files(notes)
 
     def remove_file(self, path: str, skip: SkipRow | None = None) -> None:
         """A note gone from the index: deleted, or now skipped for the reason `skip` gives."""
         with self.transaction():
-            self._delete_chunks(path)
+            self._delete_chunks([path])
             self._run_many("DELETE FROM files WHERE path = ?", [(path,)])
             self._run_many("DELETE FROM tags WHERE path = ?", [(path,)])
             if skip is not None:
                 self._insert_skips([skip])
 
-    def _write_file(self, row: FileRow, facts: FileFacts) -> None:
-        """A note's files row and tags, inside replace_file's transaction; its skip is forgotten:
-        it is indexed now."""
+    def _write_files(self, notes: Sequence[NoteWrite]) -> None:
+        """The notes' files rows and tags, inside replace_files' transaction; their skips are
+        forgotten: they are indexed now."""
+        now = time.time()
         self._run_many(
             "INSERT INTO files(path, source, hash, mtime, size, title, date, warning, text, "
             "indexed_at) VALUES(?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE SET "
@@ -265,14 +272,15 @@ class Tables:
             "title = excluded.title, date = excluded.date, warning = excluded.warning, "
             "text = excluded.text, indexed_at = excluded.indexed_at",
             [(row.path, SOURCE, row.hash, row.mtime_ns, row.size, facts.title, facts.date,
-              facts.warning, facts.text, time.time())],
+              facts.warning, facts.text, now) for row, _, facts in notes],
         )  # fmt: skip
-        self._run_many("DELETE FROM tags WHERE path = ?", [(row.path,)])
+        paths = [(note.row.path,) for note in notes]
+        self._run_many("DELETE FROM tags WHERE path = ?", paths)
         self._run_many(
             "INSERT INTO tags(path, tag) VALUES(?, ?) ON CONFLICT DO NOTHING",
-            [(row.path, tag) for tag in facts.tags],
+            [(row.path, tag) for row, _, facts in notes for tag in facts.tags],
         )
-        self._run_many("DELETE FROM skipped WHERE path = ?", [(row.path,)])
+        self._run_many("DELETE FROM skipped WHERE path = ?", paths)
 
     # -- skipped files ----------------------------------------------------------------------
 

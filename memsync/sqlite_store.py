@@ -21,9 +21,8 @@ from .sql_tables import Tables
 from .store import (
     SOURCE,
     ChunkRow,
-    FileRow,
     ModelKey,
-    NewChunk,
+    NoteWrite,
     spread_ids,
     translating,
 )
@@ -301,15 +300,11 @@ class SqliteStore(Tables):
         self._create_vec(dims)
 
     def _insert_chunks(
-        self,
-        row: FileRow,
-        chunks: Sequence[NewChunk],
-        key: ModelKey | None,
-        cached: dict[str, bytes],
+        self, notes: Sequence[NoteWrite], key: ModelKey | None, cached: dict[str, bytes]
     ) -> None:
         now = _now()
         dims = self.dims() if cached and self._has_vec_table() else None
-        for chunk in chunks:
+        for row, chunk in ((note.row, chunk) for note in notes for chunk in note.chunks):
             blob = cached.get(chunk.hash)
             chunk_id = _one(
                 self.conn.execute(
@@ -388,8 +383,12 @@ class SqliteStore(Tables):
             )
         )
 
-    def _delete_chunks(self, path: str) -> None:
-        ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
+    def _delete_chunks(self, paths: Sequence[str]) -> None:
+        ids = [
+            r[0]
+            for path in paths
+            for r in self.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))
+        ]
         if not ids:
             return
         marks = ",".join("?" * len(ids))

@@ -58,6 +58,14 @@ class FileFacts:
     text: str | None = None  # the note as indexed: read there where the vault's files are not
 
 
+class NoteWrite(NamedTuple):
+    """A note as replace_files writes it: its files row, new chunks and what it says of itself."""
+
+    row: FileRow
+    chunks: Sequence[NewChunk]
+    facts: FileFacts = FileFacts()
+
+
 @dataclass(frozen=True)
 class SkipRow:
     """A file left out and why; (mtime_ns, size) when the reason lasts until the file changes."""
@@ -145,6 +153,7 @@ class StoreWriter(StoreReader, Protocol):
     def replace_file(
         self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = ...
     ) -> None: ...
+    def replace_files(self, notes: Sequence[NoteWrite]) -> None: ...
     def move_file(self, old: str, row: FileRow, day: str) -> None: ...
     def remove_file(self, path: str, skip: SkipRow | None = None) -> None: ...
     def update_skips(
