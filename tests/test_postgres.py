@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import HashEmbedder, drop_vault, write
 
+from memsync import sync
 from memsync.cli import main
 from memsync.errors import LockError, MemsyncError, StoreError
 from memsync.filters import NoteFilter, note_filter
@@ -139,7 +140,7 @@ def test_a_killed_writer_leaves_no_lock_behind(tmp_path: Path, pg_vault: tuple[s
 def test_a_crash_mid_file_leaves_the_vault_consistent(
     tmp_path: Path, pg_vault: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The connection dies inside a note's transaction: nothing of that note lands, the next
+    """The connection dies inside a batch's transaction: nothing of its notes lands, the next
     run completes the index, and the token totals bm25 uses still add up."""
     url, name = pg_vault
     root = tmp_path / "v"
@@ -150,9 +151,9 @@ def test_a_crash_mid_file_leaves_the_vault_consistent(
         real_cursor = store.conn.cursor
         finished = {"n": 0}
 
-        class DiesAtTheEndOfTheThirdNote:
-            """A cursor whose connection is lost after the third note's chunks, files row and
-            tags are written, before its transaction commits."""
+        class DiesAtTheEndOfTheSecondBatch:
+            """A cursor whose connection is lost after the second batch's chunks, files rows
+            and tags are written, before its transaction commits."""
 
             def __init__(self) -> None:
                 self.cursor = real_cursor()
@@ -169,16 +170,17 @@ def test_a_crash_mid_file_leaves_the_vault_consistent(
             def executemany(self, query, *args, **kwargs):  # type: ignore[no-untyped-def]
                 if str(query).startswith("DELETE FROM skipped"):
                     finished["n"] += 1
-                    if finished["n"] == 3:
+                    if finished["n"] == 2:
                         raise psycopg.OperationalError("server closed the connection unexpectedly")
                 return self.cursor.executemany(query, *args, **kwargs)
 
-        monkeypatch.setattr(store.conn, "cursor", DiesAtTheEndOfTheThirdNote)
+        monkeypatch.setattr(sync, "BATCH_NOTES", 2)
+        monkeypatch.setattr(store.conn, "cursor", DiesAtTheEndOfTheSecondBatch)
         with pytest.raises(StoreError, match="server failed") as raised:  # translated at the store
             Syncer(store, root, 1 << 20).sync_all(Report())
         assert isinstance(raised.value.__cause__, psycopg.OperationalError) and raised.value.reopen
     with where.open() as store:
-        assert len(store.file_rows()) == 2  # two notes committed, the third rolled back whole
+        assert len(store.file_rows()) == 2  # the first batch committed, the second rolled back
         assert store.counts()["chunks"] == 2
         report = Report()
         Syncer(store, root, 1 << 20).sync_all(report)

@@ -1,15 +1,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 from conftest import HashEmbedder, write
 
+from memsync import sync
 from memsync.chunking import MAX_TOKENS, count_tokens, windows
 from memsync.locate import Location
-from memsync.store import FileRow
+from memsync.store import NoteWrite
 from memsync.store import StoreWriter as Store
 from memsync.sync import Report, Syncer, embed_pending, index_vault, match_moves, plan
 from memsync.vault import FileStat
@@ -337,19 +338,20 @@ def test_a_first_run_killed_midway_resumes_without_rechunking_what_it_wrote(
     _notes(root, 4)
     written: list[str] = []
 
+    monkeypatch.setattr(sync, "BATCH_NOTES", 2)
     with location.open(create=True) as store:
-        real_replace = store.replace_file
+        real_replace = store.replace_files
 
-        def crash_after_two(row: FileRow, *rest: object) -> None:
+        def crash_after_two(notes: Sequence[NoteWrite]) -> None:
             if len(written) == 2:
                 raise KeyboardInterrupt  # as if killed: nothing after this point runs
-            real_replace(row, *rest)  # type: ignore[arg-type]
-            written.append(row.path)
+            real_replace(notes)
+            written.extend(note.row.path for note in notes)
 
-        monkeypatch.setattr(store, "replace_file", crash_after_two)
+        monkeypatch.setattr(store, "replace_files", crash_after_two)
         with pytest.raises(KeyboardInterrupt):
             index_vault(store, root, MB, None)
-        monkeypatch.setattr(store, "replace_file", real_replace)
+        monkeypatch.setattr(store, "replace_files", real_replace)
         assert store.meta()["vault_path"] == str(root)
         report = _index(store, root, hash_embedder)
         assert report.changed == 0 and report.unchanged == 2 and report.added == 2
