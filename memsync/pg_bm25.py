@@ -13,6 +13,7 @@ from typing import Any
 from .tokenizer import tokens
 
 K1, B = 1.2, 0.75  # FTS5's bm25 constants
+ZETA2 = 1.6449340668482264  # pi^2 / 6: what ts_rank divides a word's sum of 1/j^2 by
 MAX_LEXEME_BYTES = 2000  # tsvector refuses a lexeme of 2 KB or more; a longer token is cut
 MAX_POSITIONS = 256  # tsvector keeps 256 positions per lexeme, each at most 16383
 MAX_POSITION = 16383
@@ -92,11 +93,11 @@ class Bm25:
 
     def select(self, match: str, allowed: str, args: Sequence[Any]) -> tuple[str, list[Any]]:
         """The SELECT of (id, rank) of the chunks matching `match` that pass `allowed`, best
-        first; its parameters, but for the LIMIT's, which comes last. A phrase's frequency in a
-        chunk is ts_rank_cd with unit weights and no normalisation (one cover per occurrence,
-        each worth 1); the length norm is the chunk's token count against the average."""
+        first; its parameters, but for the LIMIT's, which comes last. The length norm is the
+        chunk's token count against the average; for a phrase's frequency in a chunk see
+        frequency."""
         numbers = range(1, len(self.phrases) + 1)
-        tfs = ", ".join(f"ts_rank_cd('{{1,1,1,1}}', fts, %s::tsquery, 0) AS tf{i}" for i in numbers)
+        tfs = ", ".join(f"{frequency(phrase)} AS tf{i}" for i, phrase in zip(numbers, self.phrases))
         score = " + ".join(
             f"{weight!r} * tf{i} * {K1 + 1} / (tf{i} + norm)"
             for i, weight in zip(numbers, self.idfs)
@@ -107,6 +108,19 @@ class Bm25:
             f"WHERE fts @@ %s::tsquery AND {allowed} OFFSET 0) scored ORDER BY rank, id LIMIT %s"
         )
         return sql, [*self.phrases, self.average_length, match, *args]
+
+
+def frequency(phrase: str) -> str:
+    """SQL of how often the phrase (its tsquery the next parameter) occurs in a chunk's `fts`.
+    A phrase of several words: ts_rank_cd with unit weights and no normalisation, one cover per
+    occurrence, each worth 1. One word, by far the most common: ts_rank gives sum(1/j^2) for
+    j = 1..tf over pi^2/6, read back as tf by the inverse of that sum (x = pi^2/6 - sum is
+    close to 1/(tf + 1/2)), exact for every tf a tsvector can hold (1 to 256, tested), and
+    eight times cheaper: ts_rank_cd sorts the chunk's matching positions to find covers (an OR
+    fallback over 10,000 chunks: 14 ms per word against 1.7)."""
+    if " <-> " in phrase:
+        return "ts_rank_cd('{1,1,1,1}', fts, %s::tsquery, 0)"
+    return f"round(1.0 / ({ZETA2!r} * (1 - ts_rank('{{1,1,1,1}}', fts, %s::tsquery, 0))) - 0.5)"
 
 
 def top_any(bm25: Bm25, hits: Sequence[int], limit: int, scored: Scorer) -> list[tuple[int, float]]:

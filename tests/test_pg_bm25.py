@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 
-from memsync.pg_bm25 import K1, Bm25, idf, phrases_of, top_any, tsquery, tsvector_of
+import psycopg
+
+from memsync.pg_bm25 import K1, Bm25, frequency, idf, phrases_of, top_any, tsquery, tsvector_of
 
 
 def test_tsvectors_keep_fts5_s_tokens_and_positions_and_quote_everything() -> None:
@@ -49,3 +51,19 @@ def test_an_or_query_finds_the_exact_top_k_while_scoring_fewer_chunks() -> None:
         )
         assert top_any(bm25, hits, limit, scored) == brute[:limit]
         assert sum(scored_rows) < sum(1 for c in chunks.values() if c)  # pruned: not all scored
+
+
+def test_a_phrase_s_frequency_is_exact_for_every_count_a_tsvector_holds(pg_url: str) -> None:
+    """A word's count is read back from ts_rank's sum of 1/j^2 (the real server computes it);
+    a phrase of several words counts its covers; the two agree with ts_rank_cd."""
+    word, pair = frequency(tsquery(["port"])), frequency(tsquery(["port", "6380"]))
+    assert "ts_rank(" in word and "ts_rank_cd(" in pair
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for count in range(257):  # tsvector keeps at most 256 positions of a word
+            text = " ".join(["port 6380"] * count + ["other"])
+            literal, _, _ = tsvector_of(text)
+            got = conn.execute(
+                f"SELECT {word}, {pair} FROM (SELECT %s::tsvector AS fts) AS chunk",
+                (tsquery(["port"]), tsquery(["port", "6380"]), literal),
+            ).fetchone()
+            assert got == (count, count), count
