@@ -9,8 +9,9 @@ than k rows).
 
 Keyword search: PostgreSQL has no BM25 and its parsers are not FTS5's, so memsync builds the
 tsvector itself from FTS5's own tokens (tokenizer.tokens) and computes FTS5's bm25 in SQL from
-each phrase's frequency in a chunk (ts_rank_cd), the words' chunk counts and the vault's token
-totals: the same ranks as SQLite, so calibration and --min-score mean the same on both backends.
+each phrase's frequency in a chunk (pg_bm25.frequency), the words' chunk counts and the vault's
+token totals: the same ranks as SQLite, so calibration and --min-score mean the same on both
+backends.
 """
 
 from __future__ import annotations
