@@ -496,9 +496,11 @@ def test_a_bulk_load_builds_the_hnsw_graph_after_the_rows_and_later_updates_go_i
 ) -> None:
     from conftest import HashEmbedder
 
+    from memsync import pg_store
     from memsync.pg_store import BULK_VECTORS
     from memsync.sync import index_vault
 
+    monkeypatch.setattr(pg_store, "GRAPH_MIN_VECTORS", BULK_VECTORS)  # a vault worth a graph
     url, name = pg_vault
     root = tmp_path / "v"
     for i in range(BULK_VECTORS + 200):
@@ -531,6 +533,40 @@ def test_a_bulk_load_builds_the_hnsw_graph_after_the_rows_and_later_updates_go_i
         query = embedder.embed_query(f"quokka arrives late {name}")
         [(best, _)] = store.vector_search(query, 1)
         assert store.chunks([best])[best].path == "late.md"
+
+
+def test_a_small_vault_is_scanned_exactly_and_gets_its_graph_once_it_is_large(
+    tmp_path: Path,
+    pg_vault: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    hash_embedder: HashEmbedder,
+) -> None:
+    """Below GRAPH_MIN_VECTORS no graph is built (an exact scan is as fast there, and finds
+    every neighbour); the sync that brings the vault to it builds the graph, and searches use
+    it from then on."""
+    from memsync import pg_store
+    from memsync.sync import index_vault
+
+    monkeypatch.setattr(pg_store, "GRAPH_MIN_VECTORS", 30)
+    url, name = pg_vault
+    root = tmp_path / "v"
+    for i in range(20):
+        write(root, f"n{i}.md", f"# N{i}\n\nw{i}a w{i}b w{i}c w{i}d {name}\n")
+    with PostgresLocation(url, name).open(create=True) as store:
+        index_vault(store, root, 1 << 20, hash_embedder)
+        assert store.conn.execute("SELECT to_regclass('chunks_hnsw')").fetchone()[0] is None
+        assert "exact scan: no graph below 30 vectors" in store.vector_backend
+        query = hash_embedder.embed_query("w7a w7b w7c w7d")
+        [(best, _)] = store.vector_search(query, 1)
+        assert store.chunks([best])[best].path == "n7.md"
+        for i in range(20, 35):
+            write(root, f"n{i}.md", f"# N{i}\n\nw{i}a w{i}b w{i}c w{i}d {name}\n")
+        index_vault(store, root, 1 << 20, hash_embedder)  # a few at a time, as `watch` adds
+        assert store.conn.execute("SELECT to_regclass('chunks_hnsw')").fetchone()[0] is not None
+        assert "HNSW m 32" in store.vector_backend
+        query = hash_embedder.embed_query("w33a w33b w33c w33d")
+        [(best, _)] = store.vector_search(query, 1)
+        assert store.chunks([best])[best].path == "n33.md"
 
 
 def test_a_vault_of_one_vector_per_chunk_is_embedded_again_as_windows(
@@ -574,7 +610,7 @@ def test_a_vault_of_one_vector_per_chunk_is_embedded_again_as_windows(
             "SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_hnsw' AND schemaname = %s",
             (name,),
         ).fetchone()
-        assert graph is not None and "centroid" in graph[0]
+        assert graph is None  # the old column's graph is gone; one chunk needs none
         report = index_vault(store, root, 1 << 20, hash_embedder)
         assert report.embedded == store.counts()["chunks"] and store.pending_count() == 0
         sizes = store.conn.execute("SELECT length(embedding) / 256 FROM chunks").fetchall()
