@@ -384,18 +384,16 @@ class SqliteStore(Tables):
         )
 
     def _delete_chunks(self, paths: Sequence[str]) -> None:
-        ids = [
-            r[0]
-            for path in paths
-            for r in self.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))
-        ]
-        if not ids:
-            return
-        marks = ",".join("?" * len(ids))
-        self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", ids)
-        if self._has_vec_table():
-            self.conn.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", ids)
-        self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", ids)
+        """Note by note: a batch of notes' old chunks could pass SQLite's variable limit."""
+        for path in paths:
+            ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
+            if not ids:
+                continue
+            marks = ",".join("?" * len(ids))
+            self.conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", ids)
+            if self._has_vec_table():
+                self.conn.execute(f"DELETE FROM chunks_vec WHERE rowid IN ({marks})", ids)
+            self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", ids)
 
     # -- embeddings -------------------------------------------------------------------------
 
