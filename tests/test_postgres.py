@@ -625,6 +625,54 @@ def test_commits_do_not_wait_for_the_disk_as_sqlite_s_do_not(pg_vault: tuple[str
         assert store.conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
 
 
+def test_a_vault_made_without_halfvec_is_converted_once_the_server_has_it(
+    tmp_path: Path,
+    pg_vault: tuple[str, str],
+    hash_embedder: HashEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Mean vectors kept as `vector` (a vault made on pgvector < 0.7) become halfvec at the
+    writer's next sync where the server has it, without re-embedding, with their graph built
+    again; an older server keeps `vector`. The nearest chunk is found before and after."""
+    from memsync import pg_store
+    from memsync.sync import index_vault
+
+    monkeypatch.setattr(pg_store, "GRAPH_MIN_VECTORS", 1)
+    url, name = pg_vault
+    root = tmp_path / "v"
+    for i in range(12):
+        write(root, f"n{i}.md", f"# N{i}\n\nw{i}a w{i}b w{i}c {name}\n")
+    with PostgresLocation(url, name).open(create=True) as store:
+        index_vault(store, root, 1 << 20, hash_embedder)
+        with store.transaction():  # as memsync left it on a server without halfvec
+            store.conn.execute("DROP INDEX chunks_hnsw")
+            store.conn.execute(
+                "ALTER TABLE chunks ALTER COLUMN centroid TYPE vector(64) "
+                "USING centroid::vector(64)"
+            )
+            store.conn.execute(
+                "CREATE INDEX chunks_hnsw ON chunks USING hnsw (centroid vector_cosine_ops)"
+            )
+        newer = store._pgvector() >= (0, 7)  # type: ignore[attr-defined]
+    with PostgresLocation(url, name).open() as store:
+        write(root, "late.md", f"# Late\n\nlate1 late2 late3 {name}\n")
+        report = index_vault(store, root, 1 << 20, hash_embedder)
+        assert report.embedded == 1  # the others keep their vectors
+        kind = store.conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'chunks'::regclass AND attname = 'centroid'"
+        ).fetchone()[0]
+        graph = store.conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_hnsw' AND schemaname = %s",
+            (name,),
+        ).fetchone()
+        assert kind == ("halfvec(64)" if newer else "vector(64)")
+        assert graph is not None and f"{kind.split('(')[0]}_cosine_ops" in graph[0]
+        for words, path in (("w5a w5b w5c", "n5.md"), ("late1 late2 late3", "late.md")):
+            [(best, _)] = store.vector_search(hash_embedder.embed_query(words), 1)
+            assert store.chunks([best])[best].path == path
+
+
 def test_mean_vectors_are_half_precision_where_pgvector_has_halfvec(
     tmp_path: Path, pg_vault: tuple[str, str], hash_embedder: HashEmbedder
 ) -> None:
