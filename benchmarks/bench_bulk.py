@@ -2,7 +2,7 @@
 (a non-superuser role owning it, the extension made by the admin), text only and with vectors
 from a local OpenAI-compatible server that answers at once; prints a Markdown table.
 
-    python benchmarks/bench_bulk.py [--notes 10000] [--db postgresql://admin-url] [--runs 20]
+    python benchmarks/bench_bulk.py [--notes 10000] [--db postgresql://admin-url] [--runs 20] [--graph]
 
 Without --db a pgserver (PostgreSQL 16 + pgvector 0.6, from the test extra) is started in a
 temporary folder, on this machine: no network round trip in any figure. Then `memsync query`
@@ -51,7 +51,17 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--db", help="an admin's postgresql:// URL (default: start a pgserver)")
     parser.add_argument("--runs", type=int, default=20, help="query processes per index")
+    parser.add_argument(
+        "--graph",
+        action="store_true",
+        help="build the HNSW graph whatever the vault's size (memsync builds none below "
+        "pg_store.GRAPH_MIN_VECTORS vectors): what a larger vault's first load pays",
+    )
     args = parser.parse_args()
+    if args.graph:
+        from memsync import pg_store
+
+        pg_store.GRAPH_MIN_VECTORS = 1
     folder = Path(tempfile.mkdtemp())
     admin = args.db
     if admin is None:
