@@ -60,9 +60,13 @@ RANGES = {
     "rerank_top": Range(1, 200),
     "debounce_ms": Range(0, 60000),
     "reconcile_minutes": Range(0, 10080, low_open=True),
+    "ef_search": Range(100, 1000),  # at least the 100 chunks a query's first step keeps
 }
 
 
+# PostgreSQL's HNSW search list: 400 finds 0.959 of the exact top 10 at 100k chunks (200: 0.926,
+# about 9 ms less a query; 800: 0.982); pgvector allows at most 1,000
+EF_SEARCH = 400
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 # a schema name PostgreSQL takes without surprises, and not one of its own
 VAULT_NAME = re.compile(r"[a-z0-9_][a-z0-9_-]{0,49}")
@@ -109,6 +113,7 @@ class Config:
     mmr_lambda: float = 0.7
     vector_weight: float = 0.7
     text_weight: float = 0.3
+    ef_search: int = EF_SEARCH
     # an optional rerank stage: a /rerank endpoint, off unless set
     rerank_url: str | None = None
     rerank_model: str = ""

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from .config import RESERVED_NAMES, Config, checked_name, data_dir, default_db_path, is_postgres
+from .config import (
+    EF_SEARCH,
+    RESERVED_NAMES,
+    Config,
+    checked_name,
+    data_dir,
+    default_db_path,
+    is_postgres,
+)
 from .errors import AmbiguousIndex, IndexNotFound
 from .redact import redact
 
@@ -63,13 +71,14 @@ class SqliteLocation:
 class PostgresLocation:
     url: str
     name: str  # the vault's schema
+    ef_search: int = EF_SEARCH  # the HNSW search list: recall against latency
     shared: ClassVar[bool] = True
     rename: ClassVar[str] = "--name"
 
     def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> StoreWriter:
         from .pg_store import PgStore
 
-        return PgStore(self.url, self.name, create=create)
+        return PgStore(self.url, self.name, create=create, ef_search=self.ef_search)
 
     def writer_lock(self, role: str) -> WriterLock:
         from .pg_lock import AdvisoryLock
@@ -95,7 +104,8 @@ def default_name(vault: Path) -> str:
 def for_vault(vault: Path, config: Config) -> Location:
     """Where a writer (index, watch) keeps `vault`'s index."""
     if config.db and is_postgres(config.db):
-        return PostgresLocation(config.db, checked_name(config.name or default_name(vault)))
+        name = checked_name(config.name or default_name(vault))
+        return PostgresLocation(config.db, name, config.ef_search)
     return SqliteLocation(Path(config.db).expanduser() if config.db else default_db_path(vault))
 
 
@@ -135,10 +145,10 @@ def _postgres(config: Config) -> Location:
 
     assert config.db is not None
     if config.name:
-        return PostgresLocation(config.db, config.name)
+        return PostgresLocation(config.db, config.name, config.ef_search)
     names = vault_names(config.db)
     if len(names) == 1:
-        return PostgresLocation(config.db, names[0])
+        return PostgresLocation(config.db, names[0], config.ef_search)
     if not names:
         raise IndexNotFound(
             f"no vault is indexed in {redact(config.db)} yet: run memsync index VAULT --db URL"

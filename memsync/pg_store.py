@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import fts
+from .config import EF_SEARCH
 from .errors import IndexNotFound, MemsyncError, StoreError
 from .filters import NoteFilter
 from .pg_bm25 import Bm25, Scorer, phrases_of, top_any, tsquery, tsvector_of
@@ -47,11 +48,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memsync.pg")
 SHARED = "memsync"
-# the HNSW graph and its search list, chosen for recall@10 >= 0.98 against exact search at 100k
-# model-like chunks (bench_postgres.py: 0.991 at 15 ms; pgvector's default m 16, ef_construction
-# 64 reach 0.975 only at ef_search 1,000, the most it allows)
+# the HNSW graph, chosen for recall@10 >= 0.98 against exact search at 100k model-like chunks
+# (bench_postgres.py: 0.991 at 15 ms; pgvector's default m 16, ef_construction 64 reach 0.975
+# only at ef_search 1,000, the most it allows); its search list is config.EF_SEARCH
 HNSW_M, HNSW_EF_CONSTRUCTION = 32, 128
-EF_SEARCH = 400
 # the mean vectors' type: half precision where pgvector has it (0.7+; the same recall at 100k
 # chunks, a third of the graph's size, a faster graph step), and the most dimensions pgvector's
 # HNSW indexes of each; above, search is exact
@@ -282,12 +282,14 @@ class PgStore(Tables):
 
     SCHEMA_VERSION = SCHEMA_VERSION
 
-    def __init__(self, url: str, name: str, *, create: bool = False) -> None:
+    def __init__(
+        self, url: str, name: str, *, create: bool = False, ef_search: int = EF_SEARCH
+    ) -> None:
         self.url = url
         self.name = name
         self.shown = f"{redact(url)} (vault {name})"
         self.read_only = False
-        self.ef_search = EF_SEARCH
+        self.ef_search = ef_search
         self._session_ef_search = 0
         self._iterative: bool | None = None
         self._version: str | None = None  # the server's pgvector, once read

@@ -35,6 +35,7 @@ def test_provider_urls_come_from_their_usual_variables(monkeypatch: pytest.Monke
         ('provider = "magic"\n', "unknown provider"),
         ('limit = "many"\n', "cannot read"),
         ("mmr_lambda = 2\n", "between 0 and 1"),
+        ("ef_search = 50\n", "ef_search must be between 100 and 1000"),
         ("vector_weight = 0\ntext_weight = 0\n", "cannot both be 0"),
         ("limit = [\n", "cannot read config file"),
     ],

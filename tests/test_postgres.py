@@ -569,6 +569,35 @@ def test_a_small_vault_is_scanned_exactly_and_gets_its_graph_once_it_is_large(
         assert store.chunks([best])[best].path == "n33.md"
 
 
+def test_a_reader_searches_the_graph_with_the_ef_search_it_is_configured_with(
+    tmp_path: Path,
+    pg_vault: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    hash_embedder: HashEmbedder,
+) -> None:
+    """`ef_search` (config, MEMSYNC_EF_SEARCH) sets the HNSW search list of a reader's session:
+    a team trades recall for latency; status says what it is."""
+    from memsync import pg_store
+    from memsync.config import load_config
+    from memsync.locate import for_vault
+    from memsync.sync import index_vault
+
+    monkeypatch.setattr(pg_store, "GRAPH_MIN_VECTORS", 1)
+    url, name = pg_vault
+    root = tmp_path / "v"
+    for i in range(5):
+        write(root, f"n{i}.md", f"# N{i}\n\nw{i}a w{i}b w{i}c {name}\n")
+    with PostgresLocation(url, name).open(create=True) as store:
+        index_vault(store, root, 1 << 20, hash_embedder)
+    monkeypatch.setenv("MEMSYNC_EF_SEARCH", "200")
+    where = for_vault(root, load_config(db=url, name=name))
+    with where.open() as store:
+        [(best, _)] = store.vector_search(hash_embedder.embed_query("w3a w3b w3c"), 1)
+        assert store.chunks([best])[best].path == "n3.md"
+        assert store.conn.execute("SHOW hnsw.ef_search").fetchone()[0] == "200"
+        assert "ef_search 200" in store.vector_backend
+
+
 def test_a_vault_of_one_vector_per_chunk_is_embedded_again_as_windows(
     pg_vault: tuple[str, str],
     tmp_path: Path,
