@@ -8,7 +8,8 @@ temporary folder: the server runs on this machine, so the figures carry no netwo
 - HNSW recall@10 against exact search, for several ef_search values, on the generated index of
   bench_query.py with vectors shaped like real ones: each a mix of two or three vectors the local
   model made of sample_vault's chunks, plus noise (random unit vectors, which have no structure at
-  all, are no model's output: HNSW's recall on them is far lower, and is printed too).
+  all, are no model's output: HNSW's recall on them is far lower, and is printed too), and the
+  in-process hybrid p50 a reader gets with each (the `ef_search` setting).
 - Query latency in-process (hybrid, the local model embedding each query) on that index, whole and
   filtered to 0.5%, where each query's time goes (each leg alone), and `memsync query` as a whole
   process on sample_vault/.
@@ -25,6 +26,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -357,11 +359,12 @@ def main() -> None:
     kind = "random unit vectors" if args.random_vectors else "model-like vectors"
     print(
         f"\n| ef_search | recall@10 vs every window scanned | vs the two steps with an exact "
-        f"first step ({kind}, {len(texts) + 100} queries) |"
+        f"first step ({kind}, {len(texts) + 100} queries) | in-process hybrid p50 / p95 (ms) |"
     )
-    print("|---|---|---|")
-    for ef, (share, graph_share) in ef_table.items():
-        print(f"| {ef} | {share:.3f} | {graph_share:.3f} |")
+    print("|---|---|---|---|")
+    for ef, (share, graph_share) in ef_table.items():  # the setting `ef_search` of a reader
+        p50, p95, _ = in_process(replace(first, ef_search=ef), embedder, args.runs, False)
+        print(f"| {ef} | {share:.3f} | {graph_share:.3f} | {p50:.1f} / {p95:.1f} |")
     quantized(first, *first_truth)
 
     print("\n| index | p50 (ms) | p95 (ms) | of which query embedding, p50 (ms) |")
