@@ -21,6 +21,7 @@ from memsync.errors import LockError, MemsyncError, StoreError
 from memsync.filters import NoteFilter, note_filter
 from memsync.locate import PostgresLocation
 from memsync.redact import redact
+from memsync.store import StoreReader
 from memsync.sync import Report, Syncer
 
 
@@ -535,6 +536,38 @@ def test_a_bulk_load_builds_the_hnsw_graph_after_the_rows_and_later_updates_go_i
         assert store.chunks([best])[best].path == "late.md"
 
 
+def _word_notes(root: Path, numbers: range, name: str) -> None:
+    """Notes n<i>.md of words their own (w<i>a w<i>b w<i>c) and the vault's name."""
+    for i in numbers:
+        write(root, f"n{i}.md", f"# N{i}\n\nw{i}a w{i}b w{i}c {name}\n")
+
+
+def _word_vault(
+    tmp_path: Path,
+    pg_vault: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    embedder: HashEmbedder,
+    notes: int,
+    graph_from: int,
+) -> tuple[Path, PostgresLocation]:
+    """A vault of `notes` word notes indexed, its graph built from `graph_from` vectors."""
+    from memsync import pg_store
+    from memsync.sync import index_vault
+
+    monkeypatch.setattr(pg_store, "GRAPH_MIN_VECTORS", graph_from)
+    root, where = tmp_path / "v", PostgresLocation(*pg_vault)
+    _word_notes(root, range(notes), pg_vault[1])
+    with where.open(create=True) as store:
+        index_vault(store, root, 1 << 20, embedder)
+    return root, where
+
+
+def _nearest(store: StoreReader, embedder: HashEmbedder, i: int) -> str:
+    """The path of the chunk nearest to note i's words."""
+    [(best, _)] = store.vector_search(embedder.embed_query(f"w{i}a w{i}b w{i}c"), 1)
+    return store.chunks([best])[best].path
+
+
 def test_a_small_vault_is_scanned_exactly_and_gets_its_graph_once_it_is_large(
     tmp_path: Path,
     pg_vault: tuple[str, str],
@@ -544,29 +577,18 @@ def test_a_small_vault_is_scanned_exactly_and_gets_its_graph_once_it_is_large(
     """Below GRAPH_MIN_VECTORS no graph is built (an exact scan is as fast there, and finds
     every neighbour); the sync that brings the vault to it builds the graph, and searches use
     it from then on."""
-    from memsync import pg_store
     from memsync.sync import index_vault
 
-    monkeypatch.setattr(pg_store, "GRAPH_MIN_VECTORS", 30)
-    url, name = pg_vault
-    root = tmp_path / "v"
-    for i in range(20):
-        write(root, f"n{i}.md", f"# N{i}\n\nw{i}a w{i}b w{i}c w{i}d {name}\n")
-    with PostgresLocation(url, name).open(create=True) as store:
-        index_vault(store, root, 1 << 20, hash_embedder)
+    root, where = _word_vault(tmp_path, pg_vault, monkeypatch, hash_embedder, 20, graph_from=30)
+    with where.open() as store:
         assert store.conn.execute("SELECT to_regclass('chunks_hnsw')").fetchone()[0] is None
         assert "exact scan: no graph below 30 vectors" in store.vector_backend
-        query = hash_embedder.embed_query("w7a w7b w7c w7d")
-        [(best, _)] = store.vector_search(query, 1)
-        assert store.chunks([best])[best].path == "n7.md"
-        for i in range(20, 35):
-            write(root, f"n{i}.md", f"# N{i}\n\nw{i}a w{i}b w{i}c w{i}d {name}\n")
+        assert _nearest(store, hash_embedder, 7) == "n7.md"
+        _word_notes(root, range(20, 35), pg_vault[1])
         index_vault(store, root, 1 << 20, hash_embedder)  # a few at a time, as `watch` adds
         assert store.conn.execute("SELECT to_regclass('chunks_hnsw')").fetchone()[0] is not None
         assert "HNSW m 32" in store.vector_backend
-        query = hash_embedder.embed_query("w33a w33b w33c w33d")
-        [(best, _)] = store.vector_search(query, 1)
-        assert store.chunks([best])[best].path == "n33.md"
+        assert _nearest(store, hash_embedder, 33) == "n33.md"
 
 
 def test_a_reader_searches_the_graph_with_the_ef_search_it_is_configured_with(
@@ -577,23 +599,14 @@ def test_a_reader_searches_the_graph_with_the_ef_search_it_is_configured_with(
 ) -> None:
     """`ef_search` (config, MEMSYNC_EF_SEARCH) sets the HNSW search list of a reader's session:
     a team trades recall for latency; status says what it is."""
-    from memsync import pg_store
     from memsync.config import load_config
     from memsync.locate import for_vault
-    from memsync.sync import index_vault
 
-    monkeypatch.setattr(pg_store, "GRAPH_MIN_VECTORS", 1)
-    url, name = pg_vault
-    root = tmp_path / "v"
-    for i in range(5):
-        write(root, f"n{i}.md", f"# N{i}\n\nw{i}a w{i}b w{i}c {name}\n")
-    with PostgresLocation(url, name).open(create=True) as store:
-        index_vault(store, root, 1 << 20, hash_embedder)
+    root, _ = _word_vault(tmp_path, pg_vault, monkeypatch, hash_embedder, 5, graph_from=1)
     monkeypatch.setenv("MEMSYNC_EF_SEARCH", "200")
-    where = for_vault(root, load_config(db=url, name=name))
-    with where.open() as store:
-        [(best, _)] = store.vector_search(hash_embedder.embed_query("w3a w3b w3c"), 1)
-        assert store.chunks([best])[best].path == "n3.md"
+    url, name = pg_vault
+    with for_vault(root, load_config(db=url, name=name)).open() as store:
+        assert _nearest(store, hash_embedder, 3) == "n3.md"
         assert store.conn.execute("SHOW hnsw.ef_search").fetchone()[0] == "200"
         assert "ef_search 200" in store.vector_backend
 
@@ -663,16 +676,11 @@ def test_a_vault_made_without_halfvec_is_converted_once_the_server_has_it(
     """Mean vectors kept as `vector` (a vault made on pgvector < 0.7) become halfvec at the
     writer's next sync where the server has it, without re-embedding, with their graph built
     again; an older server keeps `vector`. The nearest chunk is found before and after."""
-    from memsync import pg_store
     from memsync.sync import index_vault
 
-    monkeypatch.setattr(pg_store, "GRAPH_MIN_VECTORS", 1)
-    url, name = pg_vault
-    root = tmp_path / "v"
-    for i in range(12):
-        write(root, f"n{i}.md", f"# N{i}\n\nw{i}a w{i}b w{i}c {name}\n")
-    with PostgresLocation(url, name).open(create=True) as store:
-        index_vault(store, root, 1 << 20, hash_embedder)
+    root, where = _word_vault(tmp_path, pg_vault, monkeypatch, hash_embedder, 12, graph_from=1)
+    name = pg_vault[1]
+    with where.open() as store:
         with store.transaction():  # as memsync left it on a server without halfvec
             store.conn.execute("DROP INDEX chunks_hnsw")
             store.conn.execute(
@@ -683,8 +691,8 @@ def test_a_vault_made_without_halfvec_is_converted_once_the_server_has_it(
                 "CREATE INDEX chunks_hnsw ON chunks USING hnsw (centroid vector_cosine_ops)"
             )
         newer = store._pgvector() >= (0, 7)  # type: ignore[attr-defined]
-    with PostgresLocation(url, name).open() as store:
-        write(root, "late.md", f"# Late\n\nlate1 late2 late3 {name}\n")
+    with where.open() as store:
+        _word_notes(root, range(12, 13), name)
         report = index_vault(store, root, 1 << 20, hash_embedder)
         assert report.embedded == 1  # the others keep their vectors
         kind = store.conn.execute(
@@ -697,9 +705,8 @@ def test_a_vault_made_without_halfvec_is_converted_once_the_server_has_it(
         ).fetchone()
         assert kind == ("halfvec(64)" if newer else "vector(64)")
         assert graph is not None and f"{kind.split('(')[0]}_cosine_ops" in graph[0]
-        for words, path in (("w5a w5b w5c", "n5.md"), ("late1 late2 late3", "late.md")):
-            [(best, _)] = store.vector_search(hash_embedder.embed_query(words), 1)
-            assert store.chunks([best])[best].path == path
+        assert _nearest(store, hash_embedder, 5) == "n5.md"
+        assert _nearest(store, hash_embedder, 12) == "n12.md"
 
 
 def test_mean_vectors_are_half_precision_where_pgvector_has_halfvec(
