@@ -10,7 +10,7 @@ from memsync.chunking import embed_inputs
 from memsync.errors import StoreError
 from memsync.filters import NoteFilter
 from memsync.sqlite_store import SCHEMA_VERSION, SqliteStore
-from memsync.store import FileRow, ModelKey, NewChunk
+from memsync.store import FileRow, ModelKey, NewChunk, NoteWrite
 from memsync.sync import index_vault
 
 
@@ -325,3 +325,27 @@ def test_a_chunk_found_by_keyword_only_still_gets_its_cosine(tmp_path: Path) -> 
         ]
         assert hit.vector_score is not None and hit.explain is not None
         assert hit.explain["cosine"] == pytest.approx(0.5, abs=1e-3)
+
+
+def test_a_batch_of_notes_replaces_more_old_chunks_than_one_statement_may_name(
+    tmp_path: Path,
+) -> None:
+    """A batch's old chunks are deleted note by note: SQLite takes at most so many parameters
+    in one statement (32,766 by default; 100 here), and a batch may hold more old chunks."""
+    import apsw
+
+    def note(path: str, count: int, word: str) -> tuple[FileRow, list[NewChunk]]:
+        chunks = [
+            NewChunk(i, i, f"{path}:{word}:{i}", f"{word} {i}", "", f"{word} {i}")
+            for i in range(count)
+        ]
+        return FileRow(path, word, 1, 1), chunks
+
+    with SqliteStore(tmp_path / "index.sqlite", create=True) as store:
+        store.conn.limit(apsw.SQLITE_LIMIT_VARIABLE_NUMBER, 100)
+        paths = [f"n{i}.md" for i in range(3)]
+        for path in paths:
+            store.replace_file(*note(path, 60, "old"))
+        store.replace_files([NoteWrite(*note(path, 2, "new")) for path in paths])
+        assert store.counts()["chunks"] == 6
+        assert store.keyword_search(["old"], False, 10)[0] == []
