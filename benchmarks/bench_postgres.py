@@ -362,9 +362,9 @@ def main() -> None:
         f"first step ({kind}, {len(texts) + 100} queries) | in-process hybrid p50 / p95 (ms) |"
     )
     print("|---|---|---|---|")
-    for ef, (share, graph_share) in ef_table.items():  # the setting `ef_search` of a reader
+    for ef, (every_window, two_steps) in ef_table.items():  # a reader's `ef_search` setting
         p50, p95, _ = in_process(replace(first, ef_search=ef), embedder, args.runs, False)
-        print(f"| {ef} | {share:.3f} | {graph_share:.3f} | {p50:.1f} / {p95:.1f} |")
+        print(f"| {ef} | {every_window:.3f} | {two_steps:.3f} | {p50:.1f} / {p95:.1f} |")
     quantized(first, *first_truth)
 
     print("\n| index | p50 (ms) | p95 (ms) | of which query embedding, p50 (ms) |")

@@ -388,7 +388,8 @@ class PgStore(Tables):
     def _ensure_hnsw(self, dims: int | None) -> None:
         """The graph, once the vault has GRAPH_MIN_VECTORS mean vectors (counted only while it
         has none: a graph stays when a vault shrinks)."""
-        if not dims or dims > HNSW_MAX_DIMS[self._centroid_kind()] or self._centroid_column()[2]:
+        kind, _, graph = self._centroid_column()
+        if not dims or dims > HNSW_MAX_DIMS[kind] or graph:
             return
         vectors = scalar(
             self.conn.execute(
@@ -400,7 +401,7 @@ class PgStore(Tables):
         if vectors >= GRAPH_MIN_VECTORS:
             self.conn.execute(
                 "CREATE INDEX IF NOT EXISTS chunks_hnsw ON chunks USING hnsw "
-                f"(centroid {self._centroid_kind()}_cosine_ops) WITH (m = {HNSW_M}, "
+                f"(centroid {kind}_cosine_ops) WITH (m = {HNSW_M}, "
                 f"ef_construction = {HNSW_EF_CONSTRUCTION})"
             )
 
@@ -565,13 +566,12 @@ class PgStore(Tables):
     @property
     def vector_backend(self) -> str:
         kind, dims, graph = self._centroid_column()
-        search = (
-            f"HNSW m {HNSW_M}, ef_search {self.ef_search}"
-            if graph
-            else f"exact scan: no graph below {GRAPH_MIN_VECTORS:,} vectors"
-            if not dims or dims <= HNSW_MAX_DIMS[kind]
-            else "exact scan"
-        )
+        if graph:
+            search = f"HNSW m {HNSW_M}, ef_search {self.ef_search}"
+        elif dims > HNSW_MAX_DIMS[kind]:
+            search = "exact scan"
+        else:
+            search = f"exact scan: no graph below {GRAPH_MIN_VECTORS:,} vectors"
         return f"pgvector {self._extension_version() or '?'} ({kind}, {search})"
 
     def _iterative_scans(self) -> bool:
@@ -757,18 +757,12 @@ class PgStore(Tables):
                     "SELECT set_config('hnsw.ef_search', %s, false)",
                     (str(self._session_ef_search),),
                 )
-            if only:
-                rows = self.conn.execute(
-                    f"SELECT id, embedding FROM chunks WHERE centroid IS NOT NULL AND {allowed} "
-                    f"ORDER BY centroid <=> %s::{kind} LIMIT %s",
-                    (*args, vector, wanted),
-                ).fetchall()
-                rows = rows if len(rows) == wanted else None
-            else:
-                rows = self.conn.execute(
-                    f"SELECT id, embedding FROM chunks ORDER BY centroid <=> %s::{kind} LIMIT %s",
-                    (vector, wanted),
-                ).fetchall()
+            rows = self.conn.execute(
+                f"SELECT id, embedding FROM chunks WHERE centroid IS NOT NULL AND {allowed} "
+                f"ORDER BY centroid <=> %s::{kind} LIMIT %s",
+                (*args, vector, wanted),
+            ).fetchall()
+            rows = rows if len(rows) == wanted else None  # the graph gave too few: scan
         if rows is None:
             # OFFSET 0 keeps the planner from folding the subquery into an index scan
             rows = self.conn.execute(

@@ -319,6 +319,7 @@ class Syncer:
                 report.removed += 1
 
         batch: list[NoteWrite] = []
+        chunks = 0  # in the batch
         for path, note in notes.items():
             if self.should_stop():
                 self._write(batch, index, report, progress)
@@ -330,9 +331,10 @@ class Syncer:
                 log.warning("%s: %s", path, facts.warning)
             written = FileRow(path, note.hash, note.mtime_ns, note.size)
             batch.append(NoteWrite(written, _new_chunks(note, meta), facts))
-            if len(batch) >= BATCH_NOTES or sum(len(n.chunks) for n in batch) >= BATCH_CHUNKS:
+            chunks += len(batch[-1].chunks)
+            if len(batch) >= BATCH_NOTES or chunks >= BATCH_CHUNKS:
                 self._write(batch, index, report, progress)
-                batch = []
+                batch, chunks = [], 0
         self._write(batch, index, report, progress)
         report.pending = self.store.pending_count()
         return True
