@@ -300,7 +300,10 @@ def query(
         except ArgumentError as exc:  # a filter that cannot be read is a usage error, exit 2
             raise click.UsageError(str(exc)) from exc
         with Memory.open(config, vault) as memory:
-            outcome = memory.search(text, options)
+            try:
+                outcome = memory.search(text, options)
+            except ArgumentError as exc:  # an empty query
+                raise click.UsageError(str(exc)) from exc
             root = memory.vault
         if as_json:
             click.echo(output.as_json(outcome.as_dict()))
@@ -315,7 +318,8 @@ def query(
                 links = root if color else None
                 click.echo(output.query_text(outcome, query_words(text), color, links))
         if not outcome.results:
-            click.echo(f"memsync: no results for {text!r}", err=True)
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            click.echo(f"memsync: no results for {shown!r}", err=True)
 
     run(action)
 

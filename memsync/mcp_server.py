@@ -167,8 +167,6 @@ class MemoryServer:
         folder (projects/) or glob (daily/2026-11-*.md) to search within; `since`/`until`: the
         notes' dates (YYYY-MM-DD, today, yesterday, 7d, 2w, 3m); `tags`: all must match.
         Defaults (mode, min_score, decay, mmr) come from the user's memsync configuration."""
-        if not query.strip():
-            raise ToolError("query is empty")
         if not 1 <= limit <= 1000:
             raise ToolError("limit must be between 1 and 1000")
         if min_score is not None and not 0 <= min_score <= 1:

@@ -235,7 +235,10 @@ class Memory:
 
     def search(self, text: str, options: Options) -> Outcome:
         """What `memsync query` prints: the text refreshed first, the index's own model for the
-        query, and every reason a leg did not run among the notices."""
+        query, and every reason a leg did not run among the notices. An empty query is refused:
+        the vector of nothing is near every short note, and would rank them as matches."""
+        if not text.strip():
+            raise ArgumentError("the query is empty: give the words or the question to search for")
         root = self.vault
         stale = ""
         if root is not None and root.is_dir():

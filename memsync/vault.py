@@ -202,8 +202,10 @@ def _judge_file(
         target = _relative(real, root_real)
         if target != rel and not rules.skips_path(target):
             return Skip(rel, f"another name for {target}, which is indexed under its own name")
+    if stat_mod.S_ISDIR(st.st_mode):
+        return None  # a folder named like a note (an event's path): its notes come on their own
     if not stat_mod.S_ISREG(st.st_mode):
-        return None
+        return Skip(rel, "not a regular file (a pipe, socket or device)")
     return FileStat(rel, st.st_mtime_ns, st.st_size)
 
 

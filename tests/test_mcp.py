@@ -269,6 +269,15 @@ def test_paths_outside_the_notes_are_refused_and_the_server_goes_on(
         assert (tmp_path / "outside.md").read_text() == "SECRET outside the vault\n"
 
 
+def test_an_empty_search_is_a_tool_error_and_the_server_goes_on(indexed: tuple[Path, Path]) -> None:
+    _, db = indexed
+    with in_process(db) as tool:
+        error, text, _ = tool("memory_search", query="  ")
+        after, _, found = tool("memory_search", query="ssh port")
+    assert error and "the query is empty" in text and text.count("\n") == 0
+    assert not after and found["results"][0]["path"] == "tech/ssh.md"
+
+
 def test_refused_paths_are_one_line_tool_errors_over_stdio_and_the_server_goes_on(
     indexed: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -73,6 +73,21 @@ def test_no_results_exit_0_with_a_message_on_stderr(keyword_vault: Path) -> None
     assert "no results" in result.stderr
 
 
+def test_a_long_query_without_results_is_named_short(keyword_vault: Path) -> None:
+    result = CliRunner().invoke(main, ["query", "zebra" * 1000, "--vault", str(keyword_vault)])
+    assert result.exit_code == 0
+    assert result.stderr == f"memsync: no results for {'zebra' * 15 + 'ze...'!r}\n"
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t"])
+def test_an_empty_query_is_a_usage_error_not_a_list_of_short_notes(
+    keyword_vault: Path, query: str
+) -> None:
+    result = CliRunner().invoke(main, ["query", "--vault", str(keyword_vault), "--", query])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "the query is empty" in result.stderr and "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("query", HOSTILE)
 def test_hostile_query_strings_return_normally(keyword_vault: Path, query: str) -> None:
     result = CliRunner().invoke(

@@ -147,6 +147,8 @@ def test_an_event_path_is_judged_exactly_as_the_walk_judges_it(tmp_path: Path) -
     os.symlink(outside, vault / "sub" / "outdir")
     os.symlink("nowhere.md", vault / "broken.md")
     os.symlink("loop.md", vault / "loop.md")
+    os.mkfifo(vault / "pipe.md")  # opening it to read would wait for a writer forever
+    (vault / "folder.md").mkdir()
     rules = IgnoreRules(vault)
     found = scan(vault)
     skipped = {s.path: s for s in found.skipped}
@@ -159,6 +161,8 @@ def test_an_event_path_is_judged_exactly_as_the_walk_judges_it(tmp_path: Path) -
             assert isinstance(verdict, Skip) and "outside" in verdict.reason
             continue
         assert verdict == expected, rel
+    assert skipped["pipe.md"].reason == "not a regular file (a pipe, socket or device)"
+    assert note_at(vault, "folder.md", rules) is None and "folder.md" not in skipped
 
 
 def test_utf16_notes_are_decoded_and_say_so(tmp_path: Path) -> None:
