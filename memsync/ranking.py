@@ -9,7 +9,8 @@ legs through the store. Score rules, and why they differ from the reference desi
   does not care), squashed by a logistic centred at z = 2.5.
 - Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
   chunk counts 0, except the keyword leg for a chunk in another script than the query, which no
-  keyword could match: that chunk scores its vector leg alone). A chunk holding every identifier
+  keyword could match: that chunk scores its vector leg alone; in RRF its vector rank counts for
+  both legs). A chunk holding every identifier
   of the query (`OPS-1432`, `2222`, `pg-main-2`) verbatim, and most of its other content words,
   is an exact match: it scores at least 0.9 + 0.1 x t, so it passes the threshold and comes first
   instead of vanishing at 0.3.
@@ -177,6 +178,9 @@ def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candid
         for ordered in (by_vector, by_text):
             for rank, c in enumerate(ordered, start=1):
                 ranks[c.id] = ranks.get(c.id, 0.0) + 1.0 / (RRF_K + rank)
+        for c in by_vector:
+            if c.other_script and c.text_score is None:
+                ranks[c.id] *= 2  # no keyword could match it: its vector rank counts for both
         best = 2.0 / (RRF_K + 1)  # first in both legs
         scored = [(c, ranks.get(c.id, 0.0) / best) for c in candidates]
     else:

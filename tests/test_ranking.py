@@ -198,3 +198,17 @@ def test_a_chunk_in_another_script_than_the_query_is_scored_by_its_vector_leg_al
     assert fused[1] == pytest.approx(0.7 * 0.6) and fused[2] == pytest.approx(0.6)
     matched = Candidate(3, "c.md", 1, 2, "SSH 端口", 0.6, 0.5, other_script=True)
     assert fuse([matched], Options())[0][1] == pytest.approx(0.7 * 0.6 + 0.3 * 0.5)
+
+
+def test_in_rrf_a_chunk_in_another_script_counts_its_vector_rank_for_both_legs() -> None:
+    from memsync.search import Options
+
+    chinese = Candidate(
+        1, "b.md", 1, 2, "花园棚子", vector_score=0.9, text_score=None, other_script=True
+    )
+    english = Candidate(2, "a.md", 1, 2, "garden shed", vector_score=0.8, text_score=0.5)
+    unmatched = Candidate(3, "c.md", 1, 2, "garden", vector_score=0.7, text_score=None)
+    fused = dict((c.id, s) for c, s in fuse([chinese, english, unmatched], Options(mode="rrf")))
+    assert fused[1] == pytest.approx(1.0)  # first of the vector leg, as if first of both
+    assert fused[2] == pytest.approx((1 / 62 + 1 / 61) / (2 / 61))
+    assert fused[3] == pytest.approx((1 / 63) / (2 / 61))  # no keyword match: one leg only
