@@ -78,7 +78,13 @@ class PostgresLocation:
     def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> StoreWriter:
         from .pg_store import PgStore
 
-        return PgStore(self.url, self.name, create=create, ef_search=self.ef_search)
+        return PgStore(
+            self.url,
+            self.name,
+            create=create,
+            ef_search=self.ef_search,
+            vectors_in_memory=vectors_in_memory,
+        )
 
     def writer_lock(self, role: str) -> WriterLock:
         from .pg_lock import AdvisoryLock

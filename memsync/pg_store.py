@@ -40,7 +40,15 @@ from .store import (
     translated,
     translating,
 )
-from .vectors import Background, centroid, coarse_pool, from_blob, rescored
+from .vectors import (
+    Background,
+    MeanVectors,
+    centroid,
+    coarse_pool,
+    from_blob,
+    nearest,
+    rescored,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,6 +69,9 @@ HNSW_MAX_DIMS = {"vector": 2000, "halfvec": 4000}
 # 20,000 11.2 / 10.7 ms, 50,000 29.1 / 13.7 ms; below, a vault is scanned exactly, as SQLite's
 # sqlite-vec scans it: as fast, every neighbour found, no graph to build or hold in memory
 GRAPH_MIN_VECTORS = 20_000
+# a long-lived reader keeps a vault's mean vectors in memory up to this size (166k chunks of 384
+# dimensions), as a SQLite reader does: the product over them is exact and beats the graph walk
+MEMORY_VECTOR_BYTES = 256 << 20
 BULK_VECTORS = 1000  # vectors added at once, and most of a vault's, from which the graph is rebuilt
 LOCK_CLASS = 0x4D454D53  # 'MEMS': the first key of memsync's advisory locks (pg_lock's too)
 MIGRATION_LOCK = 0  # with LOCK_CLASS: serialises schema changes of every vault in the database
@@ -283,13 +294,24 @@ class PgStore(Tables):
     SCHEMA_VERSION = SCHEMA_VERSION
 
     def __init__(
-        self, url: str, name: str, *, create: bool = False, ef_search: int = EF_SEARCH
+        self,
+        url: str,
+        name: str,
+        *,
+        create: bool = False,
+        ef_search: int = EF_SEARCH,
+        vectors_in_memory: bool = False,
     ) -> None:
+        """`vectors_in_memory`: for long-lived readers (an agent's server): the mean vectors are
+        kept in this process, up to MEMORY_VECTOR_BYTES, and searched exactly by numpy."""
         self.url = url
         self.name = name
         self.shown = f"{redact(url)} (vault {name})"
         self.read_only = False
         self.ef_search = ef_search
+        self.vectors_in_memory = vectors_in_memory
+        self._means: MeanVectors | None = None
+        self._too_many: tuple[Any, ...] | None = None  # the index's state when they were
         self._session_ef_search = 0
         self._iterative: bool | None = None
         self._version: str | None = None  # the server's pgvector, once read
@@ -664,10 +686,7 @@ class PgStore(Tables):
     def sample_vectors(self, size: int) -> Background:
         """Kept between queries while the vault's chunks and vectors stay as they are: the
         sample's vectors are a few MB to fetch for every query otherwise."""
-        version = self.conn.execute(
-            "SELECT (SELECT rows FROM fts_totals), (SELECT max(id) FROM chunks), "
-            "(SELECT count(*) FROM chunks WHERE embedding IS NULL)"
-        ).fetchone()
+        version = self._vectors_version()
         if self._sample is not None and self._sample[0] == (version, size):
             return self._sample[1]
         low, high = self.conn.execute("SELECT min(id), max(id) FROM chunks").fetchone()
@@ -681,6 +700,58 @@ class PgStore(Tables):
         sample = Background.of([(bytes(r[0]), fts.script(r[1])) for r in found], self.dims() or 0)
         self._sample = ((version, size), sample)
         return sample
+
+    def _vectors_version(self) -> tuple[Any, ...]:
+        """Changes when chunks come or go or get their vectors: ids are never reused."""
+        row = self.conn.execute(
+            "SELECT (SELECT rows FROM fts_totals), (SELECT max(id) FROM chunks), "
+            "(SELECT count(*) FROM chunks WHERE embedding IS NULL)"
+        ).fetchone()
+        return tuple(row)
+
+    def _mean_vectors(self) -> MeanVectors | None:
+        """The mean vectors kept in this process, brought up to date when the index changed (then
+        only the new chunks' are read); None for a vault whose vectors would take more than
+        MEMORY_VECTOR_BYTES (the graph serves it)."""
+        import numpy as np
+
+        version = self._vectors_version()
+        if self._means is not None and self._means.version == version:
+            return self._means
+        if self._too_many == version:
+            return None
+        ids = np.array(
+            [r[0] for r in self.conn.execute(
+                "SELECT id FROM chunks WHERE centroid IS NOT NULL ORDER BY id"
+            )],
+            dtype=np.int64,
+        )  # fmt: skip
+        dims = self.dims() or 0
+        if len(ids) * dims * 4 > MEMORY_VECTOR_BYTES:
+            self._means, self._too_many = None, version
+            return None
+        kind = self._centroid_column()[0]
+        value = np.dtype(">f2" if kind == "halfvec" else ">f4")
+        known = self._means or MeanVectors.empty(dims)
+        select = f"SELECT id, {kind}_send(centroid) FROM chunks WHERE centroid IS NOT NULL"
+
+        def fetch(new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            # pgvector's own binary form (a 4-byte header, then big-endian floats) joined into
+            # one buffer: no object per vector (100k vectors: 1.1 s, a third of reading objects);
+            # the first time every row, then the new ones by id
+            with self.conn.cursor(binary=True) as cursor:
+                if len(known.ids):
+                    cursor.execute(f"{select} AND id = ANY(%s) ORDER BY id", (new.tolist(),))
+                else:
+                    cursor.execute(f"{select} ORDER BY id")
+                rows = cursor.fetchall()
+            packed = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.uint8)
+            floats = packed.reshape(len(rows), 4 + dims * value.itemsize)[:, 4:].copy()
+            matrix = floats.view(value).astype(np.float32).reshape(len(rows), dims)
+            return np.array([r[0] for r in rows], dtype=np.int64), matrix
+
+        self._means = known.updated(version, ids, fetch)
+        return self._means
 
     def keyword_search(
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()
@@ -746,6 +817,22 @@ class PgStore(Tables):
 
         vector = np.asarray(query, dtype=np.float32)
         wanted = coarse_pool(limit)
+        means = self._mean_vectors() if self.vectors_in_memory else None
+        if means is not None:
+            ids = means.ids
+            matrix = means.matrix
+            if only:
+                allowed_sql, allowed_args = self._allowed(only)
+                allowed = self.conn.execute(
+                    f"SELECT id FROM chunks WHERE {allowed_sql}", allowed_args
+                ).fetchall()
+                rows_kept = np.isin(ids, np.array([r[0] for r in allowed], dtype=np.int64))
+                ids, matrix = ids[rows_kept], matrix[rows_kept]
+            near = [i for i, _ in nearest(ids, matrix, vector, wanted)]
+            found = self.conn.execute(
+                "SELECT id, embedding FROM chunks WHERE id = ANY(%s)", (near,)
+            ).fetchall()
+            return rescored(((int(i), bytes(b)) for i, b in found if b is not None), vector, limit)
         kind, dims, graph = self._centroid_column()
         graph = graph and wanted <= 1000 and dims <= HNSW_MAX_DIMS[kind]
         allowed, args = self._allowed(only)

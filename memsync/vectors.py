@@ -4,7 +4,7 @@ needs it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -127,6 +127,40 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
 
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix / np.where(norms == 0, 1.0, norms)
+
+
+@dataclass(frozen=True)
+class MeanVectors:
+    """Every chunk's mean vector at unit length, kept by a long-lived reader (an agent's server)
+    between queries: a numpy product over them is exact, and at 100k chunks faster than walking
+    a graph on the server. `version` says which state of the index they are."""
+
+    version: object
+    ids: np.ndarray  # sorted
+    matrix: np.ndarray
+
+    def updated(
+        self,
+        version: object,
+        ids: np.ndarray,
+        fetch: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    ) -> MeanVectors:
+        """The vectors of the chunks `ids` (sorted) now: those gone dropped, the new ones fetched
+        (`fetch(new ids)` -> (ids, rows)); a chunk's mean vector never changes under its id."""
+        import numpy as np
+
+        kept = np.isin(self.ids, ids)
+        added, rows = fetch(np.setdiff1d(ids, self.ids, assume_unique=True))
+        merged = np.concatenate([self.ids[kept], added])
+        order = np.argsort(merged, kind="stable")
+        matrix = np.concatenate([self.matrix[kept], unit_rows(rows)])[order]
+        return MeanVectors(version, merged[order], matrix)
+
+    @classmethod
+    def empty(cls, dims: int) -> MeanVectors:
+        import numpy as np
+
+        return cls(None, np.zeros(0, dtype=np.int64), np.zeros((0, dims), dtype=np.float32))
 
 
 def nearest(

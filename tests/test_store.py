@@ -96,31 +96,6 @@ def test_vectors_are_float32_blobs(tmp_path: Path) -> None:
         assert isinstance(blob, bytes) and len(blob) == 32
 
 
-def test_vectors_in_memory_match_sqlite_vec_and_see_other_writers(tmp_path: Path) -> None:
-    rng = np.random.default_rng(1)
-    vectors = rng.normal(size=(40, 8)).astype(np.float32)
-    query = rng.normal(size=8).astype(np.float32)
-    with SqliteStore(tmp_path / "i.sqlite") as writer:
-        _fill(writer, vectors)
-        by_vec = writer.vector_search(query, 5)
-        background = writer.sample_vectors(8)
-    with SqliteStore(tmp_path / "i.sqlite", vectors_in_memory=True) as reader:
-        in_memory = reader.vector_search(query, 5)
-        assert [i for i, _ in in_memory] == [i for i, _ in by_vec]
-        assert np.allclose([d for _, d in in_memory], [d for _, d in by_vec], atol=1e-5)
-        # the same calibration background: a long-lived server scores as a query process does
-        sample = reader.sample_vectors(8)
-        assert sample.windows.shape == (8, 8) and sample.scripts == background.scripts
-        assert np.array_equal(sample.windows, background.windows)
-        with SqliteStore(
-            tmp_path / "i.sqlite"
-        ) as other:  # another connection removes the best match
-            best = in_memory[0][0]
-            path = list(other.conn.execute("SELECT path FROM chunks WHERE id = ?", (best,)))[0][0]
-            other.remove_file(path)
-        assert reader.vector_search(query, 5) == []
-
-
 def test_a_database_that_memsync_did_not_make_is_refused_and_left_unchanged(
     tmp_path: Path,
 ) -> None:

@@ -23,17 +23,17 @@ from memsync.sync import index_vault
 MB = 1 << 20
 
 
-def _fill(store: Store, vectors: np.ndarray) -> list[int]:
+def _fill(store: Store, vectors: np.ndarray, path: str = "a.md") -> list[int]:
     """One note whose chunks carry `vectors`; their ids."""
     key = ModelKey("test", "m", "")
     store.set_model(key, vectors.shape[1])
-    chunks = [
-        NewChunk(i + 1, i + 1, f"h{i}", f"text {i}", "", f"text {i}") for i in range(len(vectors))
-    ]
-    store.replace_file(FileRow("a.md", "x", 1, 1), chunks)
-    ids = sorted(store.chunks(range(1, 10 * len(vectors))))
+    hashes = [uuid.uuid4().hex for _ in vectors]  # PostgreSQL's cache is shared: our own
+    chunks = [NewChunk(i + 1, i + 1, h, f"text {i}", "", f"text {i}") for i, h in enumerate(hashes)]
+    store.replace_file(FileRow(path, "x", 1, 1), chunks)
+    rows = store.chunks(range(1, 1000))
+    ids = sorted(i for i, row in rows.items() if row.path == path)
     blobs = [np.asarray(v, "<f4").tobytes() for v in vectors]
-    store.store_embeddings(key, [(i, f"h{n}", b) for n, (i, b) in enumerate(zip(ids, blobs))], 8)
+    store.store_embeddings(key, list(zip(ids, hashes, blobs)), 8)
     return ids
 
 
@@ -61,6 +61,42 @@ def test_vector_search_finds_the_exact_nearest_neighbours(location: Location) ->
         assert np.allclose([d for _, d in found], 1 - cosine[best], atol=1e-5)
         assert store.sample_vectors(50).windows.shape == (50, 8)
         assert store.chunks(ids[:1])[ids[0]].embedding == vectors[0].astype("<f4").tobytes()
+
+
+def test_a_long_lived_reader_keeps_the_mean_vectors_and_sees_other_writers(
+    location: Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent's server (vectors in memory) ranks as a query process does, filtered too, and
+    sees what the writer added or removed since (PostgreSQL reads only the new vectors)."""
+    from memsync import pg_store
+
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(40, 8)).astype(np.float32)
+    query = rng.normal(size=8).astype(np.float32)
+    with location.open(create=True) as writer:
+        _fill(writer, vectors)
+        with location.open(vectors_in_memory=True) as reader:
+            for only in (NoteFilter(), NoteFilter(paths=("a.md",))):
+                on_disk, in_memory = (
+                    writer.vector_search(query, 5, only),
+                    reader.vector_search(query, 5, only),
+                )
+                assert [i for i, _ in in_memory] == [i for i, _ in on_disk]
+                assert np.allclose([d for _, d in in_memory], [d for _, d in on_disk], atol=1e-5)
+            # the same calibration background: a long-lived server scores as a query process does
+            sample = reader.sample_vectors(8)
+            assert sample.windows.shape == (8, 8)
+            assert np.array_equal(sample.windows, writer.sample_vectors(8).windows)
+            nearer = _fill(writer, np.stack([query, -query]), path="b.md")
+            found = reader.vector_search(query, 5)
+            assert found[0] == (nearer[0], pytest.approx(0.0, abs=1e-5))
+            assert [i for i, _ in found] == [i for i, _ in writer.vector_search(query, 5)]
+            only_a = reader.vector_search(query, 5, NoteFilter(paths=("a.md",)))
+            assert nearer[0] not in {i for i, _ in only_a}
+            writer.remove_file("a.md")
+            assert [i for i, _ in reader.vector_search(query, 5)] == nearer
+            monkeypatch.setattr(pg_store, "MEMORY_VECTOR_BYTES", 8)  # too big to keep: the graph
+            assert [i for i, _ in reader.vector_search(query, 5)] == nearer
 
 
 def test_a_chunk_is_found_by_its_nearest_window_once(location: Location) -> None:
