@@ -197,8 +197,12 @@ def test_both_backends_give_the_same_results_and_scores(
             outcome = search(store, query, options, HashEmbedder())
             answers.append(outcome.results)
         lite, pg = answers
-        if mode == "rrf":  # ranks, not scores: vectors tied in distance may swap places
-            assert lite[0].path == pg[0].path, query
+        if mode == "rrf":
+            # ranks, not scores: chunks whose calibrated cosines nearly tie may swap places (each
+            # backend samples its own ids for the calibration; pgvector 0.7+ keeps the means in
+            # halfvec), and a chunk in another script counts its vector rank for both legs
+            assert lite[0].path in {h.path for h in pg[:3]}, query
+            assert pg[0].path in {h.path for h in lite[:3]}, query
             continue
         # pgvector computes cosines in float32 where numpy and sqlite-vec differ in the last bits:
         # chunks tied in score may swap places (or places at the cut), nothing else may
