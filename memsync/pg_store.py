@@ -702,10 +702,13 @@ class PgStore(Tables):
         return sample
 
     def _vectors_version(self) -> tuple[Any, ...]:
-        """Changes when chunks come or go or get their vectors: ids are never reused."""
+        """Changes when chunks come or go or get their vectors (ids are never reused), and with
+        the model, whose change embeds every chunk again under its id; the model comes last."""
         row = self.conn.execute(
             "SELECT (SELECT rows FROM fts_totals), (SELECT max(id) FROM chunks), "
-            "(SELECT count(*) FROM chunks WHERE embedding IS NULL)"
+            "(SELECT count(*) FROM chunks WHERE embedding IS NULL), "
+            "(SELECT string_agg(value, ' ' ORDER BY key) FROM meta "
+            "WHERE key IN ('provider', 'model', 'provider_key', 'dims'))"
         ).fetchone()
         return tuple(row)
 
@@ -732,7 +735,9 @@ class PgStore(Tables):
             return None
         kind = self._centroid_column()[0]
         value = np.dtype(">f2" if kind == "halfvec" else ">f4")
-        known = self._means or MeanVectors.empty(dims)
+        kept = self._means  # under another model, every chunk was embedded again
+        known = kept if kept is not None and kept.version[-1] == version[-1] else None
+        known = known or MeanVectors.empty(dims)
         select = f"SELECT id, {kind}_send(centroid) FROM chunks WHERE centroid IS NOT NULL"
 
         def fetch(new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -133,20 +133,21 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
 class MeanVectors:
     """Every chunk's mean vector at unit length, kept by a long-lived reader (an agent's server)
     between queries: a numpy product over them is exact, and at 100k chunks faster than walking
-    a graph on the server. `version` says which state of the index they are."""
+    a graph on the server."""
 
-    version: object
+    version: tuple[object, ...]  # the state of the index they are of
     ids: np.ndarray  # sorted
     matrix: np.ndarray
 
     def updated(
         self,
-        version: object,
+        version: tuple[object, ...],
         ids: np.ndarray,
         fetch: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
     ) -> MeanVectors:
         """The vectors of the chunks `ids` (sorted) now: those gone dropped, the new ones fetched
-        (`fetch(new ids)` -> (ids, rows)); a chunk's mean vector never changes under its id."""
+        (`fetch(new ids)` -> (ids, rows)); under one model a chunk's mean vector never changes
+        under its id."""
         import numpy as np
 
         kept = np.isin(self.ids, ids)
@@ -160,7 +161,7 @@ class MeanVectors:
     def empty(cls, dims: int) -> MeanVectors:
         import numpy as np
 
-        return cls(None, np.zeros(0, dtype=np.int64), np.zeros((0, dims), dtype=np.float32))
+        return cls((), np.zeros(0, dtype=np.int64), np.zeros((0, dims), dtype=np.float32))
 
 
 def nearest(

@@ -95,8 +95,18 @@ def test_a_long_lived_reader_keeps_the_mean_vectors_and_sees_other_writers(
             assert nearer[0] not in {i for i, _ in only_a}
             writer.remove_file("a.md")
             assert [i for i, _ in reader.vector_search(query, 5)] == nearer
+            # another model embeds the same chunks again, under their ids, in 4 dimensions
+            other = ModelKey("test", "other", "")
+            writer.set_model(other, 4)
+            e = np.eye(4, dtype="<f4")
+            pending = writer.pending_chunks(10)
+            assert [i for i, *_ in pending] == nearer
+            writer.store_embeddings(
+                other, [(i, h, e[n].tobytes()) for n, (i, h, *_) in enumerate(pending)], 4
+            )
+            assert [i for i, _ in reader.vector_search(e[1], 5)] == nearer[::-1]
             monkeypatch.setattr(pg_store, "MEMORY_VECTOR_BYTES", 8)  # too big to keep: the graph
-            assert [i for i, _ in reader.vector_search(query, 5)] == nearer
+            assert [i for i, _ in reader.vector_search(e[0], 5)] == nearer
 
 
 def test_a_chunk_is_found_by_its_nearest_window_once(location: Location) -> None:
