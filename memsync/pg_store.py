@@ -46,7 +46,6 @@ from .vectors import (
     centroid,
     coarse_pool,
     from_blob,
-    nearest,
     rescored,
 )
 
@@ -813,7 +812,8 @@ class PgStore(Tables):
     ) -> list[tuple[int, float]]:
         """Each chunk at its nearest window, in two steps as in SQLite: the chunks whose mean
         vector is nearest, coarse_pool(limit) of them, then those scored exactly by their
-        windows. The first step walks the HNSW graph (a vault below GRAPH_MIN_VECTORS has none
+        windows. A long-lived reader takes the first step in its memory (_mean_vectors); others
+        walk the HNSW graph (a vault below GRAPH_MIN_VECTORS has none
         and is scanned exactly); for a filtered search only where pgvector
         (0.8+) scans it iteratively until enough allowed chunks pass, and an exact scan of the
         allowed chunks otherwise or when the graph yields fewer (a filter that allows few: HNSW
@@ -822,25 +822,20 @@ class PgStore(Tables):
 
         vector = np.asarray(query, dtype=np.float32)
         wanted = coarse_pool(limit)
+        allowed, args = self._allowed(only)
         means = self._mean_vectors() if self.vectors_in_memory else None
         if means is not None:
-            ids = means.ids
-            matrix = means.matrix
+            permitted = None
             if only:
-                allowed_sql, allowed_args = self._allowed(only)
-                allowed = self.conn.execute(
-                    f"SELECT id FROM chunks WHERE {allowed_sql}", allowed_args
-                ).fetchall()
-                rows_kept = np.isin(ids, np.array([r[0] for r in allowed], dtype=np.int64))
-                ids, matrix = ids[rows_kept], matrix[rows_kept]
-            near = [i for i, _ in nearest(ids, matrix, vector, wanted)]
-            found = self.conn.execute(
-                "SELECT id, embedding FROM chunks WHERE id = ANY(%s)", (near,)
+                found = self.conn.execute(f"SELECT id FROM chunks WHERE {allowed}", args)
+                permitted = np.array([r[0] for r in found.fetchall()], dtype=np.int64)
+            rows = self.conn.execute(
+                "SELECT id, embedding FROM chunks WHERE id = ANY(%s)",
+                (means.nearest(vector, wanted, permitted),),
             ).fetchall()
-            return rescored(((int(i), bytes(b)) for i, b in found if b is not None), vector, limit)
+            return rescored(((int(i), bytes(b)) for i, b in rows if b is not None), vector, limit)
         kind, dims, graph = self._centroid_column()
         graph = graph and wanted <= 1000 and dims <= HNSW_MAX_DIMS[kind]
-        allowed, args = self._allowed(only)
         rows = None
         if graph and (not only or self._iterative_scans()):
             if max(self.ef_search, wanted) != self._session_ef_search:

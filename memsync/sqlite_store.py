@@ -28,9 +28,9 @@ from .store import (
 )
 from .vectors import (
     Background,
+    MeanVectors,
     centroid,
     coarse_pool,
-    nearest,
     rescored,
     unit_rows,
     window_rows,
@@ -170,7 +170,7 @@ class SqliteStore(Tables):
         self.path = Path(path)
         self.shown = f"index {self.path}"
         self.vectors_in_memory = vectors_in_memory
-        self._matrix: tuple[tuple[int, int], np.ndarray, np.ndarray] | None = None
+        self._means: MeanVectors | None = None
         self._background: tuple[tuple[tuple[int, int], int], Background] | None
         self._background = None
         if not create and not self.path.exists():
@@ -493,12 +493,11 @@ class SqliteStore(Tables):
                 if d is not None
             ]
         else:
-            ids, matrix = self._vector_matrix()
-            if only and len(ids):  # the rows of the allowed chunks: a product over those
-                allowed = np.array([r[0] for r in self.conn.execute(allowed_ids, args)], np.int64)
-                rows = np.isin(ids, allowed)
-                ids, matrix = ids[rows], matrix[rows]
-            near = [i for i, _ in nearest(ids, matrix, query, wanted)]
+            permitted = None
+            if only:  # the rows of the allowed chunks: a product over those
+                found = self.conn.execute(allowed_ids, args)
+                permitted = np.array([r[0] for r in found], np.int64)
+            near = self._mean_vectors().nearest(query, wanted, permitted)
         blobs = self._batches("SELECT id, embedding FROM chunks WHERE id IN ({marks})", near)
         return rescored(blobs, query, limit)
 
@@ -506,13 +505,14 @@ class SqliteStore(Tables):
         """Changes when any connection has written the index since."""
         return (_one(self.conn.execute("PRAGMA data_version"))[0], self.conn.total_changes())
 
-    def _vector_matrix(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every chunk's mean vector, normalised; reloaded only when the index changed since."""
+    def _mean_vectors(self) -> MeanVectors:
+        """Every chunk's mean vector, normalised; kept by a long-lived store and read again only
+        when the index changed since (SQLite may give a new chunk the id of a deleted one)."""
         import numpy as np
 
         version = self._data_version()
-        if self._matrix is not None and self._matrix[0] == version:
-            return self._matrix[1], self._matrix[2]
+        if self._means is not None and self._means.version == version:
+            return self._means
         dims = self.dims() or 0
         if self._has_vec_table():  # the means are stored: a quarter of the windows' bytes
             rows = list(self.conn.execute("SELECT rowid, embedding FROM chunks_vec ORDER BY rowid"))
@@ -526,6 +526,7 @@ class SqliteStore(Tables):
             means = [centroid(r[1], dims) for r in rows]
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         matrix = unit_rows(window_rows(means, dims)[1])  # one window each: the means
+        kept = MeanVectors(version, ids, matrix)
         if self.vectors_in_memory:
-            self._matrix = (version, ids, matrix)
-        return ids, matrix
+            self._means = kept
+        return kept

@@ -157,6 +157,19 @@ class MeanVectors:
         matrix = np.concatenate([self.matrix[kept], unit_rows(rows)])[order]
         return MeanVectors(version, merged[order], matrix)
 
+    def nearest(
+        self, query: np.ndarray, limit: int, allowed: np.ndarray | None = None
+    ) -> list[int]:
+        """The ids of the `limit` chunks whose mean is nearest to `query`, nearest first; only
+        among the ids `allowed` when given (a filtered search still gets its top k)."""
+        import numpy as np
+
+        ids, matrix = self.ids, self.matrix
+        if allowed is not None:
+            rows = np.isin(ids, allowed)
+            ids, matrix = ids[rows], matrix[rows]
+        return [i for i, _ in nearest(ids, matrix, query, limit)]
+
     @classmethod
     def empty(cls, dims: int) -> MeanVectors:
         import numpy as np
