@@ -587,7 +587,9 @@ class PgStore(Tables):
     @property
     def vector_backend(self) -> str:
         kind, dims, graph = self._centroid_column()
-        if graph:
+        if self.vectors_in_memory and self._fit_in_memory(self._vector_count(), dims):
+            search = "exact: this reader keeps the mean vectors in memory"
+        elif graph:
             search = f"HNSW m {HNSW_M}, ef_search {self.ef_search}"
         elif dims > HNSW_MAX_DIMS[kind]:
             search = "exact scan"
@@ -711,6 +713,17 @@ class PgStore(Tables):
         ).fetchone()
         return tuple(row)
 
+    @staticmethod
+    def _fit_in_memory(count: int, dims: int) -> bool:
+        return count * dims * 4 <= MEMORY_VECTOR_BYTES
+
+    def _vector_count(self) -> int:
+        return int(
+            self.conn.execute("SELECT count(*) FROM chunks WHERE centroid IS NOT NULL").fetchone()[
+                0
+            ]
+        )
+
     def _mean_vectors(self) -> MeanVectors | None:
         """The mean vectors kept in this process, brought up to date when the index changed (then
         only the new chunks' are read); None for a vault whose vectors would take more than
@@ -729,7 +742,7 @@ class PgStore(Tables):
             dtype=np.int64,
         )  # fmt: skip
         dims = self.dims() or 0
-        if len(ids) * dims * 4 > MEMORY_VECTOR_BYTES:
+        if not self._fit_in_memory(len(ids), dims):
             self._means, self._too_many = None, version
             return None
         kind = self._centroid_column()[0]

@@ -261,6 +261,8 @@ class SqliteStore(Tables):
 
     @property
     def vector_backend(self) -> str:
+        if self.vectors_in_memory:
+            return "numpy, exact: this reader keeps the mean vectors in memory"
         if self.vec_version:
             return f"sqlite-vec {self.vec_version}"
         return "numpy (sqlite-vec extension could not be loaded)"

@@ -328,6 +328,9 @@ def test_memory_status_is_what_status_json_says(indexed: tuple[Path, Path]) -> N
     assert not error and "state:" in text
     for key in ("vault", "files_indexed", "chunks", "text_up_to_date", "skipped"):
         assert facts[key] == cli[key], key
+    # the server searches the vectors it keeps, a query process through sqlite-vec: each says so
+    assert "keeps the mean vectors in memory" in facts["vector_backend"]
+    assert cli["vector_backend"].startswith("sqlite-vec")
 
 
 def test_memory_write_appends_to_today_then_search_finds_it(indexed: tuple[Path, Path]) -> None:
@@ -515,6 +518,7 @@ def test_an_agent_reads_and_writes_a_vault_kept_in_postgresql(
     assert not found[0] and found[2]["results"][0]["path"] == "tech/ssh.md"
     assert not written[0] and again[2]["results"][0]["path"] == "inbox/new.md"
     assert status[2]["files_indexed"] == 8 and "pgvector" in status[2]["vector_backend"]
+    assert "keeps the mean vectors in memory" in status[2]["vector_backend"]
     assert name in status[2]["db"] and "@" in status[2]["db"]
 
 
