@@ -45,6 +45,7 @@ from .vectors import (
     MeanVectors,
     centroid,
     coarse_pool,
+    fit_in_memory,
     from_blob,
     rescored,
 )
@@ -68,9 +69,6 @@ HNSW_MAX_DIMS = {"vector": 2000, "halfvec": 4000}
 # 20,000 11.2 / 10.7 ms, 50,000 29.1 / 13.7 ms; below, a vault is scanned exactly, as SQLite's
 # sqlite-vec scans it: as fast, every neighbour found, no graph to build or hold in memory
 GRAPH_MIN_VECTORS = 20_000
-# a long-lived reader keeps a vault's mean vectors in memory up to this size (166k chunks of 384
-# dimensions), as a SQLite reader does: the product over them is exact and beats the graph walk
-MEMORY_VECTOR_BYTES = 256 << 20
 BULK_VECTORS = 1000  # vectors added at once, and most of a vault's, from which the graph is rebuilt
 LOCK_CLASS = 0x4D454D53  # 'MEMS': the first key of memsync's advisory locks (pg_lock's too)
 MIGRATION_LOCK = 0  # with LOCK_CLASS: serialises schema changes of every vault in the database
@@ -587,7 +585,7 @@ class PgStore(Tables):
     @property
     def vector_backend(self) -> str:
         kind, dims, graph = self._centroid_column()
-        if self.vectors_in_memory and self._fit_in_memory(self._vector_count(), dims):
+        if self.vectors_in_memory and fit_in_memory(self._vector_count(), dims):
             search = "exact: this reader keeps the mean vectors in memory"
         elif graph:
             search = f"HNSW m {HNSW_M}, ef_search {self.ef_search}"
@@ -713,10 +711,6 @@ class PgStore(Tables):
         ).fetchone()
         return tuple(row)
 
-    @staticmethod
-    def _fit_in_memory(count: int, dims: int) -> bool:
-        return count * dims * 4 <= MEMORY_VECTOR_BYTES
-
     def _vector_count(self) -> int:
         return int(
             self.conn.execute("SELECT count(*) FROM chunks WHERE centroid IS NOT NULL").fetchone()[
@@ -742,7 +736,7 @@ class PgStore(Tables):
             dtype=np.int64,
         )  # fmt: skip
         dims = self.dims() or 0
-        if not self._fit_in_memory(len(ids), dims):
+        if not fit_in_memory(len(ids), dims):
             self._means, self._too_many = None, version
             return None
         kind = self._centroid_column()[0]

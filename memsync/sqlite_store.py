@@ -31,6 +31,7 @@ from .vectors import (
     MeanVectors,
     centroid,
     coarse_pool,
+    fit_in_memory,
     rescored,
     unit_rows,
     window_rows,
@@ -171,6 +172,7 @@ class SqliteStore(Tables):
         self.shown = f"index {self.path}"
         self.vectors_in_memory = vectors_in_memory
         self._means: MeanVectors | None = None
+        self._too_many: tuple[int, int] | None = None  # the index's state when they were
         self._background: tuple[tuple[tuple[int, int], int], Background] | None
         self._background = None
         if not create and not self.path.exists():
@@ -261,7 +263,8 @@ class SqliteStore(Tables):
 
     @property
     def vector_backend(self) -> str:
-        if self.vectors_in_memory:
+        vectors = self.counts()["chunks"] - self.pending_count()
+        if self.vectors_in_memory and fit_in_memory(vectors, self.dims() or 0):
             return "numpy, exact: this reader keeps the mean vectors in memory"
         if self.vec_version:
             return f"sqlite-vec {self.vec_version}"
@@ -482,7 +485,8 @@ class SqliteStore(Tables):
 
         wanted = coarse_pool(limit)
         allowed_ids, args = self._allowed_chunks(only)
-        if self._has_vec_table() and not self.vectors_in_memory and wanted <= MAX_K:
+        kept = self._kept_means() if self.vectors_in_memory else None
+        if kept is None and self._has_vec_table() and wanted <= MAX_K:
             blob = np.asarray(query, dtype="<f4").tobytes()
             subset = f" AND rowid IN ({allowed_ids})" if only else ""
             near = [
@@ -499,7 +503,8 @@ class SqliteStore(Tables):
             if only:  # the rows of the allowed chunks: a product over those
                 found = self.conn.execute(allowed_ids, args)
                 permitted = np.array([r[0] for r in found], np.int64)
-            near = self._mean_vectors().nearest(query, wanted, permitted)
+            means = kept or self._mean_vectors(self._data_version())
+            near = means.nearest(query, wanted, permitted)
         blobs = self._batches("SELECT id, embedding FROM chunks WHERE id IN ({marks})", near)
         return rescored(blobs, query, limit)
 
@@ -507,14 +512,26 @@ class SqliteStore(Tables):
         """Changes when any connection has written the index since."""
         return (_one(self.conn.execute("PRAGMA data_version"))[0], self.conn.total_changes())
 
-    def _mean_vectors(self) -> MeanVectors:
-        """Every chunk's mean vector, normalised; kept by a long-lived store and read again only
-        when the index changed since (SQLite may give a new chunk the id of a deleted one)."""
-        import numpy as np
-
+    def _kept_means(self) -> MeanVectors | None:
+        """A long-lived store's mean vectors, read again only when the index changed since (SQLite
+        may give a new chunk the id of a deleted one: all of them); None for a vault whose
+        vectors would take more than MEMORY_VECTOR_BYTES (sqlite-vec scans those)."""
         version = self._data_version()
         if self._means is not None and self._means.version == version:
             return self._means
+        self._means = None
+        if self._too_many != version:
+            vectors = self.counts()["chunks"] - self.pending_count()
+            if fit_in_memory(vectors, self.dims() or 0):
+                self._means = self._mean_vectors(version)
+            else:
+                self._too_many = version
+        return self._means
+
+    def _mean_vectors(self, version: tuple[object, ...]) -> MeanVectors:
+        """Every chunk's mean vector, normalised."""
+        import numpy as np
+
         dims = self.dims() or 0
         if self._has_vec_table():  # the means are stored: a quarter of the windows' bytes
             rows = list(self.conn.execute("SELECT rowid, embedding FROM chunks_vec ORDER BY rowid"))
@@ -528,7 +545,4 @@ class SqliteStore(Tables):
             means = [centroid(r[1], dims) for r in rows]
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         matrix = unit_rows(window_rows(means, dims)[1])  # one window each: the means
-        kept = MeanVectors(version, ids, matrix)
-        if self.vectors_in_memory:
-            self._means = kept
-        return kept
+        return MeanVectors(version, ids, matrix)

@@ -129,6 +129,16 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     return matrix / np.where(norms == 0, 1.0, norms)
 
 
+# a long-lived reader keeps a vault's mean vectors in memory up to this size (166k chunks of 384
+# dimensions): the product over them is exact and beats a graph walk or sqlite-vec's scan; a
+# larger vault is searched by the store (an agent's server should not hold gigabytes)
+MEMORY_VECTOR_BYTES = 256 << 20
+
+
+def fit_in_memory(count: int, dims: int) -> bool:
+    return count * dims * 4 <= MEMORY_VECTOR_BYTES
+
+
 @dataclass(frozen=True)
 class MeanVectors:
     """Every chunk's mean vector at unit length, kept by a long-lived reader (an agent's server)

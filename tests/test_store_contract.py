@@ -68,7 +68,7 @@ def test_a_long_lived_reader_keeps_the_mean_vectors_and_sees_other_writers(
 ) -> None:
     """An agent's server (vectors in memory) ranks as a query process does, filtered too, and
     sees what the writer added or removed since (PostgreSQL reads only the new vectors)."""
-    from memsync import pg_store
+    from memsync import vectors as vector_module
 
     rng = np.random.default_rng(1)
     vectors = rng.normal(size=(40, 8)).astype(np.float32)
@@ -105,8 +105,16 @@ def test_a_long_lived_reader_keeps_the_mean_vectors_and_sees_other_writers(
                 other, [(i, h, e[n].tobytes()) for n, (i, h, *_) in enumerate(pending)], 4
             )
             assert [i for i, _ in reader.vector_search(e[1], 5)] == nearer[::-1]
-            monkeypatch.setattr(pg_store, "MEMORY_VECTOR_BYTES", 8)  # too big to keep: the graph
+            assert "keeps the mean vectors in memory" in reader.vector_backend
+            # a vault too large to keep: the store's own search (sqlite-vec, the graph) once the
+            # index changes
+            monkeypatch.setattr(vector_module, "MEMORY_VECTOR_BYTES", 8)
+            writer.replace_file(
+                FileRow("c.md", "x", 1, 1), [NewChunk(1, 1, uuid.uuid4().hex, "c", "", "c")]
+            )
             assert [i for i, _ in reader.vector_search(e[0], 5)] == nearer
+            assert "in memory" not in reader.vector_backend
+            assert reader._means is None  # type: ignore[attr-defined]  # nothing held
 
 
 def test_a_chunk_is_found_by_its_nearest_window_once(location: Location) -> None:
