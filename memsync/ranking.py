@@ -4,7 +4,8 @@ legs through the store. Score rules, and why they differ from the reference desi
 
 - Each leg is calibrated into [0, 1] so that one `min_score` means the same for every model. Text:
   the best BM25 match gets s = (-r) / (1 - r), the others s times their BM25 relative to the best,
-  each floored at half the share of query terms it holds (BM25 is near 0 in a small vault). Vector: the cosine's z-score against this query's cosines
+  each floored at half the share of query terms it holds (BM25 is near 0 in a small vault), and a
+  chunk holding every term lifted to 0.3 + 0.7 x that. Vector: the cosine's z-score against this query's cosines
   with a sample of the index (e5's cosines crowd 0.7-0.9, other models' sit lower: the z-score
   does not care), squashed by a logistic centred at z = 2.5.
 - Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
@@ -112,6 +113,9 @@ def _stems(term: str) -> list[str]:
     return [w[:-1] if len(w) > 4 and w.endswith("s") else w for w in term.split()]
 
 
+EVERY_TERM = 0.3  # a chunk holding every term of the query scores at least this on the text leg
+
+
 def calibrate_bm25(
     ranks: dict[int, float], covered: dict[int, float], best: float | None = None
 ) -> dict[int, float]:
@@ -120,14 +124,22 @@ def calibrate_bm25(
     BM25's spread (the mapping alone crowds every good match near 0.95). Each is floored at half
     the share of the query's terms it holds: in a small vault BM25 is near 0 for every match (a
     word in half the notes has IDF 0) and the share of terms found is what tells match from noise.
+    A chunk holding every term is then lifted: EVERY_TERM + (1 - EVERY_TERM) x its score. BM25's
+    length normalisation puts a long chunk that holds every word of the question far below a short
+    one that holds them too, and a question whose answer is spread over several notes (each holding
+    its words, some at length) lost them to chunks holding fewer of its words.
     """
     if not ranks:
         return {}
     best = min(ranks.values()) if best is None else min(best, *ranks.values())
     top = fts.bm25_score(best)
-    return {
+    scores = {
         i: max(top * (r / best if best < 0 else 1.0), 0.5 * covered.get(i, 0.0))
         for i, r in ranks.items()
+    }
+    return {
+        i: EVERY_TERM + (1 - EVERY_TERM) * score if covered.get(i, 0.0) >= 1.0 else score
+        for i, score in scores.items()
     }
 
 

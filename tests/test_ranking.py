@@ -132,15 +132,21 @@ def test_text_calibration_is_bm25_floored_by_the_share_of_terms_found() -> None:
     assert coverage("Replications running all night", ["replication", "run"]) == 1.0
     assert coverage("nothing here", ["replication", "run"]) == 0.0
     assert coverage("the ops 1432 ticket", ["ops 1432", "lag"]) == 0.5
-    # a small vault: BM25 is ~0 for everything, the share of terms decides
+    # a small vault: BM25 is ~0 for everything, the share of terms decides (every term: lifted)
     small = calibrate_bm25({1: -1e-6, 2: -1e-6}, {1: 1.0, 2: 0.5})
-    assert small == pytest.approx({1: 0.5, 2: 0.25}, abs=1e-5)
+    assert small == pytest.approx({1: 0.3 + 0.7 * 0.5, 2: 0.25}, abs=1e-5)
     # a large one: the best gets (-r)/(1-r), the rest keep BM25's proportions
     large = calibrate_bm25({1: -20.0, 2: -10.0, 3: -2.0}, {1: 0.5, 2: 0.5, 3: 0.2})
     assert large[1] == pytest.approx(20 / 21)
     assert large[2] == pytest.approx(20 / 21 / 2)
     assert large[3] == pytest.approx(max(20 / 21 / 10, 0.1))
     assert calibrate_bm25({}, {}) == {}
+    # a long chunk holding every word of the question, at a fifth of the best BM25, is lifted
+    # above one holding half of them at three times its BM25; the order among each kind stays
+    lifted = calibrate_bm25({1: -20.0, 2: -4.0, 3: -12.0, 4: -2.0}, {1: 1, 2: 1, 3: 0.5, 4: 1})
+    assert lifted[1] > lifted[2] > lifted[3] and lifted[2] >= lifted[4]
+    assert lifted[2] == pytest.approx(0.3 + 0.7 * max(20 / 21 / 5, 0.5))
+    assert lifted[1] <= 1.0
 
 
 def test_a_number_shared_by_chance_is_no_exact_match() -> None:
