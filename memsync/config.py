@@ -64,8 +64,9 @@ RANGES = {
 }
 
 
-# PostgreSQL's HNSW search list: at 100k chunks 400 finds 0.957 of the exact top 10, hybrid p50
-# 44.6 ms on 2 cores (100: 0.862, 30.8 ms; 200: 0.921, 37.2; 800: 0.978, 61.9); at most 1,000
+# PostgreSQL's HNSW search list: at 100k chunks 400 finds 0.955 of the exact top 10, hybrid p50
+# 43.2 ms on 2 cores (100: 0.861, 29.3 ms; 200: 0.921, 34.8; 800: 0.977, 60.2; bench_postgres.py);
+# at most 1,000
 EF_SEARCH = 400
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 # a schema name PostgreSQL takes without surprises, and not one of its own

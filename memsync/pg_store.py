@@ -41,6 +41,7 @@ from .store import (
     translating,
 )
 from .vectors import (
+    KEPT_IN_MEMORY,
     Background,
     MeanVectors,
     centroid,
@@ -585,8 +586,8 @@ class PgStore(Tables):
     @property
     def vector_backend(self) -> str:
         kind, dims, graph = self._centroid_column()
-        if self.vectors_in_memory and fit_in_memory(self._vector_count(), dims):
-            search = "exact: this reader keeps the mean vectors in memory"
+        if self._keeps_means():
+            search = KEPT_IN_MEMORY
         elif graph:
             search = f"HNSW m {HNSW_M}, ef_search {self.ef_search}"
         elif dims > HNSW_MAX_DIMS[kind]:
@@ -711,13 +712,6 @@ class PgStore(Tables):
         ).fetchone()
         return tuple(row)
 
-    def _vector_count(self) -> int:
-        return int(
-            self.conn.execute("SELECT count(*) FROM chunks WHERE centroid IS NOT NULL").fetchone()[
-                0
-            ]
-        )
-
     def _mean_vectors(self) -> MeanVectors | None:
         """The mean vectors kept in this process, brought up to date when the index changed (then
         only the new chunks' are read); None for a vault whose vectors would take more than
@@ -742,8 +736,8 @@ class PgStore(Tables):
         kind = self._centroid_column()[0]
         value = np.dtype(">f2" if kind == "halfvec" else ">f4")
         kept = self._means  # under another model, every chunk was embedded again
-        known = kept if kept is not None and kept.version[-1] == version[-1] else None
-        known = known or MeanVectors.empty(dims)
+        same_model = kept is not None and kept.version[-1] == version[-1]
+        known = kept if kept is not None and same_model else MeanVectors.empty(dims)
         select = f"SELECT id, {kind}_send(centroid) FROM chunks WHERE centroid IS NOT NULL"
 
         def fetch(new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -840,10 +834,18 @@ class PgStore(Tables):
                 "SELECT id, embedding FROM chunks WHERE id = ANY(%s)",
                 (means.nearest(vector, wanted, permitted),),
             ).fetchall()
-            return rescored(((int(i), bytes(b)) for i, b in rows if b is not None), vector, limit)
+        else:
+            rows = self._nearest_on_server(vector, wanted, only, allowed, args)
+        return rescored(((int(i), bytes(b)) for i, b in rows if b is not None), vector, limit)
+
+    def _nearest_on_server(
+        self, vector: np.ndarray, wanted: int, only: NoteFilter, allowed: str, args: list[Any]
+    ) -> list[tuple[Any, ...]]:
+        """(id, windows) of the `wanted` chunks whose mean is nearest: through the graph where
+        it serves, else an exact scan."""
         kind, dims, graph = self._centroid_column()
         graph = graph and wanted <= 1000 and dims <= HNSW_MAX_DIMS[kind]
-        rows = None
+        rows: list[tuple[Any, ...]] | None = None
         if graph and (not only or self._iterative_scans()):
             if max(self.ef_search, wanted) != self._session_ef_search:
                 self._session_ef_search = max(self.ef_search, wanted)
@@ -865,4 +867,4 @@ class PgStore(Tables):
                 "ORDER BY distance, id LIMIT %s",
                 (vector, *args, wanted),
             ).fetchall()
-        return rescored(((int(i), bytes(b)) for i, b in rows if b is not None), vector, limit)
+        return rows

@@ -5,16 +5,15 @@ legs through the store. Score rules, and why they differ from the reference desi
 - Each leg is calibrated into [0, 1] so that one `min_score` means the same for every model. Text:
   the best BM25 match gets s = (-r) / (1 - r), the others s times their BM25 relative to the best,
   each floored at half the share of query terms it holds (BM25 is near 0 in a small vault), and a
-  chunk holding every term lifted to 0.3 + 0.7 x that. Vector: the cosine's z-score against this query's cosines
-  with a sample of the index (e5's cosines crowd 0.7-0.9, other models' sit lower: the z-score
-  does not care), squashed by a logistic centred at z = 2.5.
+  chunk holding every term lifted to 0.3 + 0.7 x that. Vector: the cosine's z-score against this
+  query's cosines with a sample of the index (e5's cosines crowd 0.7-0.9, other models' sit
+  lower: the z-score does not care), squashed by a logistic centred at z = 2.5.
 - Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
   chunk counts 0, except the keyword leg for a chunk in another script than the query, which no
   keyword could match: that chunk scores its vector leg alone; in RRF its vector rank counts for
-  both legs). A chunk holding every identifier
-  of the query (`OPS-1432`, `2222`, `pg-main-2`) verbatim, and most of its other content words,
-  is an exact match: it scores at least 0.9 + 0.1 x t, so it passes the threshold and comes first
-  instead of vanishing at 0.3.
+  both legs). A chunk holding every identifier of the query (`OPS-1432`, `2222`, `pg-main-2`)
+  verbatim, and most of its other content words, is an exact match: it scores at least
+  0.9 + 0.1 x t, so it passes the threshold and comes first instead of vanishing at 0.3.
 - The threshold is applied before temporal decay: decay re-orders results, it never hides an old
   but perfect match.
 - A note's second result scores 0.9x, its third 0.81x, and so on (REPEAT): a few notes with

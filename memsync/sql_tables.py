@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from .errors import StoreError
 from .filters import NoteFilter
 from .store import SOURCE, FileFacts, FileRow, ModelKey, NewChunk, NoteWrite, SkipRow
+from .vectors import fit_in_memory
 
 BATCH = 500  # ids or paths per `IN (...)`: well under either engine's limit on parameters
 
@@ -35,6 +36,7 @@ class Tables:
     SCHEMA_VERSION: int = 0  # the engine's newest schema
     read_only: bool = False
     shown: str = "the index"  # in messages: "index /path", "vault notes"
+    vectors_in_memory: bool = False  # a long-lived reader's: it keeps the mean vectors
 
     _companion: Any = None  # beside()'s connection, once opened
 
@@ -386,6 +388,14 @@ class Tables:
     def pending_count(self) -> int:
         """Chunks without a vector (cheap: a partial index holds exactly those)."""
         return int(self._rows("SELECT count(*) FROM chunks WHERE embedding IS NULL")[0][0])
+
+    def _keeps_means(self) -> bool:
+        """Whether this store keeps the vault's mean vectors in memory: a long-lived reader's,
+        while they fit in MEMORY_VECTOR_BYTES."""
+        if not self.vectors_in_memory:
+            return False
+        vectors = self._rows("SELECT count(*) FROM chunks WHERE embedding IS NOT NULL")[0][0]
+        return fit_in_memory(int(vectors), self.dims() or 0)
 
     def counts(self) -> dict[str, int]:
         files, chunks, pending, cache = self._rows(

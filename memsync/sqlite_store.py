@@ -27,11 +27,11 @@ from .store import (
     translating,
 )
 from .vectors import (
+    KEPT_IN_MEMORY,
     Background,
     MeanVectors,
     centroid,
     coarse_pool,
-    fit_in_memory,
     rescored,
     unit_rows,
     window_rows,
@@ -263,9 +263,8 @@ class SqliteStore(Tables):
 
     @property
     def vector_backend(self) -> str:
-        vectors = self.counts()["chunks"] - self.pending_count()
-        if self.vectors_in_memory and fit_in_memory(vectors, self.dims() or 0):
-            return "numpy, exact: this reader keeps the mean vectors in memory"
+        if self._keeps_means():
+            return f"numpy, {KEPT_IN_MEMORY}"
         if self.vec_version:
             return f"sqlite-vec {self.vec_version}"
         return "numpy (sqlite-vec extension could not be loaded)"
@@ -521,8 +520,7 @@ class SqliteStore(Tables):
             return self._means
         self._means = None
         if self._too_many != version:
-            vectors = self.counts()["chunks"] - self.pending_count()
-            if fit_in_memory(vectors, self.dims() or 0):
+            if self._keeps_means():
                 self._means = self._mean_vectors(version)
             else:
                 self._too_many = version
