@@ -10,8 +10,8 @@ legs through the store. Score rules, and why they differ from the reference desi
   lower: the z-score does not care), squashed by a logistic centred at z = 2.5.
 - Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
   chunk counts 0, except the keyword leg for a chunk in another script than the query, which no
-  keyword could match: that chunk scores its vector leg alone; in RRF its vector rank counts for
-  both legs). A chunk holding every identifier of the query (`OPS-1432`, `2222`, `pg-main-2`)
+  keyword could match whole: that chunk scores at least its vector leg alone, the few words it
+  shares with the query adding, never taking away; in RRF its vector rank counts for both legs). A chunk holding every identifier of the query (`OPS-1432`, `2222`, `pg-main-2`)
   verbatim, and most of its other content words, is an exact match: it scores at least
   0.9 + 0.1 x t, so it passes the threshold and comes first instead of vanishing at 0.3.
 - The threshold is applied before temporal decay: decay re-orders results, it never hides an old
@@ -189,9 +189,9 @@ def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candid
         for ordered in (by_vector, by_text):
             for rank, c in enumerate(ordered, start=1):
                 ranks[c.id] = ranks.get(c.id, 0.0) + 1.0 / (RRF_K + rank)
-        for c in by_vector:
-            if c.other_script and c.text_score is None:
-                ranks[c.id] *= 2  # no keyword could match it: its vector rank counts for both
+        for rank, c in enumerate(by_vector, start=1):
+            if c.other_script:  # no keyword could match all of it: its vector rank may count twice
+                ranks[c.id] = max(ranks[c.id], 2.0 / (RRF_K + rank))
         best = 2.0 / (RRF_K + 1)  # first in both legs
         scored = [(c, ranks.get(c.id, 0.0) / best) for c in candidates]
     else:
@@ -200,10 +200,12 @@ def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candid
         total = wv + wt or 1.0
         scored = []
         for c in candidates:
-            if c.other_script and c.text_score is None and wv:
-                score = c.vector_score or 0.0  # the keyword leg could not have found it
-            else:
-                score = (wv * (c.vector_score or 0.0) + wt * (c.text_score or 0.0)) / total
+            score = (wv * (c.vector_score or 0.0) + wt * (c.text_score or 0.0)) / total
+            if c.other_script and wv:
+                # no keyword could match all of it: the keyword leg may add to its vector score,
+                # never take from it (else being found by a few shared words, as a pool large
+                # enough finds it, ranks it lower than not being found)
+                score = max(score, c.vector_score or 0.0)
             if c.exact:
                 score = max(score, 0.9 + 0.1 * (c.text_score or 0.0))
             scored.append((c, score))

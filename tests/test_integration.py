@@ -77,15 +77,15 @@ def test_sample_vault_with_the_real_local_model_offline_leaves_the_vault_untouch
     assert _snapshot(SAMPLE_VAULT) == before
     # the threshold still means "relevant" with window vectors: a question about nothing in the
     # vault finds nothing, one about something finds it first (English and Chinese)
-    for question, first in (
-        ("zebra crossing", None),
-        ("quantum chromodynamics lecture", None),
-        ("what is the ssh port of the test server", "daily/2026-11-24.md"),
-        ("如何重置VPN密钥", "tech/vpn.md"),
+    for question, firsts in (
+        ("zebra crossing", {None}),
+        ("quantum chromodynamics lecture", {None}),
+        ("what is the ssh port of the test server", {"笔记/测试服务器.md", "daily/2026-11-24.md"}),
+        ("如何重置VPN密钥", {"tech/vpn.md"}),
     ):
         found = _memsync("query", question, "--db", str(db), "--json", env=env, offline=True)
         results = json.loads(found.stdout)["results"]
-        assert (results[0]["path"] if results else None) == first, question
+        assert (results[0]["path"] if results else None) in firsts, question
 
 
 def _dump(db: Path) -> dict[str, object]:

@@ -202,8 +202,12 @@ def test_a_chunk_in_another_script_than_the_query_is_scored_by_its_vector_leg_al
     )
     fused = dict((c.id, s) for c, s in fuse([english, chinese], Options()))
     assert fused[1] == pytest.approx(0.7 * 0.6) and fused[2] == pytest.approx(0.6)
-    matched = Candidate(3, "c.md", 1, 2, "SSH 端口", 0.6, 0.5, other_script=True)
-    assert fuse([matched], Options())[0][1] == pytest.approx(0.7 * 0.6 + 0.3 * 0.5)
+    # found by the few words it shares with the question: the keyword leg may add, never take
+    # away (before, a larger pool that reached it ranked it lower: `-n 6` below `-n 2`)
+    weakly = Candidate(3, "c.md", 1, 2, "SSH 端口", 0.6, 0.5, other_script=True)
+    strongly = Candidate(4, "d.md", 1, 2, "SSH 端口", 0.6, 0.9, other_script=True)
+    fused = dict((c.id, s) for c, s in fuse([weakly, strongly], Options()))
+    assert fused[3] == pytest.approx(0.6) and fused[4] == pytest.approx(0.7 * 0.6 + 0.3 * 0.9)
 
 
 def test_in_rrf_a_chunk_in_another_script_counts_its_vector_rank_for_both_legs() -> None:
@@ -218,3 +222,9 @@ def test_in_rrf_a_chunk_in_another_script_counts_its_vector_rank_for_both_legs()
     assert fused[1] == pytest.approx(1.0)  # first of the vector leg, as if first of both
     assert fused[2] == pytest.approx((1 / 62 + 1 / 61) / (2 / 61))
     assert fused[3] == pytest.approx((1 / 63) / (2 / 61))  # no keyword match: one leg only
+    # found by the keyword leg far down: its vector rank still counts for both
+    weakly = Candidate(
+        4, "d.md", 1, 2, "花园 shed", vector_score=0.95, text_score=0.1, other_script=True
+    )
+    ranked = dict((c.id, s) for c, s in fuse([weakly, english], Options(mode="rrf")))
+    assert ranked[4] == pytest.approx(1.0)
