@@ -833,6 +833,7 @@ class PgStore(Tables):
             rows = self.conn.execute(
                 "SELECT id, embedding FROM chunks WHERE id = ANY(%s)",
                 (means.nearest(vector, wanted, permitted),),
+                binary=True,
             ).fetchall()
         else:
             rows = self._nearest_on_server(vector, wanted, only, allowed, args)
@@ -842,7 +843,8 @@ class PgStore(Tables):
         self, vector: np.ndarray, wanted: int, only: NoteFilter, allowed: str, args: list[Any]
     ) -> list[tuple[Any, ...]]:
         """(id, windows) of the `wanted` chunks whose mean is nearest: through the graph where
-        it serves, else an exact scan."""
+        it serves, else an exact scan. Rows in binary form: the windows' hex text took 3 ms of a
+        query to send and decode (0.9 ms as bytes)."""
         kind, dims, graph = self._centroid_column()
         graph = graph and wanted <= 1000 and dims <= HNSW_MAX_DIMS[kind]
         rows: list[tuple[Any, ...]] | None = None
@@ -857,6 +859,7 @@ class PgStore(Tables):
                 f"SELECT id, embedding FROM chunks WHERE centroid IS NOT NULL AND {allowed} "
                 f"ORDER BY centroid <=> %s::{kind} LIMIT %s",
                 (*args, vector, wanted),
+                binary=True,
             ).fetchall()
             rows = rows if len(rows) == wanted else None  # the graph gave too few: scan
         if rows is None:
@@ -866,5 +869,6 @@ class PgStore(Tables):
                 f"FROM chunks WHERE centroid IS NOT NULL AND {allowed} OFFSET 0) s "
                 "ORDER BY distance, id LIMIT %s",
                 (vector, *args, wanted),
+                binary=True,
             ).fetchall()
         return rows
