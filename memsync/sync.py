@@ -282,7 +282,6 @@ class Syncer:
                 note = read_note(self.root, path, self.max_file_bytes)
             except SkipFile as skip:
                 report.skipped.append((path, str(skip)))
-                log.warning("skipped %s: %s", path, skip)
                 st = disk[path]
                 row = SkipRow(path, str(skip), *((st.mtime_ns, st.size) if skip.lasting else ()))
                 if path in index:
@@ -328,7 +327,6 @@ class Syncer:
             facts = _facts(note, meta)
             if facts.warning:
                 report.warnings.append((path, facts.warning))
-                log.warning("%s: %s", path, facts.warning)
             written = FileRow(path, note.hash, note.mtime_ns, note.size)
             batch.append(NoteWrite(written, _new_chunks(note, meta), facts))
             chunks += len(batch[-1].chunks)

@@ -419,8 +419,12 @@ class Watcher:
     def _after_batch(self, report: Report, started: float, what: str) -> None:
         elapsed = (time.monotonic() - started) * 1000
         touched = report.added + report.changed + report.moved + report.removed + report.touched
+        # the report is the one place a skip or a warning is told: `index` prints it, the daemon
+        # logs it here (sync logging them too wrote each line twice)
         for path, reason in report.skipped:
             log.warning("skipped %s: %s", path, reason)
+        for path, warning in report.warnings:
+            log.warning("%s: %s", path, warning)
         if touched or what != "batch":
             log.info(
                 "%s: %d files (%d new, %d changed, %d moved, %d removed), %d chunks, %.0f ms",

@@ -294,3 +294,14 @@ def test_an_out_of_range_date_is_a_usage_error(tmp_path: Path, flag: str, value:
     done = memsync("query", "port", "--vault", str(vault), flag, value)
     assert done.returncode == 2
     assert f"{value!r} is not a date: use YYYY-MM-DD" in done.stderr
+
+
+def test_index_tells_a_skipped_file_and_a_warning_once_in_its_report(tmp_path: Path) -> None:
+    vault = _vault(tmp_path)
+    (vault / "picture.md").write_bytes(b"\x89PNG\x00\x00binary")
+    (vault / "latin.md").write_bytes("caf\xe9 mike".encode("latin-1"))
+    done = memsync("index", str(vault), "--db", str(tmp_path / "i.sqlite"), "--provider", "none")
+    assert done.returncode == 0, done.stderr
+    told = done.stdout + done.stderr
+    assert told.count("picture.md: binary file") == 1, told
+    assert told.count("latin.md: invalid UTF-8") == 1, told

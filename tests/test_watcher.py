@@ -154,6 +154,27 @@ def test_binary_and_latin1_files_do_not_stop_the_daemon(running: Running, vault:
         assert dict(store.skipped())["picture.md"].startswith("binary")
 
 
+def test_the_daemon_logs_each_skipped_file_and_each_warning_once(
+    vault: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    caplog.set_level(logging.INFO, logger="memsync")
+    (vault / "at-start.md").write_bytes(b"\x00start")
+    r = Running(vault, tmp_path / "i.sqlite")
+    try:
+        (vault / "picture.md").write_bytes(b"\x89PNG\x00\x00binary")
+        (vault / "latin.md").write_bytes("caf\xe9 mike".encode("latin-1"))
+        wait_until(lambda: "latin.md" in r.files())
+        wait_until(lambda: any("picture.md" in m for m in caplog.messages))
+    finally:
+        r.stop()
+    lines = caplog.messages
+    assert sum("skipped at-start.md: binary" in m for m in lines) == 1, lines
+    assert sum("skipped picture.md: binary" in m for m in lines) == 1, lines
+    assert sum(m.startswith("latin.md: invalid UTF-8") for m in lines) == 1, lines
+
+
 def test_keyword_stays_fresh_while_embeddings_fail_and_vectors_complete_after(
     vault: Path, tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
