@@ -13,7 +13,8 @@ legs through the store. Score rules, and why they differ from the reference desi
   keyword could match whole: that chunk scores at least its vector leg alone, the few words it
   shares with the query adding, never taking away; in RRF its vector rank counts for both legs). A chunk holding every identifier of the query (`OPS-1432`, `2222`, `pg-main-2`)
   verbatim, and most of its other content words, is an exact match: it scores at least
-  0.9 + 0.1 x t, so it passes the threshold and comes first instead of vanishing at 0.3.
+  0.9 + 0.1 x t (x v in vector mode), so it passes the threshold and comes first instead of
+  vanishing at 0.3.
 - The threshold is applied before temporal decay: decay re-orders results, it never hides an old
   but perfect match.
 - A note's second result scores 0.9x, its third 0.81x, and so on (REPEAT): a few notes with
