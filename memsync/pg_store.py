@@ -809,7 +809,11 @@ class PgStore(Tables):
         ]
 
     def vector_search(
-        self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
+        self,
+        query: np.ndarray,
+        limit: int,
+        only: NoteFilter = NoteFilter(),
+        keep: int | None = None,
     ) -> list[tuple[int, float]]:
         """Each chunk at its nearest window, in two steps as in SQLite: the chunks whose mean
         vector is nearest, coarse_pool(limit) of them, then those scored exactly by their
@@ -837,7 +841,8 @@ class PgStore(Tables):
             ).fetchall()
         else:
             rows = self._nearest_on_server(vector, wanted, only, allowed, args)
-        return rescored(((int(i), bytes(b)) for i, b in rows if b is not None), vector, limit)
+        found = ((int(i), bytes(b)) for i, b in rows if b is not None)
+        return rescored(found, vector, keep or limit)
 
     def _nearest_on_server(
         self, vector: np.ndarray, wanted: int, only: NoteFilter, allowed: str, args: list[Any]

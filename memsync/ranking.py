@@ -91,19 +91,35 @@ def calibrate_by_script(
     (pooled: a few vectors give a steady mean but no steady spread). A script with fewer than
     MIN_BACKGROUND sampled vectors is measured as the whole sample is."""
     cosines = np.asarray(cosines, dtype=np.float64)
-    kinds = np.asarray(backdrop)
     overall = float(background.mean()) if background.size else 0.0
-    means = {
-        kind: float(background[kinds == kind].mean())
-        for kind in set(backdrop)
-        if (kinds == kind).sum() >= MIN_BACKGROUND
-    }
+    means = script_means(background, backdrop)
     if len(means) < 2 and set(means) >= set(backdrop):
         return calibrate_cosine(cosines, background)  # one script: nothing to move
     centre = np.array([means.get(kind, overall) for kind in backdrop]) if len(backdrop) else 0.0
     pooled = background - centre + overall
     shifted = cosines - np.array([means.get(kind, overall) for kind in scripts]) + overall
     return calibrate_cosine(shifted, pooled)
+
+
+def script_means(background: np.ndarray, backdrop: Sequence[str]) -> dict[str, float]:
+    """The mean sampled cosine of each script with MIN_BACKGROUND sampled chunks or more."""
+    kinds = np.asarray(backdrop)
+    return {
+        kind: float(background[kinds == kind].mean())
+        for kind in set(backdrop)
+        if (kinds == kind).sum() >= MIN_BACKGROUND
+    }
+
+
+def script_shift_range(background: np.ndarray, backdrop: Sequence[str]) -> float:
+    """How far calibrate_by_script may move two chunks' cosines apart (0 with one script): a
+    chunk of another script up to this much below the vector pool's last cosine may still rank
+    above it once moved, so the pool is cut this much lower."""
+    means = script_means(background, backdrop)
+    if len(means) < 2 and set(means) >= set(backdrop):
+        return 0.0
+    placed = [*means.values(), float(background.mean())]
+    return max(placed) - min(placed)
 
 
 def coverage(text: str, terms: Sequence[str]) -> float:
@@ -197,8 +213,10 @@ def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candid
         for ordered in (by_vector, by_text):
             for rank, c in enumerate(ordered, start=1):
                 ranks[c.id] = ranks.get(c.id, 0.0) + 1.0 / (RRF_K + rank)
-        for rank, c in enumerate(by_vector, start=1):
-            if c.other_script:  # no keyword could match all of it: its vector rank may count twice
+        for rank, c in enumerate(by_vector if by_text else [], start=1):
+            # no keyword could match all of it: its vector rank may count twice (not when the
+            # keyword leg found nothing, which ranks every chunk by its vectors alone)
+            if c.other_script:
                 ranks[c.id] = max(ranks[c.id], 2.0 / (RRF_K + rank))
         best = 2.0 / (RRF_K + 1)  # first in both legs
         scored = [(c, ranks.get(c.id, 0.0) / best) for c in candidates]
@@ -206,10 +224,11 @@ def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candid
         wv = options.vector_weight if options.mode != "keyword" else 0.0
         wt = options.text_weight if options.mode != "vector" else 0.0
         total = wv + wt or 1.0
+        found_by_text = any(c.text_score is not None for c in candidates)
         scored = []
         for c in candidates:
             score = (wv * (c.vector_score or 0.0) + wt * (c.text_score or 0.0)) / total
-            if c.other_script and wv:
+            if c.other_script and wv and (found_by_text or not wt):
                 # no keyword could match all of it: the keyword leg may add to its vector score,
                 # never take from it (else being found by a few shared words, as a pool large
                 # enough finds it, ranks it lower than not being found)

@@ -28,10 +28,11 @@ from .ranking import (
     query_words,
     rank,
     rounded,
+    script_shift_range,
     snippet,
 )
 from .store import StoreReader
-from .vectors import best_cosine
+from .vectors import best_cosine, coarse_pool
 
 log = logging.getLogger("memsync.search")
 _SETTINGS = Config()  # the documented defaults live in Config only
@@ -231,11 +232,17 @@ def _vector_leg(
             f"{waiting} chunks have no vector yet and are found by keyword only: "
             "memsync index (or a running watch) embeds them"
         )
-    hits = store.vector_search(query_vector, options.limit * 4, options.only)
-    if hits:
+    pool = options.limit * 4
+    nearest = store.vector_search(query_vector, pool, options.only, keep=coarse_pool(pool))
+    if nearest:
         sample = store.sample_vectors(SAMPLE_CHUNKS)
         legs.query_vector = query_vector
         legs.background, legs.backdrop = sample.best_cosines(query_vector), sample.scripts
+        # the pool is cut on the cosines as ranked: a chunk of another script, moved up by
+        # calibrate_by_script, must not depend on how many results were asked for
+        last = nearest[: min(pool, len(nearest))][-1][1]
+        reach = last + script_shift_range(legs.background, legs.backdrop)
+        hits = nearest[:pool] + [(i, d) for i, d in nearest[pool:] if d <= reach]
         legs.cosines = {i: 1.0 - d for i, d in hits}
 
 

@@ -472,7 +472,11 @@ class SqliteStore(Tables):
         return rows, best[0] if best else None
 
     def vector_search(
-        self, query: np.ndarray, limit: int, only: NoteFilter = NoteFilter()
+        self,
+        query: np.ndarray,
+        limit: int,
+        only: NoteFilter = NoteFilter(),
+        keep: int | None = None,
     ) -> list[tuple[int, float]]:
         """(chunk id, cosine distance of its nearest window) nearest first, in two steps: the
         chunks whose mean vector is nearest (sqlite-vec, or numpy over the means, kept in memory
@@ -505,7 +509,7 @@ class SqliteStore(Tables):
             means = kept or self._mean_vectors(self._data_version())
             near = means.nearest(query, wanted, permitted)
         blobs = self._batches("SELECT id, embedding FROM chunks WHERE id IN ({marks})", near)
-        return rescored(blobs, query, limit)
+        return rescored(blobs, query, keep or limit)
 
     def _data_version(self) -> tuple[int, int]:
         """Changes when any connection has written the index since."""

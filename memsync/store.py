@@ -134,9 +134,11 @@ class StoreReader(Protocol):
         ...
 
     def vector_search(
-        self, query: np.ndarray, limit: int, only: NoteFilter = ...
+        self, query: np.ndarray, limit: int, only: NoteFilter = ..., keep: int | None = None
     ) -> list[tuple[int, float]]:
-        """(chunk id, cosine distance) nearest first; `only` applies before the k nearest."""
+        """(chunk id, cosine distance) nearest first; `only` applies before the k nearest. The
+        coarse step chooses coarse_pool(limit) chunks; `keep` of them are returned (`limit`
+        unless asked for more)."""
         ...
 
 

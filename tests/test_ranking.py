@@ -207,8 +207,12 @@ def test_a_chunk_in_another_script_than_the_query_is_scored_by_its_vector_leg_al
     chinese = Candidate(
         2, "b.md", 1, 2, "花园棚子的预算", vector_score=0.6, text_score=None, other_script=True
     )
-    fused = dict((c.id, s) for c, s in fuse([english, chinese], Options()))
+    matched = Candidate(5, "e.md", 1, 2, "garden shed budget", vector_score=0.5, text_score=0.8)
+    fused = dict((c.id, s) for c, s in fuse([english, chinese, matched], Options()))
     assert fused[1] == pytest.approx(0.7 * 0.6) and fused[2] == pytest.approx(0.6)
+    # a keyword leg that found nothing tells nothing against any chunk: no chunk is lifted
+    fused = dict((c.id, s) for c, s in fuse([english, chinese], Options()))
+    assert fused[1] == fused[2] == pytest.approx(0.7 * 0.6)
     # found by the few words it shares with the question: the keyword leg may add, never take
     # away (before, a larger pool that reached it ranked it lower: `-n 6` below `-n 2`)
     weakly = Candidate(3, "c.md", 1, 2, "SSH 端口", 0.6, 0.5, other_script=True)
@@ -235,3 +239,20 @@ def test_in_rrf_a_chunk_in_another_script_counts_its_vector_rank_for_both_legs()
     )
     ranked = dict((c.id, s) for c, s in fuse([weakly, english], Options(mode="rrf")))
     assert ranked[4] == pytest.approx(1.0)
+    # a keyword leg that found nothing: every chunk by its vector rank alone
+    alone = dict((c.id, s) for c, s in fuse([chinese, unmatched], Options(mode="rrf")))
+    assert alone[1] == pytest.approx((1 / 61) / (2 / 61))
+
+
+def test_the_vector_pool_reaches_as_far_as_the_scripts_means_may_move_a_cosine() -> None:
+    from memsync.ranking import script_shift_range
+
+    rng = np.random.default_rng(1)
+    english = rng.normal(0.80, 0.01, 200)
+    assert script_shift_range(english, ["latin"] * 200) == 0.0
+    mixed = np.r_[english, rng.normal(0.70, 0.01, 20)]
+    reach = script_shift_range(mixed, ["latin"] * 200 + ["cjk"] * 20)
+    assert reach == pytest.approx(mixed[:200].mean() - mixed[200:].mean())
+    # a script with too few sampled chunks is measured with the whole sample: no own mean
+    few = script_shift_range(mixed[:203], ["latin"] * 200 + ["cjk"] * 3)
+    assert few == pytest.approx(mixed[:200].mean() - mixed[:203].mean())
