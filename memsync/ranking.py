@@ -11,7 +11,8 @@ legs through the store. Score rules, and why they differ from the reference desi
 - Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
   chunk counts 0, except the keyword leg for a chunk in another script than the query, which no
   keyword could match whole: that chunk scores at least its vector leg alone, the few words it
-  shares with the query adding, never taking away; in RRF its vector rank counts for both legs). A chunk holding every identifier of the query (`OPS-1432`, `2222`, `pg-main-2`)
+  shares with the query adding, never taking away; in RRF its vector rank counts for both legs;
+  neither when the keyword leg found nothing at all). A chunk holding every identifier of the query (`OPS-1432`, `2222`, `pg-main-2`)
   verbatim, and most of its other content words, is an exact match: it scores at least
   0.9 + 0.1 x t (x v in vector mode), so it passes the threshold and comes first instead of
   vanishing at 0.3.
