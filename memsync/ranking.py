@@ -229,7 +229,7 @@ def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candid
         scored = []
         for c in candidates:
             score = (wv * (c.vector_score or 0.0) + wt * (c.text_score or 0.0)) / total
-            if c.other_script and wv and (found_by_text or not wt):
+            if c.other_script and wv and found_by_text:
                 # no keyword could match all of it: the keyword leg may add to its vector score,
                 # never take from it (else being found by a few shared words, as a pool large
                 # enough finds it, ranks it lower than not being found)

@@ -240,7 +240,7 @@ def _vector_leg(
         legs.background, legs.backdrop = sample.best_cosines(query_vector), sample.scripts
         # the pool is cut on the cosines as ranked: a chunk of another script, moved up by
         # calibrate_by_script, must not depend on how many results were asked for
-        last = nearest[: min(pool, len(nearest))][-1][1]
+        last = nearest[min(pool, len(nearest)) - 1][1]
         reach = last + script_shift_range(legs.background, legs.backdrop)
         hits = nearest[:pool] + [(i, d) for i, d in nearest[pool:] if d <= reach]
         legs.cosines = {i: 1.0 - d for i, d in hits}
