@@ -814,6 +814,7 @@ class PgStore(Tables):
         limit: int,
         only: NoteFilter = NoteFilter(),
         keep: int | None = None,
+        probes: Sequence[np.ndarray] = (),
     ) -> list[tuple[int, float]]:
         """Each chunk at its nearest window, in two steps as in SQLite: the chunks whose mean
         vector is nearest, coarse_pool(limit) of them, then those scored exactly by their
@@ -829,18 +830,24 @@ class PgStore(Tables):
         wanted = coarse_pool(limit)
         allowed, args = self._allowed(only)
         means = self._mean_vectors() if self.vectors_in_memory else None
+        directions = [vector, *(np.asarray(p, dtype=np.float32) for p in probes)]
         if means is not None:
             permitted = None
             if only:
                 found = self.conn.execute(f"SELECT id FROM chunks WHERE {allowed}", args)
                 permitted = np.array([r[0] for r in found.fetchall()], dtype=np.int64)
+            near = dict.fromkeys(i for d in directions for i in means.nearest(d, wanted, permitted))
             rows = self.conn.execute(
-                "SELECT id, embedding FROM chunks WHERE id = ANY(%s)",
-                (means.nearest(vector, wanted, permitted),),
-                binary=True,
+                "SELECT id, embedding FROM chunks WHERE id = ANY(%s)", (list(near),), binary=True
             ).fetchall()
         else:
-            rows = self._nearest_on_server(vector, wanted, only, allowed, args)
+            rows = list(
+                {
+                    row[0]: row
+                    for d in directions
+                    for row in self._nearest_on_server(d, wanted, only, allowed, args)
+                }.values()
+            )
         found = ((int(i), bytes(b)) for i, b in rows if b is not None)
         return rescored(found, vector, keep or limit)
 

@@ -17,6 +17,7 @@ from .embedders import Embedder, Reranker
 from .errors import EmbeddingError, StoreError
 from .filters import NoteFilter
 from .ranking import (
+    MIN_BACKGROUND,
     Candidate,
     calibrate_bm25,
     calibrate_by_script,
@@ -172,7 +173,7 @@ def search(
             except EmbeddingError as exc:
                 outcome.notices.append(f"vector search unavailable: {exc}")
             else:
-                _vector_leg(store, query_vector, options, legs, outcome.notices)
+                _vector_leg(store, query, query_vector, options, legs, outcome.notices)
         if keyword is not None:
             keyword.result()
     outcome.notices += keyword_notices
@@ -220,6 +221,7 @@ def _reranked(
 
 def _vector_leg(
     store: StoreReader,
+    query: str,
     query_vector: np.ndarray,
     options: Options,
     legs: Legs,
@@ -233,9 +235,11 @@ def _vector_leg(
             "memsync index (or a running watch) embeds them"
         )
     pool = options.limit * 4
-    nearest = store.vector_search(query_vector, pool, options.only, keep=coarse_pool(pool))
+    sample = store.sample_vectors(SAMPLE_CHUNKS)
+    probes = sample.probes(query_vector, fts.script(query), MIN_BACKGROUND)
+    every = coarse_pool(pool) * (1 + len(probes))  # all the coarse step chose, scored
+    nearest = store.vector_search(query_vector, pool, options.only, keep=every, probes=probes)
     if nearest:
-        sample = store.sample_vectors(SAMPLE_CHUNKS)
         legs.query_vector = query_vector
         legs.background, legs.backdrop = sample.best_cosines(query_vector), sample.scripts
         # the pool is cut on the cosines as ranked: a chunk of another script, moved up by

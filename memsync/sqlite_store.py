@@ -477,6 +477,7 @@ class SqliteStore(Tables):
         limit: int,
         only: NoteFilter = NoteFilter(),
         keep: int | None = None,
+        probes: Sequence[np.ndarray] = (),
     ) -> list[tuple[int, float]]:
         """(chunk id, cosine distance of its nearest window) nearest first, in two steps: the
         chunks whose mean vector is nearest (sqlite-vec, or numpy over the means, kept in memory
@@ -490,24 +491,26 @@ class SqliteStore(Tables):
         allowed_ids, args = self._allowed_chunks(only)
         kept = self._kept_means() if self.vectors_in_memory else None
         if kept is None and self._has_vec_table() and wanted <= MAX_K:
-            blob = np.asarray(query, dtype="<f4").tobytes()
             subset = f" AND rowid IN ({allowed_ids})" if only else ""
-            near = [
-                i
-                for i, d in self.conn.execute(
+
+            def nearest(vector: np.ndarray) -> list[int]:
+                found = self.conn.execute(
                     f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?"
                     f"{subset} ORDER BY distance",
-                    (blob, wanted, *args),
+                    (np.asarray(vector, dtype="<f4").tobytes(), wanted, *args),
                 )
-                if d is not None
-            ]
+                return [i for i, d in found if d is not None]
         else:
             permitted = None
             if only:  # the rows of the allowed chunks: a product over those
                 found = self.conn.execute(allowed_ids, args)
                 permitted = np.array([r[0] for r in found], np.int64)
             means = kept or self._mean_vectors(self._data_version())
-            near = means.nearest(query, wanted, permitted)
+
+            def nearest(vector: np.ndarray) -> list[int]:
+                return means.nearest(vector, wanted, permitted)
+
+        near = list(dict.fromkeys(i for vector in (query, *probes) for i in nearest(vector)))
         blobs = self._batches("SELECT id, embedding FROM chunks WHERE id IN ({marks})", near)
         return rescored(blobs, query, keep or limit)
 

@@ -134,11 +134,17 @@ class StoreReader(Protocol):
         ...
 
     def vector_search(
-        self, query: np.ndarray, limit: int, only: NoteFilter = ..., keep: int | None = None
+        self,
+        query: np.ndarray,
+        limit: int,
+        only: NoteFilter = ...,
+        keep: int | None = None,
+        probes: Sequence[np.ndarray] = (),
     ) -> list[tuple[int, float]]:
         """(chunk id, cosine distance) nearest first; `only` applies before the k nearest. The
-        coarse step chooses coarse_pool(limit) chunks; `keep` of them are returned (`limit`
-        unless asked for more)."""
+        coarse step chooses coarse_pool(limit) chunks nearest the query and as many nearest each
+        of `probes` (other directions to look in), all scored against the query; `keep` of them
+        are returned (`limit` unless asked for more)."""
         ...
 
 

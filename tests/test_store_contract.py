@@ -63,6 +63,28 @@ def test_vector_search_finds_the_exact_nearest_neighbours(location: Location) ->
         assert store.chunks(ids[:1])[ids[0]].embedding == vectors[0].astype("<f4").tobytes()
 
 
+def test_probes_bring_their_nearest_chunks_into_the_coarse_step(location: Location) -> None:
+    """A query moved toward another script's direction (search's probes) finds chunks the query
+    itself ranks below the coarse step's cut; all are scored against the query itself."""
+    rng = np.random.default_rng(2)
+    e = np.eye(8, dtype=np.float32)
+    crowd = e[0] + 0.3 * rng.normal(size=(300, 8)).astype(np.float32)  # one "language"
+    crowd[:, 7] = 0.0
+    query = e[0] + 0.05 * e[1]
+    with location.open(create=True) as writer:
+        ids = _fill(writer, np.vstack([crowd, e[7]]))
+        apart = ids[-1]
+        for store in (writer, location.open(vectors_in_memory=True)):
+            plain = {i for i, _ in store.vector_search(query, 1, keep=1000)}
+            probed = dict(store.vector_search(query, 1, keep=1000, probes=[e[7]]))
+            assert apart not in plain and len(plain) == 100  # coarse_pool(1)
+            assert probed[apart] == pytest.approx(1.0 - float(query @ e[7]), abs=1e-5)
+            assert plain <= set(probed)
+            assert store.vector_search(query, 1, probes=[e[7]]) == store.vector_search(query, 1)
+            if store is not writer:
+                store.close()
+
+
 def test_a_long_lived_reader_keeps_the_mean_vectors_and_sees_other_writers(
     location: Location, monkeypatch: pytest.MonkeyPatch
 ) -> None:
