@@ -45,10 +45,8 @@ from .vectors import (
     Background,
     MeanVectors,
     centroid,
-    coarse_pool,
     fit_in_memory,
     from_blob,
-    rescored,
 )
 
 if TYPE_CHECKING:
@@ -808,29 +806,19 @@ class PgStore(Tables):
             for p in phrases
         ]
 
-    def vector_search(
-        self,
-        query: np.ndarray,
-        limit: int,
-        only: NoteFilter = NoteFilter(),
-        keep: int | None = None,
-        probes: Sequence[np.ndarray] = (),
-    ) -> list[tuple[int, float]]:
-        """Each chunk at its nearest window, in two steps as in SQLite: the chunks whose mean
-        vector is nearest, coarse_pool(limit) of them, then those scored exactly by their
-        windows. A long-lived reader takes the first step in its memory (_mean_vectors); others
-        walk the HNSW graph (a vault below GRAPH_MIN_VECTORS has none
-        and is scanned exactly); for a filtered search only where pgvector
-        (0.8+) scans it iteratively until enough allowed chunks pass, and an exact scan of the
-        allowed chunks otherwise or when the graph yields fewer (a filter that allows few: HNSW
-        filters after its candidate list); exact too where k is beyond what ef_search may be."""
+    def _nearest_windows(
+        self, directions: Sequence[np.ndarray], wanted: int, only: NoteFilter
+    ) -> Iterable[tuple[int, bytes]]:
+        """A long-lived reader takes the first step in its memory (_mean_vectors); others walk
+        the HNSW graph (a vault below GRAPH_MIN_VECTORS has none and is scanned exactly); for a
+        filtered search only where pgvector (0.8+) scans it iteratively until enough allowed
+        chunks pass, and an exact scan of the allowed chunks otherwise or when the graph yields
+        fewer (a filter that allows few: HNSW filters after its candidate list); exact too where
+        k is beyond what ef_search may be."""
         import numpy as np
 
-        vector = np.asarray(query, dtype=np.float32)
-        wanted = coarse_pool(limit)
         allowed, args = self._allowed(only)
         means = self._mean_vectors() if self.vectors_in_memory else None
-        directions = [vector, *(np.asarray(p, dtype=np.float32) for p in probes)]
         if means is not None:
             permitted = None
             if only:
@@ -848,8 +836,7 @@ class PgStore(Tables):
                     for row in self._nearest_on_server(d, wanted, only, allowed, args)
                 }.values()
             )
-        found = ((int(i), bytes(b)) for i, b in rows if b is not None)
-        return rescored(found, vector, keep or limit)
+        return ((int(i), bytes(b)) for i, b in rows if b is not None)
 
     def _nearest_on_server(
         self, vector: np.ndarray, wanted: int, only: NoteFilter, allowed: str, args: list[Any]

@@ -9,12 +9,15 @@ import contextlib
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import StoreError
 from .filters import NoteFilter
 from .store import SOURCE, FileFacts, FileRow, ModelKey, NewChunk, NoteWrite, SkipRow
-from .vectors import fit_in_memory
+from .vectors import coarse_pool, fit_in_memory, rescored
+
+if TYPE_CHECKING:
+    import numpy as np
 
 BATCH = 500  # ids or paths per `IN (...)`: well under either engine's limit on parameters
 
@@ -105,6 +108,13 @@ class Tables:
         """A condition on `path` true for any of the globs (SQLite's GLOB semantics)."""
         raise NotImplementedError
 
+    def _nearest_windows(
+        self, directions: Sequence[np.ndarray], wanted: int, only: NoteFilter
+    ) -> Iterable[tuple[int, bytes]]:
+        """(chunk id, windows blob) of the `wanted` chunks whose mean vector is nearest each
+        direction, each chunk once; `only` filters before the nearest are chosen."""
+        raise NotImplementedError
+
     # -- schema ---------------------------------------------------------------------------
 
     def _migrate(self) -> None:
@@ -136,6 +146,26 @@ class Tables:
             yield from self._rows(sql.format(marks=_marks(len(part))), [*args, *part])
 
     # -- meta -------------------------------------------------------------------------------
+
+    def vector_search(
+        self,
+        query: np.ndarray,
+        limit: int,
+        only: NoteFilter = NoteFilter(),
+        keep: int | None = None,
+        probes: Sequence[np.ndarray] = (),
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine distance of its nearest window) nearest first, in two steps: the
+        chunks whose mean vector is nearest, coarse_pool(limit) of them (and as many nearest
+        each of `probes`, other directions search looks in), then those scored exactly by their
+        windows against the query; `keep` of them (`limit` unless asked for more). A search
+        reads one vector per chunk and the windows of the few it keeps; `only` filters before
+        the nearest are chosen, so a filtered query still gets its top k."""
+        import numpy as np
+
+        directions = [np.asarray(v, dtype=np.float32) for v in (query, *probes)]
+        found = self._nearest_windows(directions, coarse_pool(limit), only)
+        return rescored(found, directions[0], keep or limit)
 
     def meta(self) -> dict[str, str]:
         return dict(self._rows("SELECT key, value FROM meta"))

@@ -31,8 +31,6 @@ from .vectors import (
     Background,
     MeanVectors,
     centroid,
-    coarse_pool,
-    rescored,
     unit_rows,
     window_rows,
 )
@@ -471,23 +469,13 @@ class SqliteStore(Tables):
         )
         return rows, best[0] if best else None
 
-    def vector_search(
-        self,
-        query: np.ndarray,
-        limit: int,
-        only: NoteFilter = NoteFilter(),
-        keep: int | None = None,
-        probes: Sequence[np.ndarray] = (),
-    ) -> list[tuple[int, float]]:
-        """(chunk id, cosine distance of its nearest window) nearest first, in two steps: the
-        chunks whose mean vector is nearest (sqlite-vec, or numpy over the means, kept in memory
-        between queries by a store opened with vectors_in_memory), coarse_pool(limit) of
-        them, then those chunks scored exactly by their windows. A search reads one vector per
-        chunk, as before chunks had windows, and the few it keeps with all of theirs. `only`
-        filters before the nearest are chosen, so a filtered query still gets its top k."""
+    def _nearest_windows(
+        self, directions: Sequence[np.ndarray], wanted: int, only: NoteFilter
+    ) -> Iterable[tuple[int, bytes]]:
+        """sqlite-vec's KNN over the mean vectors, or numpy's product over them (kept in memory
+        between queries by a store opened with vectors_in_memory)."""
         import numpy as np
 
-        wanted = coarse_pool(limit)
         allowed_ids, args = self._allowed_chunks(only)
         kept = self._kept_means() if self.vectors_in_memory else None
         if kept is None and self._has_vec_table() and wanted <= MAX_K:
@@ -510,9 +498,8 @@ class SqliteStore(Tables):
             def nearest(vector: np.ndarray) -> list[int]:
                 return means.nearest(vector, wanted, permitted)
 
-        near = list(dict.fromkeys(i for vector in (query, *probes) for i in nearest(vector)))
-        blobs = self._batches("SELECT id, embedding FROM chunks WHERE id IN ({marks})", near)
-        return rescored(blobs, query, keep or limit)
+        near = list(dict.fromkeys(i for vector in directions for i in nearest(vector)))
+        return self._batches("SELECT id, embedding FROM chunks WHERE id IN ({marks})", near)
 
     def _data_version(self) -> tuple[int, int]:
         """Changes when any connection has written the index since."""
