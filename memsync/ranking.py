@@ -94,8 +94,8 @@ def calibrate_by_script(
     cosines = np.asarray(cosines, dtype=np.float64)
     overall = float(background.mean()) if background.size else 0.0
     means = script_means(background, backdrop)
-    if len(means) < 2 and set(means) >= set(backdrop):
-        return calibrate_cosine(cosines, background)  # one script: nothing to move
+    if _one_script(means, backdrop):
+        return calibrate_cosine(cosines, background)  # nothing to move
     centre = np.array([means.get(kind, overall) for kind in backdrop]) if len(backdrop) else 0.0
     pooled = background - centre + overall
     shifted = cosines - np.array([means.get(kind, overall) for kind in scripts]) + overall
@@ -112,12 +112,17 @@ def script_means(background: np.ndarray, backdrop: Sequence[str]) -> dict[str, f
     }
 
 
+def _one_script(means: dict[str, float], backdrop: Sequence[str]) -> bool:
+    """The sample holds one script (or none), placed by its own mean: nothing to move apart."""
+    return len(means) < 2 and set(means) >= set(backdrop)
+
+
 def script_shift_range(background: np.ndarray, backdrop: Sequence[str]) -> float:
     """How far calibrate_by_script may move two chunks' cosines apart (0 with one script): a
     chunk of another script up to this much below the vector pool's last cosine may still rank
     above it once moved, so the pool is cut this much lower."""
     means = script_means(background, backdrop)
-    if len(means) < 2 and set(means) >= set(backdrop):
+    if _one_script(means, backdrop):
         return 0.0
     placed = [*means.values(), float(background.mean())]
     return max(placed) - min(placed)

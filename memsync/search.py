@@ -33,7 +33,7 @@ from .ranking import (
     snippet,
 )
 from .store import StoreReader
-from .vectors import best_cosine, coarse_pool
+from .vectors import best_cosine
 
 log = logging.getLogger("memsync.search")
 _SETTINGS = Config()  # the documented defaults live in Config only
@@ -237,8 +237,7 @@ def _vector_leg(
     pool = options.limit * 4
     sample = store.sample_vectors(SAMPLE_CHUNKS)
     probes = sample.probes(query_vector, fts.script(query), MIN_BACKGROUND)
-    every = coarse_pool(pool) * (1 + len(probes))  # all the coarse step chose, scored
-    nearest = store.vector_search(query_vector, pool, options.only, keep=every, probes=probes)
+    nearest = store.vector_search(query_vector, pool, options.only, probes=probes, every=True)
     if nearest:
         legs.query_vector = query_vector
         legs.background, legs.backdrop = sample.best_cosines(query_vector), sample.scripts

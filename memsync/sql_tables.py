@@ -147,26 +147,6 @@ class Tables:
 
     # -- meta -------------------------------------------------------------------------------
 
-    def vector_search(
-        self,
-        query: np.ndarray,
-        limit: int,
-        only: NoteFilter = NoteFilter(),
-        keep: int | None = None,
-        probes: Sequence[np.ndarray] = (),
-    ) -> list[tuple[int, float]]:
-        """(chunk id, cosine distance of its nearest window) nearest first, in two steps: the
-        chunks whose mean vector is nearest, coarse_pool(limit) of them (and as many nearest
-        each of `probes`, other directions search looks in), then those scored exactly by their
-        windows against the query; `keep` of them (`limit` unless asked for more). A search
-        reads one vector per chunk and the windows of the few it keeps; `only` filters before
-        the nearest are chosen, so a filtered query still gets its top k."""
-        import numpy as np
-
-        directions = [np.asarray(v, dtype=np.float32) for v in (query, *probes)]
-        found = self._nearest_windows(directions, coarse_pool(limit), only)
-        return rescored(found, directions[0], keep or limit)
-
     def meta(self) -> dict[str, str]:
         return dict(self._rows("SELECT key, value FROM meta"))
 
@@ -418,6 +398,26 @@ class Tables:
     def pending_count(self) -> int:
         """Chunks without a vector (cheap: a partial index holds exactly those)."""
         return int(self._rows("SELECT count(*) FROM chunks WHERE embedding IS NULL")[0][0])
+
+    def vector_search(
+        self,
+        query: np.ndarray,
+        limit: int,
+        only: NoteFilter = NoteFilter(),
+        probes: Sequence[np.ndarray] = (),
+        every: bool = False,
+    ) -> list[tuple[int, float]]:
+        """(chunk id, cosine distance of its nearest window) nearest first, in two steps: the
+        chunks whose mean vector is nearest, coarse_pool(limit) of them (and as many nearest
+        each of `probes`, other directions search looks in), then those scored exactly by their
+        windows against the query; the `limit` nearest of them, or with `every` all. A search
+        reads one vector per chunk and the windows of the few it keeps; `only` filters before
+        the nearest are chosen, so a filtered query still gets its top k."""
+        import numpy as np
+
+        directions = [np.asarray(v, dtype=np.float32) for v in (query, *probes)]
+        found = self._nearest_windows(directions, coarse_pool(limit), only)
+        return rescored(found, directions[0], None if every else limit)
 
     def _keeps_means(self) -> bool:
         """Whether this store keeps the vault's mean vectors in memory: a long-lived reader's,

@@ -138,13 +138,13 @@ class StoreReader(Protocol):
         query: np.ndarray,
         limit: int,
         only: NoteFilter = ...,
-        keep: int | None = None,
         probes: Sequence[np.ndarray] = (),
+        every: bool = False,
     ) -> list[tuple[int, float]]:
         """(chunk id, cosine distance) nearest first; `only` applies before the k nearest. The
         coarse step chooses coarse_pool(limit) chunks nearest the query and as many nearest each
-        of `probes` (other directions to look in), all scored against the query; `keep` of them
-        are returned (`limit` unless asked for more)."""
+        of `probes` (other directions to look in), all scored against the query; the `limit`
+        nearest are returned, or with `every` all of them."""
         ...
 
 

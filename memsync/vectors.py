@@ -4,6 +4,7 @@ needs it."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -87,10 +88,9 @@ class Background:
         import numpy as np
 
         per_window = np.repeat(np.asarray(self.scripts), self.counts)
-        chunks = {name: self.scripts.count(name) for name in set(self.scripts)}
         means = {
             name: self.windows[per_window == name].mean(axis=0)
-            for name, count in chunks.items()
+            for name, count in Counter(self.scripts).items()
             if count >= minimum
         }
         if script not in means:
@@ -114,11 +114,11 @@ def coarse_pool(limit: int) -> int:
 
 
 def rescored(
-    candidates: Iterable[tuple[int, bytes]], query: np.ndarray, limit: int
+    candidates: Iterable[tuple[int, bytes]], query: np.ndarray, limit: int | None
 ) -> list[tuple[int, float]]:
     """(chunk id, windows blob) -> (chunk id, cosine distance of its nearest window), the
-    `limit` nearest first: the exact score of the chunks the coarse search found (one product
-    over all their windows)."""
+    `limit` nearest first (all with None): the exact score of the chunks the coarse search found
+    (one product over all their windows)."""
     found = [(i, blob) for i, blob in candidates if blob]
     if not found:
         return []

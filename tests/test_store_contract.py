@@ -75,8 +75,8 @@ def test_probes_bring_their_nearest_chunks_into_the_coarse_step(location: Locati
         ids = _fill(writer, np.vstack([crowd, e[7]]))
         apart = ids[-1]
         for store in (writer, location.open(vectors_in_memory=True)):
-            plain = {i for i, _ in store.vector_search(query, 1, keep=1000)}
-            probed = dict(store.vector_search(query, 1, keep=1000, probes=[e[7]]))
+            plain = {i for i, _ in store.vector_search(query, 1, every=True)}
+            probed = dict(store.vector_search(query, 1, probes=[e[7]], every=True))
             assert apart not in plain and len(plain) == 100  # coarse_pool(1)
             assert probed[apart] == pytest.approx(1.0 - float(query @ e[7]), abs=1e-5)
             assert plain <= set(probed)
