@@ -101,7 +101,7 @@ def _bigrams(run: str) -> list[str]:
 
 
 # recorded in the index with the chunker: when the spelling below changes, every note is re-indexed
-SPELLING = "cjk-bigrams+unigrams"
+SPELLING = "cjk-bigrams+unigrams+camel"
 
 
 def _cjk_tokens(run: str) -> list[str]:
@@ -109,9 +109,21 @@ def _cjk_tokens(run: str) -> list[str]:
     return _bigrams(run) + (list(run) if len(run) > 1 else [])
 
 
+# a word with a capital inside it (OOMKilled, CrashLoopBackOff, macOS), and where it splits
+_CAMEL = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b|\b[A-Z]{2,}[a-z][A-Za-z]*\b")
+_CAMEL_SPLIT = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]{2,})")
+
+
+def _with_parts(word: re.Match[str]) -> str:
+    parts = [p for p in _CAMEL_SPLIT.split(word.group()) if len(p) > 1]
+    return word.group() + (" " + " ".join(parts) if len(parts) > 1 else "")
+
+
 def index_text(text: str) -> str:
-    """The text stored in chunks_fts: CJK runs spelled as bigrams and single characters, everything
-    else as is."""
+    """The text stored in chunks_fts: CJK runs spelled as bigrams and single characters, a
+    camel-case word followed by its parts (`killed` must find `OOMKilled`; the whole word still
+    matches as typed), everything else as is."""
+    text = _CAMEL.sub(_with_parts, text)
     return _CJK_RUN.sub(lambda m: " " + " ".join(_cjk_tokens(m.group())) + " ", text)
 
 

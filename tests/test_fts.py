@@ -82,6 +82,7 @@ def store(location: Location) -> Iterator[Store]:
         "en.md": "The staging Redis runs on port 6380. Ticket OPS-1432 tracks the lag.",
         "stem.md": "We were running replications all night",
         "chat.md": "- **Melanie:** I took the kids to the museum yesterday.",
+        "k8s.md": "Exit code 137: OOMKilled. Then CrashLoopBackOff.",
     }
     for path, text in texts.items():
         s.replace_file(
@@ -128,6 +129,21 @@ def test_identifiers_and_stems_match(store: Store) -> None:
     assert _paths(store, "OPS-1432") == {"en.md"}
     assert _paths(store, "6380") == {"en.md"}
     assert _paths(store, "replication run") == {"stem.md"}
+
+
+def test_camel_case_words_are_indexed_whole_and_by_their_parts() -> None:
+    assert fts.index_text("OOMKilled, CrashLoopBackOff").split() == [
+        "OOMKilled", "OOM", "Killed,", "CrashLoopBackOff", "Crash", "Loop", "Back", "Off",
+    ]  # fmt: skip
+    # an acronym's plural, a lone lower-case prefix: no part worth a token of its own
+    assert fts.index_text("RFCs mRNA IgG the end") == "RFCs mRNA IgG the end"
+
+
+def test_a_word_inside_a_camel_case_identifier_matches(store: Store) -> None:
+    assert _paths(store, "container killed") == set()  # every term, and "container" is nowhere
+    assert _paths(store, "killed") == {"k8s.md"}
+    assert _paths(store, "crash loop") == {"k8s.md"}
+    assert _paths(store, "OOMKilled") == {"k8s.md"}  # the whole word too
 
 
 @pytest.mark.parametrize("query", HOSTILE)
