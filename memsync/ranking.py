@@ -270,6 +270,19 @@ def jaccard(a: set[str], b: set[str]) -> float:
 DUPLICATE = 0.9  # token Jaccard at which two chunks say the same thing
 
 
+def copies(a: set[str], b: set[str], same_note: bool) -> bool:
+    """Whether two chunks' words say the same thing: a Jaccard of DUPLICATE or more, or, for
+    chunks of two notes, the smaller one's words that much inside the larger's. A copied note
+    (a sync conflict, a note saved twice) whose lines moved a little is chunked on other lines,
+    so its chunk holds one line fewer than the original's and their Jaccard is far lower (0.77
+    for a 40-word chunk inside a 52-word one); two chunks of one note share their overlap lines
+    by design and are told apart by Jaccard alone."""
+    if jaccard(a, b) >= DUPLICATE:
+        return True
+    smaller = min(len(a), len(b))
+    return not same_note and smaller > 0 and len(a & b) / smaller >= DUPLICATE
+
+
 def mmr(
     ranked: Sequence[tuple[Candidate, float]],
     lam: float,
@@ -277,7 +290,7 @@ def mmr(
     penalties: dict[int, float] | None = None,
 ) -> list[tuple[Candidate, float]]:
     """Greedy maximal marginal relevance over token Jaccard similarity, and a chunk that nearly
-    copies one already chosen (>= DUPLICATE) is dropped, not merely penalised. Jaccard rather than
+    copies one already chosen (`copies`) is dropped, not merely penalised. Jaccard rather than
     embedding cosine: e5's cosines crowd 0.7-0.9 for any two chunks, so the penalty hardly told a
     copy from a neighbour, and four copies of one note filled the top 3 (see the evaluation)."""
     words = {c.id: _tokens(c.text) for c, _ in ranked}
@@ -299,7 +312,11 @@ def mmr(
             overlap = max((similarity(pick[0], c) for c, _ in chosen), default=0.0)
             penalties[pick[0].id] = (1 - lam) * overlap
         chosen.append(pick)
-        remaining = [item for item in remaining if similarity(item[0], pick[0]) < DUPLICATE]
+        remaining = [
+            item
+            for item in remaining
+            if not copies(words[item[0].id], words[pick[0].id], item[0].path == pick[0].path)
+        ]
     return chosen
 
 

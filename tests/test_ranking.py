@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import date
 
 import numpy as np
@@ -180,6 +181,19 @@ def test_mmr_collapses_near_duplicates_so_a_distinct_note_makes_the_top_3() -> N
     picked = [c.id for c, _ in mmr(ranked, 0.7, 3)]
     assert picked[0] == 1 and set(picked[1:]) == {9, 10}
     assert [c.id for c, _, _ in rank([*copies, other, third], Options(mmr=True, limit=3))][0] == 1
+
+
+def test_mmr_drops_a_copied_notes_chunk_that_starts_a_line_later() -> None:
+    # the copy's chunk holds one line fewer than the original's: Jaccard 0.8, but every word of
+    # it is in the original's chunk; two chunks of one note overlap so by design and both stay
+    lines = ["heron dashboards live in grafana", "alert owners rotate weekly", "slo burn rate"]
+    original = _c(1, 0.9, 0.9, path="projects/obs.md", text=" ".join(["budget review", *lines]))
+    copy = _c(2, 0.88, 0.88, path="copies/obs.md", text=" ".join(lines))
+    other = _c(3, 0.5, 0.5, path="garden.md", text="garden shed roof sheets")
+    assert [c.id for c, _ in mmr([(original, 0.9), (copy, 0.88), (other, 0.5)], 0.9, 2)] == [1, 3]
+    same_note = replace(copy, path="projects/obs.md")
+    picked = mmr([(original, 0.9), (same_note, 0.88), (other, 0.5)], 0.9, 2)
+    assert [c.id for c, _ in picked] == [1, 2]
 
 
 def test_a_cosine_is_judged_among_chunks_of_its_own_script() -> None:
