@@ -101,7 +101,7 @@ def _bigrams(run: str) -> list[str]:
 
 
 # recorded in the index with the chunker: when the spelling below changes, every note is re-indexed
-SPELLING = "cjk-bigrams+unigrams+camel"
+SPELLING = "cjk-bigrams+unigrams+camel-words"
 
 
 def _cjk_tokens(run: str) -> list[str]:
@@ -109,14 +109,20 @@ def _cjk_tokens(run: str) -> list[str]:
     return _bigrams(run) + (list(run) if len(run) > 1 else [])
 
 
-# a word with a capital inside it (OOMKilled, CrashLoopBackOff, macOS), and where it splits
+# a word with a capital inside it (OOMKilled, CrashLoopBackOff, miRNA), where it may split, and
+# the words camel case joins: `Killed`, `Loop` after `OOM`, `Crash` (three letters or more each)
 _CAMEL = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b|\b[A-Z]{2,}[a-z][A-Za-z]*\b")
 _CAMEL_SPLIT = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]{2,})")
+_FIRST_WORD, _JOINED_WORD = re.compile(r"[A-Za-z]{3,}"), re.compile(r"[A-Z][a-z]{2,}")
 
 
 def _with_parts(word: re.Match[str]) -> str:
-    parts = [p for p in _CAMEL_SPLIT.split(word.group()) if len(p) > 1]
-    return word.group() + (" " + " ".join(parts) if len(parts) > 1 else "")
+    """The word, then its parts when camel case joined words: `OOMKilled OOM Killed`, but
+    `miRNA`, `HeLa`, `GTPase` or `macOS` alone (a scientific name's or a brand's capitals are
+    no word boundaries, and parts of one or two letters match everything)."""
+    first, *rest = _CAMEL_SPLIT.split(word.group())
+    joined = _FIRST_WORD.fullmatch(first) and all(_JOINED_WORD.fullmatch(p) for p in rest)
+    return " ".join([word.group(), first, *rest]) if rest and joined else word.group()
 
 
 def index_text(text: str) -> str:

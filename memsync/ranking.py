@@ -267,7 +267,7 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(union) if union else 1.0
 
 
-DUPLICATE = 0.9  # token Jaccard at which two chunks say the same thing
+DUPLICATE = 0.9  # the share of words at which two chunks say the same thing (see copies)
 
 
 def copies(a: set[str], b: set[str], same_note: bool) -> bool:

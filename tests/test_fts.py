@@ -135,8 +135,8 @@ def test_camel_case_words_are_indexed_whole_and_by_their_parts() -> None:
     assert fts.index_text("OOMKilled, CrashLoopBackOff").split() == [
         "OOMKilled", "OOM", "Killed,", "CrashLoopBackOff", "Crash", "Loop", "Back", "Off",
     ]  # fmt: skip
-    # an acronym's plural, a lone lower-case prefix: no part worth a token of its own
-    assert fts.index_text("RFCs mRNA IgG the end") == "RFCs mRNA IgG the end"
+    # a plural acronym, a scientific name, a brand: no words joined, no parts
+    assert fts.index_text("RFCs miRNA HeLa GTPase macOS") == "RFCs miRNA HeLa GTPase macOS"
 
 
 def test_a_word_inside_a_camel_case_identifier_matches(store: Store) -> None:
