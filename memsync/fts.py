@@ -121,7 +121,7 @@ def _with_parts(word: re.Match[str]) -> str:
     `miRNA`, `HeLa`, `GTPase` or `macOS` alone (a scientific name's or a brand's capitals are
     no word boundaries, and parts of one or two letters match everything)."""
     first, *rest = _CAMEL_SPLIT.split(word.group())
-    joined = _FIRST_WORD.fullmatch(first) and all(_JOINED_WORD.fullmatch(p) for p in rest)
+    joined = bool(_FIRST_WORD.fullmatch(first)) and all(_JOINED_WORD.fullmatch(p) for p in rest)
     return " ".join([word.group(), first, *rest]) if rest and joined else word.group()
 
 
@@ -129,7 +129,12 @@ def index_text(text: str) -> str:
     """The text stored in chunks_fts: CJK runs spelled as bigrams and single characters, a
     camel-case word followed by its parts (`killed` must find `OOMKilled`; the whole word still
     matches as typed), everything else as is."""
-    text = _CAMEL.sub(_with_parts, text)
+    return cjk_spelled(_CAMEL.sub(_with_parts, text))
+
+
+def cjk_spelled(text: str) -> str:
+    """CJK runs spelled as bigrams and single characters, everything else as is: the words of
+    lower-cased text, which has no camel case to split."""
     return _CJK_RUN.sub(lambda m: " " + " ".join(_cjk_tokens(m.group())) + " ", text)
 
 

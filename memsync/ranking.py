@@ -258,7 +258,7 @@ def decay_factor(path: str, today: date, half_life: float) -> float:
 
 
 def _tokens(text: str) -> set[str]:
-    return set(fts.index_text(text.lower()).split())
+    return set(fts.cjk_spelled(text.lower()).split())
 
 
 def jaccard(a: set[str], b: set[str]) -> float:
