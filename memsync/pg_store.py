@@ -691,11 +691,13 @@ class PgStore(Tables):
         found = []
         if low is not None:
             found = self.conn.execute(
-                f"SELECT embedding, substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
+                f"SELECT embedding, substr(text, 1, {fts.SCRIPT_SAMPLE}), path FROM chunks "
                 "WHERE id = ANY(%s) AND embedding IS NOT NULL ORDER BY id",
                 (spread_ids(low, high, size),),
             ).fetchall()
-        sample = Background.of([(bytes(r[0]), fts.script(r[1])) for r in found], self.dims() or 0)
+        sample = Background.of(
+            [(bytes(r[0]), fts.script(r[1]), r[2]) for r in found], self.dims() or 0
+        )
         self._sample = ((version, size), sample)
         return sample
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -80,44 +81,53 @@ def calibrate_cosine(cosines: np.ndarray, background: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(z - Z_CENTRE) / Z_WIDTH))
 
 
-MIN_BACKGROUND = 4  # sampled chunks of a script needed to place its mean (the spread is pooled)
+MIN_NOTES = 4  # sampled notes of a script needed to place its mean (the spread is pooled)
 
 
 def calibrate_by_script(
-    cosines: np.ndarray, scripts: Sequence[str], background: np.ndarray, backdrop: Sequence[str]
+    cosines: np.ndarray,
+    scripts: Sequence[str],
+    background: np.ndarray,
+    backdrop: Sequence[tuple[str, str]],
 ) -> np.ndarray:
     """calibrate_cosine with each script's own mean: a multilingual model puts a query nearer
     every text in its own language, so a Chinese note's cosine with an English question is
     measured from where Chinese notes sit, in the spread of every script around its own mean
-    (pooled: a few vectors give a steady mean but no steady spread). A script with fewer than
-    MIN_BACKGROUND sampled vectors is measured as the whole sample is."""
+    (pooled: a few vectors give a steady mean but no steady spread). `backdrop` holds each
+    sampled chunk's (script, note); a script sampled from fewer than MIN_NOTES notes is measured
+    as the whole sample is."""
     cosines = np.asarray(cosines, dtype=np.float64)
     overall = float(background.mean()) if background.size else 0.0
     means = script_means(background, backdrop)
     if _one_script(means, backdrop):
         return calibrate_cosine(cosines, background)  # nothing to move
-    centre = np.array([means.get(kind, overall) for kind in backdrop]) if len(backdrop) else 0.0
+    centre = np.array([means.get(kind, overall) for kind, _ in backdrop]) if backdrop else 0.0
     pooled = background - centre + overall
     shifted = cosines - np.array([means.get(kind, overall) for kind in scripts]) + overall
     return calibrate_cosine(shifted, pooled)
 
 
-def script_means(background: np.ndarray, backdrop: Sequence[str]) -> dict[str, float]:
-    """The mean sampled cosine of each script with MIN_BACKGROUND sampled chunks or more."""
-    kinds = np.asarray(backdrop)
+def script_means(background: np.ndarray, backdrop: Sequence[tuple[str, str]]) -> dict[str, float]:
+    """The mean sampled cosine of each script sampled from MIN_NOTES notes or more. Notes, not
+    chunks: the chunks of one long note share its subject as well as its language, so their mean
+    is how near the question is to that note, and moving the note's chunks by it took away the
+    very match (a Chinese question about the one long Chinese note of an English vault scored
+    its chunks as average ones)."""
+    kinds = np.array([kind for kind, _ in backdrop])
+    notes = Counter(kind for kind, _ in set(backdrop))
     return {
         kind: float(background[kinds == kind].mean())
-        for kind in set(backdrop)
-        if (kinds == kind).sum() >= MIN_BACKGROUND
+        for kind, count in notes.items()
+        if count >= MIN_NOTES
     }
 
 
-def _one_script(means: dict[str, float], backdrop: Sequence[str]) -> bool:
+def _one_script(means: dict[str, float], backdrop: Sequence[tuple[str, str]]) -> bool:
     """The sample holds one script (or none), placed by its own mean: nothing to move apart."""
-    return len(means) < 2 and set(means) >= set(backdrop)
+    return len(means) < 2 and set(means) >= {kind for kind, _ in backdrop}
 
 
-def script_shift_range(background: np.ndarray, backdrop: Sequence[str]) -> float:
+def script_shift_range(background: np.ndarray, backdrop: Sequence[tuple[str, str]]) -> float:
     """How far calibrate_by_script may move two chunks' cosines apart (0 with one script): a
     chunk of another script up to this much below the vector pool's last cosine may still rank
     above it once moved, so the pool is cut this much lower."""

@@ -17,7 +17,7 @@ from .embedders import Embedder, Reranker
 from .errors import EmbeddingError, StoreError
 from .filters import NoteFilter
 from .ranking import (
-    MIN_BACKGROUND,
+    MIN_NOTES,
     Candidate,
     calibrate_bm25,
     calibrate_by_script,
@@ -128,7 +128,9 @@ class Legs:
     cosines: dict[int, float] = field(default_factory=dict)
     query_vector: np.ndarray | None = None
     background: np.ndarray | None = None  # sampled chunks' nearest-window cosines
-    backdrop: list[str] = field(default_factory=list)  # the script of each sampled chunk
+    backdrop: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # each sampled chunk's script, note
     bm25: dict[int, float] = field(default_factory=dict)
     best_bm25: float | None = None  # the whole index's best rank: the keyword calibration's anchor
     terms: list[str] = field(default_factory=list)
@@ -236,11 +238,11 @@ def _vector_leg(
         )
     pool = options.limit * 4
     sample = store.sample_vectors(SAMPLE_CHUNKS)
-    probes = sample.probes(query_vector, fts.script(query), MIN_BACKGROUND)
+    probes = sample.probes(query_vector, fts.script(query), MIN_NOTES)
     nearest = store.vector_search(query_vector, pool, options.only, probes=probes, every=True)
     if nearest:
         legs.query_vector = query_vector
-        legs.background, legs.backdrop = sample.best_cosines(query_vector), sample.scripts
+        legs.background, legs.backdrop = sample.best_cosines(query_vector), sample.backdrop
         # the pool is cut on the cosines as ranked: a chunk of another script, moved up by
         # calibrate_by_script, must not depend on how many results were asked for
         last = nearest[min(pool, len(nearest)) - 1][1]

@@ -428,11 +428,11 @@ class SqliteStore(Tables):
         dims = self.dims() or 0
         ids = spread_ids(bounds[0], bounds[1], size) if bounds and bounds[0] is not None else []
         found = self._batches(
-            f"SELECT embedding, substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks "
+            f"SELECT embedding, substr(text, 1, {fts.SCRIPT_SAMPLE}), path FROM chunks "
             "WHERE id IN ({marks}) AND embedding IS NOT NULL ORDER BY id",
             ids,
         )
-        sample = Background.of([(r[0], fts.script(r[1])) for r in found], dims)
+        sample = Background.of([(r[0], fts.script(r[1]), r[2]) for r in found], dims)
         if self.vectors_in_memory:  # a long-lived store keeps it while nothing changes
             self._background = ((version, size), sample)
         return sample

@@ -71,27 +71,27 @@ class Background:
 
     windows: np.ndarray  # the sampled chunks' window vectors, chunk after chunk
     counts: np.ndarray  # how many windows each sampled chunk has
-    scripts: list[str]  # each sampled chunk's script
+    backdrop: list[tuple[str, str]]  # each sampled chunk's (script, note)
 
     @classmethod
-    def of(cls, rows: Sequence[tuple[bytes, str]], dims: int) -> Background:
-        """From (windows blob, script) of each sampled chunk."""
-        counts, windows = window_rows([blob for blob, _ in rows], dims)
-        return cls(windows, counts, [script for _, script in rows])
+    def of(cls, rows: Sequence[tuple[bytes, str, str]], dims: int) -> Background:
+        """From (windows blob, script, note) of each sampled chunk."""
+        counts, windows = window_rows([blob for blob, _, _ in rows], dims)
+        return cls(windows, counts, [(script, note) for _, script, note in rows])
 
     def probes(self, query: np.ndarray, script: str, minimum: int) -> list[np.ndarray]:
-        """The query moved from its script's mean window vector to each other script's (those of
-        `minimum` sampled chunks or more): a multilingual model gives each language a direction of
-        its own, so an English question's nearest mean vectors are English chunks, whatever they
-        say; moved, it finds the Chinese chunks about the same thing (`--mode vector` found a
-        Chinese note 149th of 219 chunks by its mean vector, first once moved)."""
+        """The query moved from its script's mean window vector to each other script's (those
+        sampled from `minimum` notes or more): a multilingual model gives each language a
+        direction of its own, so an English question's nearest mean vectors are English chunks,
+        whatever they say; moved, it finds the Chinese chunks about the same thing (`--mode
+        vector` found a Chinese note 149th of 219 chunks by its mean vector, first once moved)."""
         import numpy as np
 
-        per_window = np.repeat(np.asarray(self.scripts), self.counts)
+        per_window = np.repeat(np.array([kind for kind, _ in self.backdrop]), self.counts)
         means = {
             name: self.windows[per_window == name].mean(axis=0)
-            for name, count in Counter(self.scripts).items()
-            if count >= minimum
+            for name, notes in Counter(kind for kind, _ in set(self.backdrop)).items()
+            if notes >= minimum
         }
         if script not in means:
             return []

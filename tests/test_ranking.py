@@ -196,13 +196,18 @@ def test_mmr_drops_a_copied_notes_chunk_that_starts_a_line_later() -> None:
     assert [c.id for c, _ in picked] == [1, 2]
 
 
+def _notes(script: str, count: int, notes: int | None = None) -> list[tuple[str, str]]:
+    """A sample's backdrop: `count` chunks of one script, from `notes` notes (one each)."""
+    return [(script, f"{script}-{i % (notes or count)}.md") for i in range(count)]
+
+
 def test_a_cosine_is_judged_among_chunks_of_its_own_script() -> None:
     """An English question sits nearer every English chunk: a Chinese chunk that stands out
     among Chinese ones is a strong match, though its cosine is below the English average."""
     rng = np.random.default_rng(0)
     for chinese in (12, 250):  # a few Chinese notes among English ones, or as many
         background = np.r_[rng.normal(0.80, 0.01, 500 - chinese), rng.normal(0.70, 0.01, chinese)]
-        backdrop = ["latin"] * (500 - chinese) + ["cjk"] * chinese
+        backdrop = _notes("latin", 500 - chinese) + _notes("cjk", chinese)
         cosines = np.array([0.80, 0.74])  # an average English chunk, an outstanding Chinese one
         plain = calibrate_cosine(cosines, background)
         by_script = calibrate_by_script(cosines, ["latin", "cjk"], background, backdrop)
@@ -210,6 +215,24 @@ def test_a_cosine_is_judged_among_chunks_of_its_own_script() -> None:
     # too few of a script to judge by: measured as the whole sample is
     few = calibrate_by_script(cosines, ["latin", "cjk"], background[:205], backdrop[:205])
     assert few == pytest.approx(calibrate_cosine(cosines, background[:205]))
+
+
+def test_a_script_seen_in_one_long_note_is_not_moved_by_that_notes_own_mean() -> None:
+    """An English vault with one long Chinese note, asked in Chinese about it: its sampled
+    chunks are near the question for what they say, not only for their language. Moved by
+    their own mean they scored as average chunks, and the note dropped below the threshold."""
+    rng = np.random.default_rng(2)
+    background = np.r_[rng.normal(0.78, 0.02, 200), rng.normal(0.88, 0.01, 56)]
+    cosines = np.array([0.89, 0.80])  # the long note's best chunk, a good English one
+    one_note = calibrate_by_script(
+        cosines, ["cjk", "latin"], background, _notes("latin", 200) + _notes("cjk", 56, notes=1)
+    )
+    assert one_note[0] > 2 * one_note[1]  # before: both as in `many`, the note's chunk below
+    # the same chunks from many Chinese notes: the language's own leaning, taken out
+    many = calibrate_by_script(
+        cosines, ["cjk", "latin"], background, _notes("latin", 200) + _notes("cjk", 56)
+    )
+    assert many[0] < many[1] and many[0] < one_note[0] / 2
 
 
 def test_a_chunk_in_another_script_than_the_query_is_scored_by_its_vector_leg_alone() -> None:
@@ -263,10 +286,12 @@ def test_the_vector_pool_reaches_as_far_as_the_scripts_means_may_move_a_cosine()
 
     rng = np.random.default_rng(1)
     english = rng.normal(0.80, 0.01, 200)
-    assert script_shift_range(english, ["latin"] * 200) == 0.0
+    assert script_shift_range(english, _notes("latin", 200)) == 0.0
     mixed = np.r_[english, rng.normal(0.70, 0.01, 20)]
-    reach = script_shift_range(mixed, ["latin"] * 200 + ["cjk"] * 20)
+    reach = script_shift_range(mixed, _notes("latin", 200) + _notes("cjk", 20))
     assert reach == pytest.approx(mixed[:200].mean() - mixed[200:].mean())
-    # a script with too few sampled chunks is measured with the whole sample: no own mean
-    few = script_shift_range(mixed[:203], ["latin"] * 200 + ["cjk"] * 3)
+    # a script sampled from too few notes is measured with the whole sample: no own mean
+    few = script_shift_range(mixed[:203], _notes("latin", 200) + _notes("cjk", 3))
     assert few == pytest.approx(mixed[:200].mean() - mixed[:203].mean())
+    three = script_shift_range(mixed, _notes("latin", 200) + _notes("cjk", 20, notes=3))
+    assert three == pytest.approx(mixed[:200].mean() - mixed.mean())

@@ -164,6 +164,8 @@ def test_a_chunk_is_found_by_its_nearest_window_once(location: Location) -> None
             assert nearest == [(other_id, pytest.approx(0.2, abs=1e-6))]
         sample = store.sample_vectors(512)
         assert sample.windows.shape == (4, 8) and list(sample.counts) == [3, 1]
+        # each sampled chunk's script and note: a script's mean is placed from several notes
+        assert sample.backdrop == [("latin", "a.md"), ("latin", "a.md")]
         # each sampled chunk counts by its nearest window, as a candidate does
         assert list(sample.best_cosines(e[2])) == pytest.approx([1.0, 0.0])
         assert store.chunks([chat_id])[chat_id].embedding == chat
