@@ -78,6 +78,7 @@ class Hit:
     exact: bool
     explain: dict[str, object] | None = None  # with --explain: how the score came about
     rerank_score: float | None = None  # the reranker's, when it ordered the results
+    text: str = ""  # the lines it cites, whole: what a reranker reads
 
     def as_dict(self) -> dict[str, object]:
         extra: dict[str, object] = {} if self.explain is None else {"explain": self.explain}
@@ -186,7 +187,7 @@ def search(
         outcome.results = _hits(candidates, query, ranking)
         return outcome
     top = _hits(candidates, query, replace(ranking, limit=max(options.limit, options.rerank_top)))
-    outcome.results = _reranked(top, candidates, query, reranker, outcome.notices)[: options.limit]
+    outcome.results = _reranked(top, query, reranker, outcome.notices)[: options.limit]
     return outcome
 
 
@@ -200,20 +201,13 @@ def _second(store: StoreReader) -> StoreReader:
         return store
 
 
-def _reranked(
-    hits: list[Hit],
-    candidates: list[Candidate],
-    query: str,
-    reranker: Reranker,
-    notices: list[str],
-) -> list[Hit]:
-    """The hits in the reranker's order (each chunk's whole text is what it reads); as they
+def _reranked(hits: list[Hit], query: str, reranker: Reranker, notices: list[str]) -> list[Hit]:
+    """The hits in the reranker's order (the whole lines each cites are what it reads); as they
     were, with a notice, when it fails or does not answer within the query's time."""
     if not hits:
         return hits
-    texts = {(c.path, c.start_line): c.text for c in candidates}
     try:
-        scores = reranker.scores(query, [texts[(h.path, h.start_line)] for h in hits])
+        scores = reranker.scores(query, [h.text for h in hits])
     except EmbeddingError as exc:
         notices.append(f"results not reranked: {exc}")
         return hits
@@ -347,6 +341,7 @@ def _hits(candidates: list[Candidate], query: str, options: Options) -> list[Hit
                 relevance,
                 candidate.exact,
                 why,
+                text=candidate.text,
             )
         )
     return hits

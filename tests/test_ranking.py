@@ -9,6 +9,8 @@ import pytest
 
 from memsync.metadata import note_date
 from memsync.ranking import (
+    OVERLAP,
+    REPEAT,
     Candidate,
     calibrate_by_script,
     calibrate_cosine,
@@ -108,11 +110,41 @@ def test_decay_reorders_but_the_threshold_sees_the_undecayed_score() -> None:
     assert ranked[1][2] == pytest.approx(0.9) and ranked[1][1] < 0.1
 
 
-def test_overlapping_chunks_of_one_note_are_shown_once() -> None:
-    a = Candidate(1, "a.md", 1, 10, "x", 0.9, 0.9)
-    b = Candidate(2, "a.md", 8, 20, "x", 0.8, 0.8)
-    c = Candidate(3, "a.md", 21, 30, "x", 0.7, 0.7)
-    assert [x.id for x, _, _ in rank([a, b, c], Options())] == [1, 3]
+def _lines(first: int, last: int) -> str:
+    return "\n".join(f"line {i}" for i in range(first, last + 1))
+
+
+def test_overlapping_chunks_of_one_note_show_each_line_once() -> None:
+    """A chunk overlapping a better one of its note is listed with its other lines only, at
+    OVERLAP x its score: in chat the answer is often the turn just past the better chunk."""
+    a = Candidate(1, "a.md", 1, 10, _lines(1, 10), 0.9, 0.9)
+    b = Candidate(2, "a.md", 8, 20, _lines(8, 20), 0.8, 0.8)
+    c = Candidate(3, "a.md", 21, 30, _lines(21, 30), 0.7, 0.7)
+    inside = Candidate(4, "a.md", 2, 9, _lines(2, 9), 0.85, 0.85)  # no line of its own left
+    factors: dict[int, float] = {}
+    ranked = rank([a, b, c, inside], Options(), repeats=factors)
+    assert [(x.id, x.start_line, x.end_line) for x, _, _ in ranked] == [
+        (1, 1, 10),
+        (3, 21, 30),
+        (2, 11, 20),
+    ]
+    assert ranked[2][0].text == _lines(11, 20)
+    assert factors[2] == pytest.approx(REPEAT * OVERLAP) and ranked[2][1] == pytest.approx(
+        0.8 * REPEAT * OVERLAP
+    )
+    assert factors[3] == pytest.approx(REPEAT**2)  # no overlap: the note's third result
+    # MMR asks for diverse results: the rest of a listed chunk is dropped
+    assert [x.id for x, _, _ in rank([a, b, c, inside], Options(mmr=True))] == [1, 3]
+    # between two listed chunks: the lines between them; pieces of one long line: dropped
+    middle = Candidate(5, "b.md", 5, 15, _lines(5, 15), 0.6, 0.6)
+    left = Candidate(6, "b.md", 1, 6, _lines(1, 6), 0.9, 0.9)
+    right = Candidate(7, "b.md", 14, 20, _lines(14, 20), 0.8, 0.8)
+    piece = Candidate(8, "b.md", 19, 22, "the end of a long line\nand one", 0.5, 0.5)
+    cut = {
+        x.id: (x.start_line, x.end_line)
+        for x, _, _ in rank([middle, left, right, piece], Options())
+    }
+    assert cut == {6: (1, 6), 7: (14, 20), 5: (7, 13)}
 
 
 def test_mmr_prefers_a_different_note_over_a_near_duplicate() -> None:

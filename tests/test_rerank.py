@@ -43,7 +43,29 @@ def test_the_reranker_orders_the_top_candidates(
     assert not any("rerank" in n for n in reranked["notices"])
     [sent] = embedding_server.requests
     assert sent["query"] == "deploy staging" and sent["top_n"] == len(sent["documents"]) <= 5
-    assert any("quokka check" in d for d in sent["documents"])  # each chunk's whole text
+    assert any("quokka check" in d for d in sent["documents"])  # the whole lines it cites
+
+
+def test_overlapping_chunks_are_listed_with_their_own_lines_and_reranked_by_them(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    """A chunk overlapping a better one of its note is listed with its other lines only: no
+    line twice, and the reranker reads the lines each result cites."""
+    root = tmp_path / "notes"
+    lines = [f"- step {i}: deploy staging, then check service {i} and its logs." for i in range(90)]
+    write(root, "long.md", "# Long\n\n" + "\n".join(lines) + "\n")
+    assert memsync("index", str(root), "--provider", "none").returncode == 0
+    found = _query(root, embedding_server, "--min-score", "0", "-n", "10")
+    results = found["results"]
+    assert len(results) >= 3 and {r["path"] for r in results} == {"long.md"}
+    cited = [set(range(r["start_line"], r["end_line"] + 1)) for r in results]
+    assert sum(len(c) for c in cited) == len(set().union(*cited))  # no line listed twice
+    ranges = sorted((r["start_line"], r["end_line"]) for r in results)
+    assert all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:]))  # overlapping chunks, cut
+    note = (root / "long.md").read_text().split("\n")
+    [sent] = embedding_server.requests
+    for r in results:
+        assert "\n".join(note[r["start_line"] - 1 : r["end_line"]]) in sent["documents"]
 
 
 def test_text_embeddings_inference_is_spoken_when_configured(
