@@ -185,6 +185,8 @@ def explanation(why: dict[str, Any]) -> str:
     ]
     if why["decay"] != 1.0:
         parts.append(f"decay x{number(why['decay'])}")
+    if why["note_repeat"] != 1.0:  # a further result of its note, or the rest of a listed chunk
+        parts.append(f"note repeat x{number(why['note_repeat'])}")
     if why["mmr_penalty"]:
         parts.append(f"mmr -{number(why['mmr_penalty'])}")
     return "; ".join(parts)

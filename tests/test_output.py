@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from memsync.output import query_text, wants_color
+from memsync.output import explanation, query_text, wants_color
 from memsync.search import Hit, Outcome
 
 
@@ -38,3 +38,21 @@ def test_human_output_names_the_mode_that_ran_and_highlights_only_with_colour() 
     assert "\033[" not in plain
     coloured = query_text(_outcome(), ["redis", "port"], color=True)
     assert "\033[1;33mRedis\033[0m" in coloured and "\033[1;33mport\033[0m" in coloured
+
+
+def test_explanation_names_every_factor_between_the_fused_score_and_the_shown_one() -> None:
+    why = {
+        "bm25": -2.5,
+        "text_score": 0.7,
+        "cosine": 0.85,
+        "vector_score": 0.6,
+        "exact_match": False,
+        "fused": 0.63,
+        "decay": 1.0,
+        "note_repeat": 0.54,
+        "mmr_penalty": None,
+    }
+    assert explanation(why) == (
+        "bm25 -2.5 -> text 0.7; cosine 0.85 -> vector 0.6; fused 0.63; note repeat x0.54"
+    )
+    assert "repeat" not in explanation({**why, "note_repeat": 1.0})
