@@ -322,6 +322,8 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
 
 def _hits(candidates: list[Candidate], query: str, options: Options) -> list[Hit]:
     words = query_words(query)
+    idents = identifiers(query)
+    others = other_terms(query, idents)
     penalties: dict[int, float] = {}
     repeats: dict[int, float] = {}
     hits = []
@@ -339,7 +341,8 @@ def _hits(candidates: list[Candidate], query: str, options: Options) -> list[Hit
                 text,
                 first,
                 relevance,
-                candidate.exact,
+                # the lines listed hold the match: the rest of an overlapping chunk may not
+                candidate.exact and is_exact(candidate.text, idents, others),
                 why,
                 text=candidate.text,
             )

@@ -48,6 +48,24 @@ def test_json_output_shape_with_keyword_only_index(keyword_vault: Path) -> None:
     assert "OPS-1432" in top["snippet"]
 
 
+def test_the_rest_of_an_overlapping_chunk_is_no_exact_match_without_the_identifier(
+    tmp_path: Path,
+) -> None:
+    """Both overlapping chunks hold `OPS-1432` (in their shared lines); the second is listed by
+    its other lines, which do not: it must not be flagged as an exact match."""
+    steps = [f"- step {i}: deploy staging, then check service {i} and its logs." for i in range(90)]
+    steps[15] = "- step 15: deploy staging, OPS-1432 tracks it, then check its logs."
+    vault = tmp_path / "notes"
+    write(vault, "long.md", "# Long\n\n" + "\n".join(steps) + "\n")
+    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    found = json.loads(
+        _run("query", "OPS-1432", "--vault", str(vault), "--json", "--min-score", "0").stdout
+    )["results"]
+    assert len(found) == 2 and 18 in range(found[0]["start_line"], found[0]["end_line"] + 1)
+    assert found[0]["exact_match"] and not found[1]["exact_match"]
+    assert found[1]["start_line"] == found[0]["end_line"] + 1  # its own lines only
+
+
 def test_chinese_word_inside_a_run(keyword_vault: Path) -> None:
     payload = json.loads(_run("query", "端口", "--vault", str(keyword_vault), "--json").stdout)
     assert payload["results"][0]["path"] == "笔记/测试服务器.md"
