@@ -129,9 +129,8 @@ class Legs:
     cosines: dict[int, float] = field(default_factory=dict)
     query_vector: np.ndarray | None = None
     background: np.ndarray | None = None  # sampled chunks' nearest-window cosines
-    backdrop: list[tuple[str, str]] = field(
-        default_factory=list
-    )  # each sampled chunk's script, note
+    # each sampled chunk's (script, note)
+    backdrop: list[tuple[str, str]] = field(default_factory=list)
     bm25: dict[int, float] = field(default_factory=dict)
     best_bm25: float | None = None  # the whole index's best rank: the keyword calibration's anchor
     terms: list[str] = field(default_factory=list)
