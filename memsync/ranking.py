@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date
@@ -38,6 +37,7 @@ import numpy as np
 
 from . import fts
 from .metadata import note_date
+from .vectors import placed_scripts
 
 if TYPE_CHECKING:
     from .search import Options
@@ -115,11 +115,9 @@ def script_means(background: np.ndarray, backdrop: Sequence[tuple[str, str]]) ->
     very match (a Chinese question about the one long Chinese note of an English vault scored
     its chunks as average ones)."""
     kinds = np.array([kind for kind, _ in backdrop])
-    notes = Counter(kind for kind, _ in set(backdrop))
     return {
         kind: float(background[kinds == kind].mean())
-        for kind, count in notes.items()
-        if count >= MIN_NOTES
+        for kind in placed_scripts(backdrop, MIN_NOTES)
     }
 
 
@@ -368,28 +366,22 @@ def spread_notes(
 
 
 def _unlisted_lines(c: Candidate, listed: Sequence[tuple[int, int]]) -> Candidate | None:
-    """The chunk cut to its lines outside the ranges already listed (itself when it overlaps
-    none; None when no line is left). A note's chunks overlap only their neighbours, so what
-    is left is one run between the listed ranges at its start and at its end."""
-    overlapping = sorted((s, e) for s, e in listed if s <= c.end_line and c.start_line <= e)
-    if not overlapping:
+    """The chunk cut to its lines outside the ranges already listed: itself when it overlaps
+    none, None when no line is left or what is left is not one run (a listed range inside it,
+    or a long line's pieces, which share its number and do not map line for line)."""
+    covered = {n for start, end in listed for n in range(start, end + 1)}
+    free = [n for n in range(c.start_line, c.end_line + 1) if n not in covered]
+    if len(free) == c.end_line - c.start_line + 1:
         return c
-    first, last = c.start_line, c.end_line
-    for start, end in overlapping:
-        if start <= first:
-            first = max(first, end + 1)
-    for start, end in reversed(overlapping):
-        if end >= last:
-            last = min(last, start - 1)
     lines = c.text.split("\n")
     if (
-        first > last
-        or any(start <= last and first <= end for start, end in overlapping)
-        or len(lines) != c.end_line - c.start_line + 1  # a long line's pieces share its number
+        not free
+        or free[-1] - free[0] + 1 != len(free)
+        or len(lines) != c.end_line - c.start_line + 1
     ):
         return None
-    kept = "\n".join(lines[first - c.start_line : last - c.start_line + 1])
-    return replace(c, start_line=first, end_line=last, text=kept)
+    kept = "\n".join(lines[free[0] - c.start_line : free[-1] - c.start_line + 1])
+    return replace(c, start_line=free[0], end_line=free[-1], text=kept)
 
 
 def rank(

@@ -65,6 +65,14 @@ def centroid(blob: bytes, dims: int) -> bytes:
     return to_blob(mean / (np.linalg.norm(mean) or 1.0))
 
 
+def placed_scripts(backdrop: Iterable[tuple[str, str]], minimum: int) -> set[str]:
+    """The scripts sampled from `minimum` notes or more, of (script, note) pairs: the chunks of
+    one long note share its subject as well as its language, so their own mean is no measure of
+    the language alone."""
+    notes = Counter(kind for kind, _ in set(backdrop))
+    return {kind for kind, count in notes.items() if count >= minimum}
+
+
 @dataclass(frozen=True)
 class Background:
     """Sampled chunks, every window of each: what a query's cosines are calibrated against."""
@@ -90,8 +98,7 @@ class Background:
         per_window = np.repeat(np.array([kind for kind, _ in self.backdrop]), self.counts)
         means = {
             name: self.windows[per_window == name].mean(axis=0)
-            for name, notes in Counter(kind for kind, _ in set(self.backdrop)).items()
-            if notes >= minimum
+            for name in placed_scripts(self.backdrop, minimum)
         }
         if script not in means:
             return []
