@@ -215,46 +215,76 @@ def is_exact(text: str, idents: Sequence[str], others: Sequence[str] = ()) -> bo
 
 def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candidate, float]]:
     """Weighted fusion (or reciprocal-rank fusion), best first."""
-    if options.mode == "rrf":
-        by_vector = sorted(
-            (c for c in candidates if c.vector_score is not None),
-            key=lambda c: -(c.vector_score or 0.0),
-        )
-        by_text = sorted(
-            (c for c in candidates if c.text_score is not None),
-            key=lambda c: -(c.text_score or 0.0),
-        )
-        ranks: dict[int, float] = {}
-        for ordered in (by_vector, by_text):
-            for rank, c in enumerate(ordered, start=1):
-                ranks[c.id] = ranks.get(c.id, 0.0) + 1.0 / (RRF_K + rank)
-        for rank, c in enumerate(by_vector if by_text else [], start=1):
-            # no keyword could match all of it: its vector rank may count twice (not when the
-            # keyword leg found nothing, which ranks every chunk by its vectors alone)
-            if c.other_script:
-                ranks[c.id] = max(ranks[c.id], 2.0 / (RRF_K + rank))
-        best = 2.0 / (RRF_K + 1)  # first in both legs
-        scored = [(c, ranks.get(c.id, 0.0) / best) for c in candidates]
+    weighted = _weighted(candidates, options)
+    if options.mode != "rrf":
+        scored = weighted
     else:
-        wv = options.vector_weight if options.mode != "keyword" else 0.0
-        wt = options.text_weight if options.mode != "vector" else 0.0
-        total = wv + wt or 1.0
-        found_by_text = any(c.text_score is not None for c in candidates)
-        scored = []
-        for c in candidates:
-            score = (wv * (c.vector_score or 0.0) + wt * (c.text_score or 0.0)) / total
-            if c.other_script and wv and found_by_text:
-                # no keyword could match all of it: the keyword leg may add to its vector score,
-                # never take from it (else being found by a few shared words, as a pool large
-                # enough finds it, ranks it lower than not being found)
-                score = max(score, c.vector_score or 0.0)
-            if c.exact:
-                # exact matches ordered among themselves by the keyword leg, or by the vectors
-                # where it does not run (else they tie at 0.9 and the path decides)
-                evidence = c.text_score if wt else c.vector_score
-                score = max(score, 0.9 + 0.1 * (evidence or 0.0))
-            scored.append((c, score))
-    return sorted(scored, key=lambda pair: (-pair[1], pair[0].path, pair[0].start_line))
+        rrf = _reciprocal_ranks(candidates)
+        scored = {c.id: rrf.get(c.id, 0.0) for c in candidates}
+    # RRF ties often (first and second in one leg against second and first in the other): the
+    # weighted score, not the path, orders them
+    return sorted(
+        ((c, scored[c.id]) for c in candidates),
+        key=lambda pair: (-pair[1], -weighted[pair[0].id], pair[0].path, pair[0].start_line),
+    )
+
+
+def _weighted(candidates: Sequence[Candidate], options: Options) -> dict[int, float]:
+    """Each candidate's weighted mean of its two legs' calibrated scores."""
+    wv = options.vector_weight if options.mode != "keyword" else 0.0
+    wt = options.text_weight if options.mode != "vector" else 0.0
+    total = wv + wt or 1.0
+    found_by_text = any(c.text_score is not None for c in candidates)
+    scored = {}
+    for c in candidates:
+        score = (wv * (c.vector_score or 0.0) + wt * (c.text_score or 0.0)) / total
+        if c.other_script and wv and found_by_text:
+            # no keyword could match all of it: the keyword leg may add to its vector score,
+            # never take from it (else being found by a few shared words, as a pool large
+            # enough finds it, ranks it lower than not being found)
+            score = max(score, c.vector_score or 0.0)
+        if c.exact:
+            # exact matches ordered among themselves by the keyword leg, or by the vectors
+            # where it does not run (else they tie at 0.9 and the path decides)
+            evidence = c.text_score if wt else c.vector_score
+            score = max(score, 0.9 + 0.1 * (evidence or 0.0))
+        scored[c.id] = score
+    return scored
+
+
+def _reciprocal_ranks(candidates: Sequence[Candidate]) -> dict[int, float]:
+    """Reciprocal-rank fusion over both legs, 1.0 for a chunk first in both."""
+    by_vector = sorted(
+        (c for c in candidates if c.vector_score is not None),
+        key=lambda c: -(c.vector_score or 0.0),
+    )
+    by_text = sorted(
+        (c for c in candidates if c.text_score is not None),
+        key=lambda c: -(c.text_score or 0.0),
+    )
+    ranks: dict[int, float] = {}
+    for ordered in (by_vector, by_text):
+        for c, rank in _note_ranks(ordered):
+            ranks[c.id] = ranks.get(c.id, 0.0) + 1.0 / (RRF_K + rank)
+    for c, rank in _note_ranks(by_vector if by_text else []):
+        # no keyword could match all of it: its vector rank may count twice (not when the
+        # keyword leg found nothing, which ranks every chunk by its vectors alone)
+        if c.other_script:
+            ranks[c.id] = max(ranks[c.id], 2.0 / (RRF_K + rank))
+    best = 2.0 / (RRF_K + 1)  # first in both legs
+    return {i: r / best for i, r in ranks.items()}
+
+
+def _note_ranks(ordered: Sequence[Candidate]) -> list[tuple[Candidate, int]]:
+    """Each chunk's rank among notes: 1 + the other notes with a better chunk. A note's
+    overlapping chunks say nearly the same, and counted apart they pushed its other chunk a rank
+    down in every leg where it came second to itself."""
+    ahead: set[str] = set()
+    ranked = []
+    for c in ordered:
+        ranked.append((c, len(ahead - {c.path}) + 1))
+        ahead.add(c.path)
+    return ranked
 
 
 def decay_factor(path: str, today: date, half_life: float) -> float:
@@ -361,7 +391,7 @@ def spread_notes(
         if factors is not None:
             factors[c.id] = factor
         spread.append((trimmed, score * factor, relevance))
-    spread.sort(key=lambda t: (-t[1], t[0].path, t[0].start_line))
+    spread.sort(key=lambda t: -t[1])  # stable: ties keep the order they came in
     return spread
 
 
@@ -399,7 +429,7 @@ def rank(
         decayed = [(c, s * decay_factor(c.path, today, options.half_life), s) for c, s in fused]
     else:
         decayed = [(c, s, s) for c, s in fused]
-    decayed.sort(key=lambda t: (-t[1], t[0].path, t[0].start_line))
+    decayed.sort(key=lambda t: -t[1])  # stable: ties keep fuse's order
     # MMR asks for diverse results: the rest of a listed chunk is the least diverse of all
     decayed = spread_notes(decayed, repeats, 0.0 if options.mmr else OVERLAP)
     if options.mmr:

@@ -75,6 +75,27 @@ def test_rrf_scores_rank_positions() -> None:
     assert scored[3] < scored[2]
 
 
+def test_rrf_ranks_count_notes_not_a_notes_own_chunks() -> None:
+    # a note's second chunk does not push the next note down a rank
+    first, its_second = _c(1, 0.9, 0.5, path="a.md"), _c(2, 0.8, None, path="a.md")
+    other, found_by_keyword = _c(3, 0.75, None, path="c.md"), _c(4, 0.7, 0.9, path="b.md")
+    scored = dict(
+        (c.id, s)
+        for c, s in fuse([first, its_second, other, found_by_keyword], Options(mode="rrf"))
+    )
+    assert scored[2] == pytest.approx((1 / 61) / (2 / 61))  # second only to its own note
+    assert scored[4] == pytest.approx((1 / 63 + 1 / 61) / (2 / 61))  # behind a.md and c.md
+
+
+def test_rrf_ties_are_ordered_by_the_weighted_score_not_the_path() -> None:
+    # first and second by vectors against second and first by keywords: the same RRF score
+    october = _c(1, 0.6, 1.0, path="daily/2026-10-02.md")
+    november = _c(2, 0.9, 0.5, path="daily/2026-11-20.md")
+    fused = fuse([october, november], Options(mode="rrf"))
+    assert fused[0][1] == pytest.approx(fused[1][1])
+    assert [c.id for c, _ in fused] == [2, 1]
+
+
 def test_calibration_is_relative_to_the_query_background() -> None:
     rng = np.random.default_rng(0)
     e5_like = rng.normal(0.8, 0.02, 500)
