@@ -90,7 +90,23 @@ def _progress_factory(bars: list[Any]):  # type: ignore[no-untyped-def]
     return open_bar
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    """memsync's commands, refusing an argument that is not UTF-8 text (typed in a terminal of
+    another encoding) as a usage error before any command sees it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from .vault import is_utf8, shown
+
+        for arg in args:
+            if not is_utf8(arg):
+                raise click.UsageError(
+                    f"argument {shown(arg)} is not UTF-8 text: memsync reads its arguments as UTF-8",
+                    ctx,
+                )
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="memsync")
 def main() -> None:
     """A fresh, offline, searchable index of your Markdown notes."""

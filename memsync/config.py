@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .vault import is_utf8, shown
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -206,10 +207,18 @@ def _coerce(name: str, raw: Any, kind: Any) -> Any:
             return float(raw)
         if kind.startswith("tuple"):  # a TOML list, or commas in an environment variable
             items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
-            return tuple(str(item).strip() for item in items if str(item).strip())
-        return str(raw)
+            return tuple(_text(name, str(item).strip()) for item in items if str(item).strip())
+        return _text(name, str(raw))
     except ValueError as exc:
         raise ConfigError(f"setting {name}: cannot read {raw!r} as {kind.split()[0]}") from exc
+
+
+def _text(name: str, value: str) -> str:
+    """A setting's text; bytes that are not UTF-8 (an environment variable or a flag typed in
+    another encoding) are refused here rather than failing deep inside a database driver."""
+    if not is_utf8(value):
+        raise ConfigError(f"setting {name}: {shown(value)} is not UTF-8 text", (name,))
+    return value
 
 
 def load_config(**flags: Any) -> Config:

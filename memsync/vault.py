@@ -150,7 +150,10 @@ def vault_root(path: str | os.PathLike[str]) -> Path:
         raise VaultError(f"vault not found: {root}")
     if not root.is_dir():
         raise VaultError(f"vault is not a folder: {root}")
-    return root.resolve()
+    real = root.resolve()
+    if not is_utf8(str(real)):  # the index keeps the vault's path, and its notes', as text
+        raise VaultError(f"the vault's path {shown(str(real))} is not UTF-8: rename the folder")
+    return real
 
 
 def _inside(real: str, root_real: str) -> bool:
@@ -167,12 +170,14 @@ def shown(rel: str) -> str:
     return os.fsencode(rel).decode("utf-8", "backslashreplace")
 
 
-def _utf8_name(name: str) -> bool:
-    if name.isascii():  # nearly every name, and a C-speed check
+def is_utf8(text: str) -> bool:
+    """Whether a name or an argument is text, not the surrogate escapes Python reads bytes that
+    are not UTF-8 as (a file name on disk, a word from a terminal in another encoding)."""
+    if text.isascii():  # nearly every name, and a C-speed check
         return True
     try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:  # surrogate escapes: the bytes on disk are not UTF-8
+        text.encode("utf-8")
+    except UnicodeEncodeError:
         return False
     return True
 
@@ -184,7 +189,7 @@ def _judge_file(
     None means not a note at all (ignored, a folder, gone); a Skip says why a note is left out."""
     if rules.skips_file(rel):
         return None
-    if not _utf8_name(rel):
+    if not is_utf8(rel):
         return Skip(shown(rel), "file name is not valid UTF-8: rename the file to index it")
     if is_link:
         real = os.path.realpath(path)
@@ -251,7 +256,7 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
                 continue
             if rules.skips_dir(rel):
                 continue
-            if not _utf8_name(entry.name):
+            if not is_utf8(entry.name):
                 result.skipped.append(Skip(shown(rel), "folder name is not valid UTF-8"))
                 continue
             if not is_link:  # no need to ask the kernel: the parent's real path + name

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,40 @@ def test_errors_are_one_line_with_exit_1(tmp_path: Path) -> None:
 def test_bad_usage_exits_2(tmp_path: Path) -> None:
     assert CliRunner().invoke(main, ["index"]).exit_code == 2
     assert CliRunner().invoke(main, ["index", str(tmp_path), "--provider", "magic"]).exit_code == 2
+
+
+def test_arguments_and_settings_that_are_not_utf8_are_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vault = _vault(tmp_path / "notes")
+    latin1 = os.fsdecode(b"caf\xe9")  # typed in a Latin-1 terminal under a UTF-8 locale
+    elsewhere = str(tmp_path / f"{latin1}.sqlite")
+    for args in (
+        ["query", "--vault", str(vault), latin1],
+        ["query", "--vault", str(vault), "--tag", latin1, "redis"],
+        ["get", "--vault", str(vault), f"{latin1}.md:1-2"],
+        ["index", str(vault), "--db", elsewhere],
+    ):
+        done = memsync(*args)
+        assert done.returncode == 2, done.stderr
+        assert "Error: argument " in done.stderr and "caf\\xe9" in done.stderr
+        assert "is not UTF-8 text" in done.stderr
+    done = memsync("status", env={"MEMSYNC_DB": elsewhere})
+    assert done.returncode == 1
+    assert (
+        done.stderr == f"memsync: error: setting db: {tmp_path}/caf\\xe9.sqlite is not UTF-8 text\n"
+    )
+    assert not list(tmp_path.glob("*.sqlite"))
+    # a vault folder whose own name is not UTF-8, indexed from inside it
+    folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/v\xe9"))
+    write(folder, "a.md", "# Alpha\n")
+    monkeypatch.chdir(folder)
+    result = CliRunner().invoke(main, ["index", ".", "--provider", "none"])
+    assert result.exit_code == 1
+    assert (
+        result.output
+        == f"memsync: error: the vault's path {tmp_path}/v\\xe9 is not UTF-8: rename the folder\n"
+    )
 
 
 def test_http_provider_failure_keeps_text_and_says_what_to_do(
