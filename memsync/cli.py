@@ -91,18 +91,18 @@ def _progress_factory(bars: list[Any]):  # type: ignore[no-untyped-def]
 
 
 class Commands(click.Group):
-    """memsync's commands, refusing an argument that is not UTF-8 text (typed in a terminal of
-    another encoding) as a usage error before any command sees it."""
+    """memsync's commands, refusing an argument that is not UTF-8 text as a usage error before
+    any command sees it."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        from .vault import is_utf8, shown
+        from .config import utf8_text
+        from .errors import ConfigError
 
         for arg in args:
-            if not is_utf8(arg):
-                raise click.UsageError(
-                    f"argument {shown(arg)} is not UTF-8 text: memsync reads its arguments as UTF-8",
-                    ctx,
-                )
+            try:
+                utf8_text(arg, "argument")
+            except ConfigError as exc:
+                raise click.UsageError(str(exc), ctx) from None
         return super().parse_args(ctx, args)
 
 

@@ -207,17 +207,19 @@ def _coerce(name: str, raw: Any, kind: Any) -> Any:
             return float(raw)
         if kind.startswith("tuple"):  # a TOML list, or commas in an environment variable
             items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
-            return tuple(_text(name, str(item).strip()) for item in items if str(item).strip())
-        return _text(name, str(raw))
+            texts = (str(item).strip() for item in items)
+            return tuple(utf8_text(t, f"setting {name}:", (name,)) for t in texts if t)
+        return utf8_text(str(raw), f"setting {name}:", (name,))
     except ValueError as exc:
         raise ConfigError(f"setting {name}: cannot read {raw!r} as {kind.split()[0]}") from exc
 
 
-def _text(name: str, value: str) -> str:
-    """A setting's text; bytes that are not UTF-8 (an environment variable or a flag typed in
-    another encoding) are refused here rather than failing deep inside a database driver."""
+def utf8_text(value: str, what: str, settings: tuple[str, ...] = ()) -> str:
+    """`value`, refused when it holds bytes that are not UTF-8 (a flag or variable typed in a
+    terminal of another encoding): deep inside a database driver or the model it would fail
+    with a traceback, since the index keeps paths and queries as text."""
     if not is_utf8(value):
-        raise ConfigError(f"setting {name}: {shown(value)} is not UTF-8 text", (name,))
+        raise ConfigError(f"{what} {shown(value)} is not UTF-8 text", settings)
     return value
 
 
