@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import queue
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ log = logging.getLogger("memsync.watch")
 RESCAN = "\0rescan"  # a queue item meaning: events were lost, reconcile everything
 RELOAD = "\0reload"  # a queue item meaning: .memsyncignore changed, apply its rules
 REWATCH = "\0rewatch"  # a queue item meaning: folders appeared or went, plan the watches again
+VAULT_LOST = "\0vault lost"  # a queue item meaning: the vault folder itself was deleted
 MAX_BATCH_WAIT = 2.0  # seconds: a steady stream of events still gets applied this often
 STOP_CHECK = 0.25  # seconds between looks at the stop flag while idle
 STOP_GRACE = 1.0  # seconds a stopping watcher waits for the embedding batch in flight
@@ -54,6 +56,15 @@ def _relative(root: str, path: str | bytes) -> str | None:
     return text[len(root) + 1 :].replace(os.sep, "/")
 
 
+def _folder_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a folder, None when none is there."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino) if stat.S_ISDIR(found.st_mode) else None
+
+
 class _EventSink:
     """watchdog handler: every src/dest path that may hold a note goes on the queue."""
 
@@ -71,6 +82,9 @@ class _EventSink:
             return  # a folder's mtime changes with every entry: its notes' own events say more
         for raw in paths:
             if not raw:
+                continue
+            if kind == "deleted" and os.fsdecode(raw) == self.root:
+                self.changes.put(VAULT_LOST)  # its watches went with it, even if it comes back
                 continue
             rel = _relative(self.root, raw)
             if rel is None:
@@ -187,6 +201,8 @@ class Watcher:
         self.lock = location.writer_lock("watch")
         self._observer: object | None = None
         self._watches: dict[tuple[str, bool], Any] = {}  # (folder, recursive) -> watchdog's watch
+        self._watched_vault: tuple[int, int] | None = None  # the folder the watches are on
+        self._vault_gone = False
         self._embedding: Embedding | None = None
         self.ready = threading.Event()
 
@@ -270,6 +286,7 @@ class Watcher:
         observer.start()
         self._observer = observer
         self._watches = {}
+        self._watched_vault = _folder_identity(self.root)
         if not self._rewatch(sink):
             log.error("cannot watch %s: reconciling every minute instead", self.root)
             self._stop_observer()
@@ -348,6 +365,9 @@ class Watcher:
         batches = Debouncer(self.changes, self.config.debounce_ms / 1000.0, MAX_BATCH_WAIT)
         next_reconcile = time.monotonic() + self._interval()
         while not self.stop.is_set():
+            if self._vault_missing(syncer, sink):
+                self.stop.wait(STOP_CHECK)
+                continue
             if time.monotonic() >= next_reconcile:  # also under a steady stream of events
                 self._check_lock()
                 self._guarded(self._reconcile, syncer, "periodic")
@@ -372,10 +392,36 @@ class Watcher:
                     self._start_observer(sink)
                 self._guarded(self._reconcile, syncer, "events lost")
                 continue
+            if VAULT_LOST in batch:
+                self._watched_vault = None
             if REWATCH in batch:
                 self._rewatch(sink)
             changes = [c for c in batch if isinstance(c, Change)]
             self._guarded(self._apply, syncer, changes)
+
+    def _vault_missing(self, syncer: Syncer, sink: _EventSink) -> bool:
+        """True while no folder is at the vault's path. A vault folder deleted and made again,
+        or moved away and another put in its place, is a folder no watch is on: its edits were
+        found by the periodic reconcile only. When a folder is back (another inode, or any after
+        the vault's was deleted), it is watched anew and reconciled."""
+        now = _folder_identity(self.root)
+        if now is None:
+            self._watched_vault = None  # a folder made again may reuse its inode number
+            if not self._vault_gone:
+                log.warning(
+                    "the vault folder %s is gone: the index stays as it is until it is back",
+                    self.root,
+                )
+                self._vault_gone = True
+            return True
+        if now == self._watched_vault:
+            return False
+        log.info("a vault folder is at %s again: watching it", self.root)
+        self._vault_gone = False
+        self._stop_observer()
+        self._start_observer(sink)
+        self._guarded(self._reconcile, syncer, "vault folder back")
+        return False
 
     def _check_lock(self) -> None:
         """Write only while the writer lock holds: a server's lock ends with its connection, and

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -325,6 +326,27 @@ def test_the_periodic_reconcile_runs_even_under_a_steady_stream_of_events(
             time.sleep(0.05)
     finally:
         r.stop()
+
+
+def test_a_vault_folder_made_again_or_replaced_is_watched_again(
+    running: Running, vault: Path
+) -> None:
+    shutil.rmtree(vault)
+    wait_until(lambda: running.files() == {})
+    write(vault, "back.md", "# Back\n\nkombucha\n")
+    wait_until(lambda: running.keyword("kombucha") == ["back.md"])
+    write(vault, "later.md", "# Later\n\nzebra\n")  # seen by a watch on the new folder
+    wait_until(lambda: running.keyword("zebra") == ["later.md"])
+    vault.rename(vault.with_name("moved away"))
+    write(vault, "other.md", "# Other\n\nquokka\n")
+    wait_until(lambda: set(running.files()) == {"other.md"})
+    write(vault, "after.md", "# After\n\nwombat\n")
+    wait_until(lambda: running.keyword("wombat") == ["after.md"])
+    shutil.rmtree(vault)  # made again at once, as like as not on the same inode number
+    write(vault, "again.md", "# Again\n\nnarwhal\n")
+    wait_until(lambda: set(running.files()) == {"again.md"})
+    write(vault, "last.md", "# Last\n\nocelot\n")
+    wait_until(lambda: running.keyword("ocelot") == ["last.md"])
 
 
 def test_a_non_utf8_name_in_a_batch_loses_nothing_else(running: Running, vault: Path) -> None:
