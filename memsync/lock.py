@@ -87,9 +87,10 @@ class WriterLock:
     def _unlock(self) -> None:
         raise NotImplementedError
 
-    def alive(self) -> bool:
-        """Whether the lock is still ours (a server's lock ends with its connection)."""
-        return self.held
+    def lost(self) -> str | None:
+        """Why the lock is no longer ours, or None while it is (a server's lock ends with its
+        connection; a lock file can be deleted)."""
+        return None if self.held else "it was released"
 
     # -- the policy -------------------------------------------------------------------------
 
@@ -199,6 +200,20 @@ class FileLock(WriterLock):
         self._handle.truncate()
         self._handle.write(json.dumps(facts))  # "a+": a write always goes to the end
         self._handle.flush()
+
+    def lost(self) -> str | None:
+        """The lock file or the database deleted (an index removed by hand while its watcher
+        runs): a new writer would lock a new file, and two would write one vault."""
+        if self._handle is None:
+            return super().lost()
+        try:
+            mine, there = os.fstat(self._handle.fileno()), os.stat(self.path)
+            os.stat(self.index)
+        except OSError:
+            return "its database or lock file was deleted"
+        if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino):
+            return "its lock file was replaced"
+        return super().lost()
 
     def _unlock(self) -> None:
         if self._handle is not None:

@@ -67,18 +67,18 @@ class AdvisoryLock(WriterLock):
         except psycopg.Error as exc:
             log.warning("could not publish the writer's facts: %s", first_line(exc))
 
-    def alive(self) -> bool:
-        """The session that holds the lock still answers (when it ends, so does the lock)."""
+    def lost(self) -> str | None:
+        """The session that holds the lock no longer answers (when it ends, so does the lock)."""
         import psycopg
 
         if not self.held or self._conn is None:
-            return False
+            return super().lost()
         try:
             with self._guard:
                 self._conn.execute("SELECT 1")
-            return True
+            return None
         except psycopg.Error:
-            return False
+            return "its connection to the server ended"
 
     def _unlock(self) -> None:
         if self._conn is not None:

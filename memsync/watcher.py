@@ -424,12 +424,13 @@ class Watcher:
         return False
 
     def _check_lock(self) -> None:
-        """Write only while the writer lock holds: a server's lock ends with its connection, and
-        another writer may then take the vault."""
-        if not self.lock.alive():
+        """Write only while the writer lock holds: a server's lock ends with its connection, a
+        lock file can be deleted, and another writer may then take the vault."""
+        why = self.lock.lost()
+        if why:
             raise LockError(
-                f"lost the writer lock on {self.location} (its connection to the server ended); "
-                "stopped so that two writers never write one vault: start memsync watch again"
+                f"lost the writer lock on {self.location} ({why}); stopped so that two writers "
+                "never write one vault: start memsync watch again"
             )
 
     def _guarded(self, work: Callable[..., None], syncer: Syncer, *args: object) -> None:

@@ -205,6 +205,19 @@ def test_a_second_writer_is_refused_naming_the_pid(
         second.run()
 
 
+@pytest.mark.parametrize("removed", ["i.sqlite", "i.sqlite.lock"])
+def test_a_watcher_whose_index_is_deleted_stops_before_a_second_writer_can_start(
+    vault: Path, tmp_path: Path, removed: str
+) -> None:
+    r = Running(vault, tmp_path / "i.sqlite")
+    (tmp_path / removed).unlink()  # an index removed by hand while its watcher runs
+    write(vault, "new.md", "# New\n\nan edit after it\n")
+    r.thread.join(15)
+    assert not r.thread.is_alive()
+    assert isinstance(r.error, LockError)
+    assert "was deleted); stopped so that two writers never write one vault" in str(r.error)
+
+
 class WatchProcess:
     """`memsync watch` in a subprocess; its log read by a thread, so that no wait is unbounded."""
 
