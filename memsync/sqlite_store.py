@@ -146,6 +146,8 @@ def database_error(exc: BaseException) -> StoreError | None:
     (the index itself stays consistent: SQLite rolled the transaction back); None otherwise."""
     import apsw
 
+    if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+        return StoreError(describe(exc), reopen=True)  # what SQLite rolled back was not the harm
     if isinstance(exc, apsw.Error):
         return StoreError(describe(exc) + " (the index is intact)", reopen=True)
     return None

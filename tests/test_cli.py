@@ -206,6 +206,31 @@ def test_a_foreign_database_as_db_is_refused_in_one_line_and_not_changed(tmp_pat
     assert hashlib.sha256(other.read_bytes()).hexdigest() == before
 
 
+def test_an_index_damaged_after_it_opened_says_so_and_not_that_it_is_intact(
+    tmp_path: Path,
+) -> None:
+    import apsw
+
+    vault = tmp_path / "notes"
+    for i in range(40):
+        write(vault, f"n{i}.md", f"# Note {i}\n\n" + "kombucha fermentation notes\n" * 50)
+    db = tmp_path / "i.sqlite"
+    assert memsync("index", str(vault), "--db", str(db), "--provider", "none").returncode == 0
+    conn = apsw.Connection(str(db))
+    page_size = conn.execute("PRAGMA page_size").fetchall()[0][0]
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'chunks_fts_data'")
+    page = root.fetchall()[0][0]
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with open(db, "r+b") as handle:  # the schema reads well; the keyword index does not
+        handle.seek((page - 1) * page_size)
+        handle.write(b"\xde\xad" * (page_size // 2))
+    done = memsync("query", "kombucha", "--db", str(db), "--vault", str(vault), "--mode", "keyword")
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "the index file is damaged" in done.stderr
+    assert "intact" not in done.stderr
+
+
 def test_query_and_status_work_on_an_index_this_user_cannot_write(
     world_readable: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
