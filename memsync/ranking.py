@@ -5,7 +5,8 @@ legs through the store. Score rules, and why they differ from the reference desi
 - Each leg is calibrated into [0, 1] so that one `min_score` means the same for every model. Text:
   the best BM25 match gets s = (-r) / (1 - r), the others s times their BM25 relative to the best,
   each floored at half the share of query terms it holds (BM25 is near 0 in a small vault), and a
-  chunk holding every term lifted to 0.3 + 0.7 x that. Vector: the cosine's z-score against this
+  chunk holding every term lifted to 0.3 + 0.7 x that, one of a note whose file name holds every
+  term (`heron`, projects/heron.md) to 0.5 + 0.5 x that. Vector: the cosine's z-score against this
   query's cosines with a sample of the index (e5's cosines crowd 0.7-0.9, other models' sit
   lower: the z-score does not care), squashed by a logistic centred at z = 2.5, of width 1.25.
 - Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import TYPE_CHECKING
@@ -154,8 +155,23 @@ def _stems(term: str) -> list[str]:
 EVERY_TERM = 0.3  # a chunk holding every term of the query scores at least this on the text leg
 
 
+NAMED = 0.5  # a chunk of a note whose file name holds every term of the query: at least this
+
+
+def named(path: str, terms: Sequence[str]) -> bool:
+    """The note's file name holds every term of the query (`heron` and projects/heron.md, `li
+    wei` and people/li-wei.md): a note's name says what it is about, while its text may hold
+    the name less often than a short note that mentions it twice."""
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+    words = set(_stems(" ".join(re.findall(r"[^\W_]+", fts.cjk_spelled(stem)))))
+    return bool(terms) and all(set(_stems(term)) <= words for term in terms)
+
+
 def calibrate_bm25(
-    ranks: dict[int, float], covered: dict[int, float], best: float | None = None
+    ranks: dict[int, float],
+    covered: dict[int, float],
+    best: float | None = None,
+    named: Collection[int] = (),
 ) -> dict[int, float]:
     """BM25 ranks -> [0, 1]. The best match gets (-r)/(1-r), which says how strong a keyword match
     it is in this index; the others get that times their BM25 relative to the best, which keeps
@@ -165,7 +181,8 @@ def calibrate_bm25(
     A chunk holding every term is then lifted: EVERY_TERM + (1 - EVERY_TERM) x its score. BM25's
     length normalisation puts a long chunk that holds every word of the question far below a short
     one that holds them too, and a question whose answer is spread over several notes (each holding
-    its words, some at length) lost them to chunks holding fewer of its words.
+    its words, some at length) lost them to chunks holding fewer of its words. A chunk of a note
+    the query names (`named`) is lifted the same way to at least NAMED.
     """
     if not ranks:
         return {}
@@ -175,10 +192,11 @@ def calibrate_bm25(
         i: max(top * (r / best if best < 0 else 1.0), 0.5 * covered.get(i, 0.0))
         for i, r in ranks.items()
     }
-    return {
+    lifted = {
         i: EVERY_TERM + (1 - EVERY_TERM) * score if covered.get(i, 0.0) >= 1.0 else score
         for i, score in scores.items()
     }
+    return {i: NAMED + (1 - NAMED) * s if i in named else s for i, s in lifted.items()}
 
 
 def identifiers(query: str) -> list[str]:

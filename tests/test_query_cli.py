@@ -66,6 +66,23 @@ def test_the_rest_of_an_overlapping_chunk_is_no_exact_match_without_the_identifi
     assert found[1]["start_line"] == found[0]["end_line"] + 1  # its own lines only
 
 
+def test_a_few_results_are_the_first_of_more_and_a_note_the_query_names_leads(
+    tmp_path: Path,
+) -> None:
+    vault = tmp_path / "notes"
+    write(vault, "projects/heron.md", "# Heron\n\n" + "Offline-first sync for the app.\n" * 30)
+    for i in range(12):  # short notes that say the name twice outrank it by BM25
+        write(vault, f"people/p{i}.md", f"# Person {i}\n\nWorks on Heron. Demos Heron.\n")
+    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+
+    def first(limit: int) -> list[str]:
+        args = ("query", "heron", "--vault", str(vault), "-n", str(limit), "--files")
+        return _run(*args).stdout.split()
+
+    assert first(10)[0] == "projects/heron.md"
+    assert first(2) == first(10)[:2] and first(1) == first(10)[:1]
+
+
 def test_chinese_word_inside_a_run(keyword_vault: Path) -> None:
     payload = json.loads(_run("query", "端口", "--vault", str(keyword_vault), "--json").stdout)
     assert payload["results"][0]["path"] == "笔记/测试服务器.md"

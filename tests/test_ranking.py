@@ -210,6 +210,23 @@ def test_text_calibration_is_bm25_floored_by_the_share_of_terms_found() -> None:
     assert lifted[1] <= 1.0
 
 
+def test_a_note_the_query_names_is_lifted_on_the_keyword_leg() -> None:
+    from memsync.ranking import NAMED, calibrate_bm25, named
+
+    assert named("projects/heron.md", ["heron"])
+    assert named("people/li-wei.md", ["li", "wei"]) and named("daily/2026-10-02.md", ["2026 10 02"])
+    assert named("笔记/周末计划.md", ["周末", "计划"])
+    assert named("tech/postgres-replication.md", ["postgres", "replications"])
+    assert not named("notes/heartbeat.md", ["art"])  # words, not substrings
+    assert not named("projects/garden-shed.md", ["garden", "shed", "budget"])  # every term
+    assert not named("projects/heron.md", [])
+    # two short mentions outrank the long note the query names, until it is lifted
+    plain = calibrate_bm25({1: -4.4, 2: -3.6}, {1: 1.0, 2: 1.0})
+    lifted = calibrate_bm25({1: -4.4, 2: -3.6}, {1: 1.0, 2: 1.0}, named={2})
+    assert plain[1] > plain[2] and lifted[1] == plain[1]
+    assert lifted[2] == pytest.approx(NAMED + (1 - NAMED) * plain[2]) and lifted[2] > lifted[1]
+
+
 def test_a_number_shared_by_chance_is_no_exact_match() -> None:
     from memsync.ranking import is_exact, other_terms
 
