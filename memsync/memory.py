@@ -241,11 +241,12 @@ class Memory:
             raise ArgumentError("the query is empty: give the words or the question to search for")
         root = self.vault
         stale = ""
-        if root is not None and root.is_dir():
-            if self.location.shared:  # a shared index is written by its writer only
-                stale = behind_notice(self.store, self.location, root)
-            else:
-                stale = refresh_text(self.store, self.location, root, self.config.max_file_bytes)
+        if root is not None and not root.is_dir():  # moved, deleted, a drive not mounted
+            stale = f"the vault folder {root} is not there now: results are from the index as last synced"
+        elif root is not None and self.location.shared:  # written by its writer only
+            stale = behind_notice(self.store, self.location, root)
+        elif root is not None:
+            stale = refresh_text(self.store, self.location, root, self.config.max_file_bytes)
         embedder, why = (None, "")
         if options.mode != "keyword":
             embedder, why = self._query_embedder()

@@ -150,6 +150,16 @@ def test_the_query_brings_the_text_up_to_date_first(keyword_vault: Path) -> None
     assert gone["results"] == []
 
 
+def test_a_query_says_when_the_vault_folder_is_gone(keyword_vault: Path, tmp_path: Path) -> None:
+    db = tmp_path / "i.sqlite"
+    assert _run("index", str(keyword_vault), "--db", str(db), "--provider", "none").exit_code == 0
+    keyword_vault.rename(tmp_path / "moved")
+    result = _run("query", "OPS-1432", "--db", str(db), "--files")
+    assert result.exit_code == 0 and result.stdout == "tech/redis.md\n"
+    assert f"the vault folder {keyword_vault} is not there now" in result.stderr
+    assert "results are from the index as last synced" in result.stderr
+
+
 def test_the_vault_around_the_cwd_is_used(
     keyword_vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
