@@ -420,6 +420,10 @@ class Watcher:
         self._vault_gone = False
         self._stop_observer()
         self._start_observer(sink)
+        # its .memsyncignore may say otherwise: read once watched, so that no edit of it is missed
+        syncer.reload_rules()
+        sink.rules = syncer.rules
+        self._rewatch(sink)
         self._guarded(self._reconcile, syncer, "vault folder back")
         return False
 

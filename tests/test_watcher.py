@@ -352,9 +352,13 @@ def test_a_vault_folder_made_again_or_replaced_is_watched_again(
     wait_until(lambda: running.keyword("zebra") == ["later.md"])
     vault.rename(vault.with_name("moved away"))
     write(vault, "other.md", "# Other\n\nquokka\n")
+    write(vault, ".memsyncignore", "private/\n")  # the new folder's own rules apply
+    write(vault, "private/secret.md", "# Secret\n\nnot for the index\n")
     wait_until(lambda: set(running.files()) == {"other.md"})
     write(vault, "after.md", "# After\n\nwombat\n")
+    write(vault, "private/more.md", "# More\n\nwombat\n")
     wait_until(lambda: running.keyword("wombat") == ["after.md"])
+    assert set(running.files()) == {"other.md", "after.md"}
     shutil.rmtree(vault)  # made again at once, as like as not on the same inode number
     write(vault, "again.md", "# Again\n\nnarwhal\n")
     wait_until(lambda: set(running.files()) == {"again.md"})
