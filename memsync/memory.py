@@ -242,7 +242,10 @@ class Memory:
         root = self.vault
         stale = ""
         if root is not None and not root.is_dir():  # moved, deleted, a drive not mounted
-            stale = f"the vault folder {root} is not there now: results are from the index as last synced"
+            stale = (
+                f"the vault folder {root} is not there now: results are from the index as last "
+                "synced"
+            )
         elif root is not None and self.location.shared:  # written by its writer only
             stale = behind_notice(self.store, self.location, root)
         elif root is not None:

@@ -37,10 +37,9 @@ from .store import StoreReader
 from .vectors import best_cosine
 
 log = logging.getLogger("memsync.search")
-
-MIN_POOL = 40  # what -n 10 brings: LoCoMo's and SciFact's figures are measured there
 _SETTINGS = Config()  # the documented defaults live in Config only
 SAMPLE_CHUNKS = 256  # chunks whose nearest windows calibrate a query's cosines
+MIN_POOL = 40  # candidates a leg brings at least: what -n 10 brings (LoCoMo, SciFact measure there)
 
 
 @dataclass(frozen=True)
