@@ -79,7 +79,7 @@ def status_text(facts: dict[str, Any]) -> str:
         )
     else:
         lines.append(
-            f"files:    {facts['files_indexed']} indexed; the vault folder is not on this machine"
+            f"files:    {facts['files_indexed']} indexed; the vault folder is not there now"
         )
     lines.append(
         f"chunks:   {facts['chunks']} ({facts['chunks_embedded']} with vectors, "
@@ -115,7 +115,10 @@ def status_text(facts: dict[str, Any]) -> str:
     elif elsewhere:
         state = f"not compared here: the vault's notes are{host}, where its writer runs"
     elif not disk["present"]:
-        state = "vault folder not on this machine: cannot compare it with the index"
+        state = (
+            "the vault folder is not there now (moved, deleted or not mounted): cannot compare "
+            "it with the index"
+        )
     else:
         behind = [f"{disk[k]} {k}" for k in ("new", "changed", "removed") if disk.get(k)]
         parts = []

@@ -158,6 +158,9 @@ def test_a_query_says_when_the_vault_folder_is_gone(keyword_vault: Path, tmp_pat
     assert result.exit_code == 0 and result.stdout == "tech/redis.md\n"
     assert f"the vault folder {keyword_vault} is not there now" in result.stderr
     assert "results are from the index as last synced" in result.stderr
+    status = _run("status", "--db", str(db)).stdout
+    assert f"vault:    {keyword_vault} on " in status
+    assert "the vault folder is not there now (moved, deleted or not mounted)" in status
 
 
 def test_the_vault_around_the_cwd_is_used(
