@@ -309,11 +309,12 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
         )
         legs.vector = {i: float(s) for i, s in zip(ids, calibrated)}
     found = [i for i in legs.bm25 if i in rows]
+    names = {path: named(path, legs.terms) for path in {rows[i].path for i in found}}
     text_scores = calibrate_bm25(
         {i: legs.bm25[i] for i in found},
         {i: coverage(rows[i].text, legs.terms) for i in found},
         legs.best_bm25,
-        {i for i in found if named(rows[i].path, legs.terms)},
+        {i for i in found if names[rows[i].path]},
     )
     return [
         Candidate(
