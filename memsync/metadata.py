@@ -73,6 +73,12 @@ def _loader() -> type[Any]:
     return NoAliases
 
 
+def front_matter_lines(text: str) -> int:
+    """How many lines the front matter takes at the top of a note's text (0 without one)."""
+    match = _FRONT_MATTER.match(text)
+    return text.count("\n", 0, match.end()) + 1 if match else 0
+
+
 def _front_matter(text: str) -> tuple[dict[str, object], str | None, int]:
     """The front matter as a mapping, a warning if it is malformed, and where the body starts.
     Any failure (bad YAML, an impossible date, a 5,000-digit number, deep nesting, aliases, a

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import fts
-from .metadata import note_date
+from .metadata import front_matter_lines, note_date
 from .vectors import placed_scripts
 
 if TYPE_CHECKING:
@@ -464,13 +464,15 @@ def snippet(text: str, words: list[str], start_line: int, width: int = 3) -> tup
     """The `width` consecutive lines of the chunk that best match the query's words, and where
     they start."""
     lines = text.split("\n")
+    # front matter is no content to show around a match: `tags: [...]` and `---` above a title
+    metadata = front_matter_lines(text) if start_line == 1 else 0
 
-    def line_score(line: str) -> float:
+    def line_score(index: int, line: str) -> float:
         lowered = line.lower()
         hits = sum(1 for w in words if w in lowered)
-        return hits + (0.1 if line.strip() else 0.0)
+        return hits + (0.1 if line.strip() and index >= metadata else 0.0)
 
-    scores = [line_score(line) for line in lines]
+    scores = [line_score(i, line) for i, line in enumerate(lines)]
     best, best_value = 0, -1.0
     for i in range(max(len(lines) - width + 1, 1)):
         value = sum(scores[i : i + width])

@@ -187,6 +187,14 @@ def test_snippet_shows_the_best_matching_lines_not_the_first() -> None:
     assert len(lines.split("\n")) <= 3
 
 
+def test_a_snippet_shows_the_match_with_content_not_front_matter() -> None:
+    text = "---\nstatus: active\ntags: [sync]\n---\n# Project Heron\n\nOffline-first sync.\nMore."
+    lines, first = snippet(text, query_words("heron"), start_line=1)
+    assert (first, lines) == (5, "# Project Heron\n\nOffline-first sync.")
+    # further down a note, the same lines are content like any other
+    assert snippet(text, query_words("heron"), start_line=40)[1] == 42
+
+
 def test_text_calibration_is_bm25_floored_by_the_share_of_terms_found() -> None:
     from memsync.ranking import calibrate_bm25, coverage
 
