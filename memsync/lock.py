@@ -182,6 +182,7 @@ class FileLock(WriterLock):
 
     def __init__(self, db: Path, role: str) -> None:
         super().__init__(str(db), role)
+        self.db = db
         self.path = lock_path(db)
         self._handle: IO[str] | None = None
 
@@ -208,7 +209,7 @@ class FileLock(WriterLock):
             return super().lost()
         try:
             mine, there = os.fstat(self._handle.fileno()), os.stat(self.path)
-            os.stat(self.index)
+            os.stat(self.db)
         except OSError:
             return "its database or lock file was deleted"
         if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino):

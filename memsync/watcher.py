@@ -379,11 +379,8 @@ class Watcher:
             self._check_lock()
             self.lock.update(last_event=sink.last_event)
             if RELOAD in batch:
-                syncer.reload_rules()
-                sink.rules = syncer.rules
                 log.info("%s changed: applying its rules", IGNORE_FILE)
-                self._rewatch(sink)
-                self._guarded(self._reconcile, syncer, IGNORE_FILE)
+                self._apply_rules(syncer, sink, IGNORE_FILE)
                 continue
             if RESCAN in batch or (self._observer is not None and not self._observer.is_alive()):  # type: ignore[attr-defined]
                 log.warning("events may have been lost: full reconcile")
@@ -421,11 +418,15 @@ class Watcher:
         self._stop_observer()
         self._start_observer(sink)
         # its .memsyncignore may say otherwise: read once watched, so that no edit of it is missed
+        self._apply_rules(syncer, sink, "vault folder back")
+        return False
+
+    def _apply_rules(self, syncer: Syncer, sink: _EventSink, why: str) -> None:
+        """Read .memsyncignore again, watch by its rules and reconcile by them."""
         syncer.reload_rules()
         sink.rules = syncer.rules
         self._rewatch(sink)
-        self._guarded(self._reconcile, syncer, "vault folder back")
-        return False
+        self._guarded(self._reconcile, syncer, why)
 
     def _check_lock(self) -> None:
         """Write only while the writer lock holds: a server's lock ends with its connection, a
