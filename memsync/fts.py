@@ -104,6 +104,11 @@ def _bigrams(run: str) -> list[str]:
 SPELLING = "cjk-bigrams+unigrams+camel-words"
 
 
+def cjk_phrase(word: str) -> str:
+    """A Chinese word as one FTS5 phrase: its bigrams, which the index holds side by side."""
+    return " ".join(_bigrams(word))
+
+
 def _cjk_tokens(run: str) -> list[str]:
     # bigrams for words of two characters or more, and each character alone for one-character queries
     return _bigrams(run) + (list(run) if len(run) > 1 else [])

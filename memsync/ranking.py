@@ -60,6 +60,7 @@ class Candidate:
     bm25: float | None = None  # the raw leg values, for --explain
     cosine: float | None = None
     other_script: bool = False  # written in another script than the query: no keyword can match
+    glossed: bool = False  # its text score came from the question's words glossed in its script
 
 
 # -- calibration ---------------------------------------------------------------------------------
@@ -145,6 +146,13 @@ def coverage(text: str, terms: Sequence[str]) -> float:
     haystack = text.lower()
     found = sum(1 for term in terms if all(word in haystack for word in _stems(term)))
     return found / len(terms)
+
+
+def glossed_coverage(text: str, glosses: Sequence[Sequence[str]]) -> float:
+    """The share of a Chinese question's words of which the chunk holds an English gloss."""
+    if not glosses:
+        return 0.0
+    return sum(1 for words in glosses if coverage(text, words) > 0) / len(glosses)
 
 
 def _stems(term: str) -> list[str]:
@@ -240,10 +248,17 @@ def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candid
         rrf = _reciprocal_ranks(candidates)
         scored = {c.id: rrf.get(c.id, 0.0) for c in candidates}
     # RRF ties often (first and second in one leg against second and first in the other): the
-    # weighted score, not the path, orders them
+    # weighted score, not the path, orders them; then a match of the question's own words
+    # before one of their glosses (in a small vault both are often floored at one score)
     return sorted(
         ((c, scored[c.id]) for c in candidates),
-        key=lambda pair: (-pair[1], -weighted[pair[0].id], pair[0].path, pair[0].start_line),
+        key=lambda pair: (
+            -pair[1],
+            -weighted[pair[0].id],
+            pair[0].glossed,
+            pair[0].path,
+            pair[0].start_line,
+        ),
     )
 
 
@@ -276,9 +291,9 @@ def _reciprocal_ranks(candidates: Sequence[Candidate]) -> dict[int, float]:
         (c for c in candidates if c.vector_score is not None),
         key=lambda c: -(c.vector_score or 0.0),
     )
-    by_text = sorted(
+    by_text = sorted(  # a match of the question's own words before an equal one of glosses
         (c for c in candidates if c.text_score is not None),
-        key=lambda c: -(c.text_score or 0.0),
+        key=lambda c: (-(c.text_score or 0.0), c.glossed),
     )
     ranks: dict[int, float] = {}
     for ordered in (by_vector, by_text):
@@ -510,6 +525,7 @@ def explain(
         "vector_score": rounded(candidate.vector_score),
         "exact_match": candidate.exact,
         "other_script": candidate.other_script,
+        "glossed": candidate.glossed,
         "fused": round(relevance, 4),
         "decay": round(score / relevance / repeat, 4) if relevance else 1.0,
         "note_repeat": round(repeat, 4),

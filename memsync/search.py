@@ -5,6 +5,7 @@ candidates, rank them (ranking, pure) and return hits with the reasons a leg did
 from __future__ import annotations
 
 import logging
+import sqlite3
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from datetime import date
@@ -12,10 +13,11 @@ from datetime import date
 import numpy as np
 
 from . import fts
-from .config import Config
+from .config import Config, data_dir
 from .embedders import Embedder, Reranker
 from .errors import EmbeddingError, StoreError
 from .filters import NoteFilter
+from .glossary import segments, shared_glossary, translations
 from .ranking import (
     MIN_NOTES,
     Candidate,
@@ -23,6 +25,7 @@ from .ranking import (
     calibrate_by_script,
     coverage,
     explain,
+    glossed_coverage,
     identifiers,
     is_exact,
     named,
@@ -136,6 +139,10 @@ class Legs:
     bm25: dict[int, float] = field(default_factory=dict)
     best_bm25: float | None = None  # the whole index's best rank: the keyword calibration's anchor
     terms: list[str] = field(default_factory=list)
+    # a Chinese question's words glossed in English (one list per word), and what they found
+    glosses: list[list[str]] = field(default_factory=list)
+    gloss_bm25: dict[int, float] = field(default_factory=dict)
+    best_gloss_bm25: float | None = None
     ran_vector: bool = False
     ran_text: bool = False
 
@@ -180,6 +187,8 @@ def search(
                 _vector_leg(store, query, query_vector, options, legs, outcome.notices)
         if keyword is not None:
             keyword.result()
+    if legs.ran_text:
+        _gloss_leg(store, query, options, legs)
     outcome.notices += keyword_notices
     outcome.mode = resolved_mode(options.mode, legs.ran_vector, legs.ran_text)
     candidates = _candidates(store, query, legs)
@@ -274,6 +283,38 @@ def _keyword_leg(
     legs.bm25 = dict(rows)
 
 
+def _gloss_leg(store: StoreReader, query: str, options: Options, legs: Legs) -> None:
+    """The keyword leg across scripts: a Chinese question's words glossed in English, an English
+    question's words translated to Chinese (glossary), searched as any of them, for the chunks
+    in the other script, which no word of the question could match. Only where the index holds
+    the other script (in the vector leg's sample; a Chinese question of an index without
+    vectors always): a vault in one script never pays for it."""
+    asked = fts.script(query)
+    if asked not in ("latin", "cjk"):
+        return
+    sampled = {kind for kind, _ in legs.backdrop}
+    if (asked == "latin" and "cjk" not in sampled) or (asked == "cjk" and sampled == {"cjk"}):
+        return
+    glossary = shared_glossary(data_dir())
+    if glossary is None:
+        return
+    try:
+        if asked == "cjk":
+            legs.glosses = [words for _, words in segments(query, glossary)]
+            terms = list(dict.fromkeys(w for words in legs.glosses for w in words))
+        else:
+            legs.glosses = translations(legs.terms, glossary)
+            terms = [fts.cjk_phrase(w) for words in legs.glosses for w in words]
+    except sqlite3.Error as exc:  # the file went bad under a running process
+        log.warning("the Chinese-English glossary failed (%s): words of one script only", exc)
+        legs.glosses = []
+        return
+    if terms:
+        pool = pool_size(options.limit)
+        rows, legs.best_gloss_bm25 = store.keyword_search(terms, True, pool, options.only)
+        legs.gloss_bm25 = dict(rows)
+
+
 def resolved_mode(requested: str, ran_vector: bool, ran_text: bool) -> str:
     """Pure: the mode that really ran; a keyword leg asked for counts as keyword even when the
     query had no words."""
@@ -291,12 +332,12 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
     idents = identifiers(query)
     others = other_terms(query, idents)
     asked = fts.script(query)
-    rows = store.chunks(list(dict.fromkeys([*legs.cosines, *legs.bm25])))
+    rows = store.chunks(list(dict.fromkeys([*legs.cosines, *legs.bm25, *legs.gloss_bm25])))
     scripts = {i: fts.script(row.text) for i, row in rows.items()}
     if legs.background is not None and legs.query_vector is not None:
         # a chunk the keyword leg found beyond the vector leg's pool has vectors all the same:
         # its cosine, not 0, goes into the fusion
-        for i in legs.bm25:
+        for i in [*legs.bm25, *legs.gloss_bm25]:
             stored = rows[i].embedding if i in rows else None
             if i not in legs.cosines and stored:
                 legs.cosines[i] = best_cosine(stored, legs.query_vector)
@@ -316,6 +357,20 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
         legs.best_bm25,
         {i for i in found if names[rows[i].path]},
     )
+    # a chunk in the other script, found by the question's words glossed in its script
+    across = [i for i in legs.gloss_bm25 if i in rows and scripts[i] != asked]
+    # a translation's match is no stronger than the best match of the question's own words
+    ceiling = max(text_scores.values(), default=1.0)
+    glossed = {
+        i: min(score, ceiling)
+        for i, score in calibrate_bm25(
+            {i: legs.gloss_bm25[i] for i in across},
+            {i: glossed_coverage(rows[i].text, legs.glosses) for i in across},
+            legs.best_gloss_bm25,
+        ).items()
+        if min(score, ceiling) > text_scores.get(i, 0.0)
+    }
+    text_scores.update(glossed)
     return [
         Candidate(
             id=row.id,
@@ -327,7 +382,8 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
             text_score=text_scores.get(row.id),
             exact=is_exact(row.text, idents, others),
             other_script=scripts[row.id] != asked,
-            bm25=legs.bm25.get(row.id),
+            glossed=row.id in glossed,
+            bm25=legs.gloss_bm25[row.id] if row.id in glossed else legs.bm25.get(row.id),
             cosine=legs.cosines.get(row.id),
         )
         for row in rows.values()

@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memsync.config import data_dir
 from memsync.embedders import Embedder
+from memsync.glossary import cached_path, open_glossary
 from memsync.locate import Location, PostgresLocation, SqliteLocation
 from memsync.vectors import normalise
 
@@ -37,6 +39,28 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("MEMSYNC_HOME", str(home / "memsync"))
+    return home
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real dictionary's glossary, built once for the session (3 s)."""
+    folder = tmp_path_factory.mktemp("glossary")
+    glossary = open_glossary(folder)
+    assert glossary is not None
+    glossary.close()
+    path = cached_path(folder)
+    assert path is not None and path.is_file()
+    return path
+
+
+@pytest.fixture(autouse=True)
+def glossary_home(built: Path, isolated_env: Path) -> Path:
+    """The session's glossary where this test's memsync looks for it, so that a question across
+    scripts does not build it again in every test (test_glossary builds it)."""
+    home = data_dir()
+    home.mkdir(parents=True, exist_ok=True)
+    (home / built.name).symlink_to(built)
     return home
 
 

@@ -10,6 +10,7 @@ from conftest import EmbeddingServer, write
 from test_fts import HOSTILE
 
 from memsync.cli import main
+from memsync.config import data_dir
 
 
 def _vault(root: Path) -> Path:
@@ -344,3 +345,50 @@ def test_explain_says_when_a_note_is_in_another_script_than_the_query(keyword_va
         _run("query", "端口", "--vault", str(keyword_vault), "--json", "--explain").stdout
     )
     assert payload["results"][0]["explain"]["other_script"] is False
+
+
+RUNBOOK = (
+    "# Runbook: replication lag alert\n\n"
+    "1. Check the lag on the standby.\n"
+    "2. If the alert persists, restart the slot and follow each step below.\n"
+)
+
+
+def test_a_chinese_question_finds_an_english_note_by_its_glossed_words(tmp_path: Path) -> None:
+    vault = _vault(tmp_path / "notes")
+    write(vault, "tech/runbook.md", RUNBOOK)
+    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    args = ["query", "复制延迟告警的处理步骤", "--vault", str(vault), "--json", "--explain"]
+    payload = json.loads(_run(*args, "--min-score", "0").stdout)
+    top = payload["results"][0]
+    assert top["path"] == "tech/runbook.md"
+    assert top["explain"]["glossed"] is True and top["explain"]["other_script"] is True
+    # a note in the question's own script is matched by its words, one in the other by glosses
+    port = json.loads(_run("query", "端口", "--vault", str(vault), "--json", "--explain").stdout)
+    glossed = {r["path"]: r["explain"]["glossed"] for r in port["results"]}
+    assert glossed == {"笔记/测试服务器.md": False, "tech/redis.md": True}
+
+
+def test_an_english_question_finds_a_chinese_note_by_its_translated_words(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    vault = _vault(tmp_path / "notes")
+    write(vault, "笔记/周末计划.md", "# 周末计划\n\n- 周六：做拉面。\n- 周日：买棚子的材料。\n")
+    env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
+    assert _run("index", str(vault), "--provider", "openai", env=env).exit_code == 0
+    args = ["query", "weekend ramen", "--vault", str(vault), "--json", "--explain"]
+    top = json.loads(_run(*args, "--min-score", "0", env=env).stdout)["results"][0]
+    assert top["path"] == "笔记/周末计划.md" and top["explain"]["glossed"] is True
+
+
+def test_a_vault_in_one_script_never_builds_the_glossary(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    for cached in data_dir().glob("cedict-*"):
+        cached.unlink()  # the session's glossary, which every test is given
+    vault = tmp_path / "notes"
+    write(vault, "tech/runbook.md", RUNBOOK)
+    env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
+    assert _run("index", str(vault), "--provider", "openai", env=env).exit_code == 0
+    assert _run("query", "replication lag", "--vault", str(vault), env=env).exit_code == 0
+    assert not list(data_dir().glob("cedict-*"))

