@@ -139,7 +139,8 @@ def in_process(
 ) -> tuple[float, float, float]:
     timings, embed_only = [], []
     with where.open(vectors_in_memory=in_memory) as store:
-        search(store, "warm up", options, embedder)
+        for warm_up in ("warm up", "端口"):  # the model loaded, the glossary built (once)
+            search(store, warm_up, options, embedder)
         for i in range(runs):
             query = QUERIES[i % len(QUERIES)]
             started = time.perf_counter()
@@ -158,6 +159,14 @@ def whole_process(runs: int, workdir: Path, *where: str) -> tuple[float, float]:
     env = {**os.environ, "MEMSYNC_HOME": str(workdir / "home")}
     subprocess.run(
         [sys.executable, "-m", "memsync", "index", str(ROOT / "sample_vault"), *where],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    # the first question across scripts builds the Chinese-English glossary, once per machine
+    # (3.3 s): not what a query costs
+    subprocess.run(
+        ["memsync", "query", "端口", *(where or ("--vault", str(ROOT / "sample_vault")))],
         env=env,
         check=True,
         capture_output=True,

@@ -16,7 +16,8 @@ import os
 import re
 import sqlite3
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Iterable, Sequence
 from contextlib import closing
 from importlib import metadata
 from pathlib import Path
@@ -36,41 +37,32 @@ _NO_MEANING = re.compile(
 _ASIDE = re.compile(r"\([^)]*\)|\S*\[[^\]]*\]")  # (computing), 間|间[jian1]
 _ENGLISH_WORD = re.compile(r"[a-z][a-z-]*[a-z]|[a-z]")
 _FILLER = STOPWORDS | {"sth", "sb", "oneself", "etc", "s"}
-RULES = 2  # the cached file's name changes with these rules
+RULES = 3  # the cached file's name changes with these rules
 
 
-def sense_words(sense: str) -> list[str]:
-    """A dictionary sense's English content words: `(computing) to lag` -> [lag]."""
+def sense_word(sense: str) -> str:
+    """The English word a dictionary sense is, or "" when it takes more words to say (`to keep
+    putting sth off`, `to sell at reduced prices`: their words are what a note about anything
+    else holds too) or says no meaning: `(computing) to lag` -> lag, `CL:間|间[jian1]` -> ""."""
     if _NO_MEANING.match(sense):
-        return []
-    words = _ENGLISH_WORD.findall(_ASIDE.sub(" ", sense).lower())
-    return [w for w in words if w not in _FILLER]
+        return ""
+    words = [w for w in _ENGLISH_WORD.findall(_ASIDE.sub(" ", sense).lower()) if w not in _FILLER]
+    return words[0] if len(words) == 1 else ""
 
 
-def entries(lines: Iterable[str]) -> Iterator[tuple[list[str], list[list[str]]]]:
-    """Each entry's headwords (simplified, and traditional when it differs) and the content
-    words of each of its senses; comments and malformed lines are left out."""
+def senses(lines: Iterable[str]) -> set[tuple[str, str]]:
+    """(headword, English word) for each sense of one word, in both spellings (simplified and
+    traditional); a sense is what a `/` or a `;` separates. Comments and malformed lines are
+    left out."""
+    pairs: set[tuple[str, str]] = set()
     for line in lines:
         found = _ENTRY.match(line)
-        if found:
-            traditional, simplified, senses = found.groups()
-            heads = [simplified] if traditional == simplified else [simplified, traditional]
-            yield heads, [sense_words(sense) for sense in senses.split("/")]
-
-
-def tables(lines: Iterable[str]) -> tuple[dict[str, list[str]], set[tuple[str, str]]]:
-    """The two directions: headword -> the words of all its senses (的 has three entries), and
-    (English word, headword) for each sense that is that one word, of headwords of two
-    characters or more (`ramen` -> 拉面; one character means too many things to stand for it)."""
-    glosses: dict[str, list[str]] = {}
-    english: set[tuple[str, str]] = set()
-    for heads, senses in entries(lines):
-        for head in heads:
-            glosses.setdefault(head, []).extend(w for words in senses for w in words)
-            english.update(
-                (words[0], head) for words in senses if len(words) == 1 and len(head) > 1
-            )
-    return {h: list(dict.fromkeys(w)) for h, w in glosses.items() if w}, english
+        if not found:
+            continue
+        traditional, simplified, meanings = found.groups()
+        words = {sense_word(part) for sense in meanings.split("/") for part in sense.split(";")}
+        pairs.update((head, w) for head in {simplified, traditional} for w in words if w)
+    return pairs
 
 
 class Glossary:
@@ -78,30 +70,38 @@ class Glossary:
 
     def __init__(self, path: Path) -> None:
         self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        self._lock = threading.Lock()  # one per process, shared by a server's query threads
         try:  # a damaged or foreign file fails here, not in the middle of a query
-            self._db.execute("SELECT headword, words FROM gloss LIMIT 1").fetchall()
-            self._db.execute("SELECT word, headword FROM english LIMIT 1").fetchall()
+            self._db.execute("SELECT headword, word FROM sense LIMIT 1").fetchall()
         except sqlite3.Error:
             self._db.close()
             raise
 
-    def _rows(self, sql: str, keys: list[str]) -> list[tuple[str, str]]:
+    def _pairs(self, sql: str, keys: list[str]) -> list[tuple[str, str]]:
         rows: list[tuple[str, str]] = []
-        for start in range(0, len(keys), 500):  # under SQLite's limit of bound values
-            batch = keys[start : start + 500]
-            rows += self._db.execute(sql.format(marks=",".join("?" * len(batch))), batch)
+        with self._lock:
+            for start in range(0, len(keys), 500):  # under SQLite's limit of bound values
+                batch = keys[start : start + 500]
+                rows += self._db.execute(sql.format(marks=",".join("?" * len(batch))), batch)
         return rows
 
     def glosses(self, headwords: Iterable[str]) -> dict[str, list[str]]:
         """Headword -> its English words, for those of `headwords` the dictionary holds."""
-        sql = "SELECT headword, words FROM gloss WHERE headword IN ({marks})"
-        return {head: words.split() for head, words in self._rows(sql, list(set(headwords)))}
+        sql = "SELECT headword, word FROM sense WHERE headword IN ({marks}) ORDER BY 1, 2"
+        found: dict[str, list[str]] = {}
+        for head, word in self._pairs(sql, list(set(headwords))):
+            found.setdefault(head, []).append(word)
+        return found
 
     def chinese(self, words: Iterable[str]) -> dict[str, list[str]]:
-        """English word -> the headwords one of whose senses is that word alone."""
+        """English word -> the headwords of two characters or more one of whose senses it is
+        (`ramen` -> 拉面; one character means too many things to stand for a word)."""
+        sql = (
+            "SELECT word, headword FROM sense WHERE word IN ({marks}) AND length(headword) > 1 "
+            "ORDER BY 1, 2"
+        )
         found: dict[str, list[str]] = {}
-        sql = "SELECT word, headword FROM english WHERE word IN ({marks}) ORDER BY word, headword"
-        for word, head in self._rows(sql, list(set(words))):
+        for word, head in self._pairs(sql, list(set(words))):
             found.setdefault(word, []).append(head)
         return found
 
@@ -176,20 +176,16 @@ def build(path: Path) -> None:
     os.close(handle)
     try:
         with gzip.open(source[0], "rt", encoding="utf-8") as f:
-            glosses, english = tables(f)
+            pairs = sorted(senses(f))
         with closing(sqlite3.connect(temporary)) as db:
             db.execute("PRAGMA journal_mode = OFF")  # a file nobody reads until it is renamed
             db.execute("PRAGMA synchronous = OFF")
             db.execute(
-                "CREATE TABLE gloss (headword TEXT PRIMARY KEY, words TEXT NOT NULL) WITHOUT ROWID"
-            )
-            rows = sorted((head, " ".join(words)) for head, words in glosses.items())
-            db.executemany("INSERT INTO gloss VALUES (?, ?)", rows)
-            db.execute(
-                "CREATE TABLE english (word TEXT, headword TEXT, PRIMARY KEY (word, headword)) "
+                "CREATE TABLE sense (headword TEXT, word TEXT, PRIMARY KEY (headword, word)) "
                 "WITHOUT ROWID"
             )
-            db.executemany("INSERT INTO english VALUES (?, ?)", sorted(english))
+            db.executemany("INSERT INTO sense VALUES (?, ?)", pairs)
+            db.execute("CREATE INDEX sense_word ON sense (word)")
             db.commit()
         with open(temporary, "rb") as written:
             os.fsync(written.fileno())  # on disk before its name says it is whole

@@ -10,8 +10,8 @@ from memsync.glossary import (
     cached_path,
     open_glossary,
     segments,
-    sense_words,
-    tables,
+    sense_word,
+    senses,
     translations,
 )
 
@@ -27,22 +27,21 @@ LINES = [
 ]
 
 
-def test_a_sense_keeps_its_content_words_and_a_cross_reference_has_none() -> None:
-    assert sense_words("(computing) to lag") == ["lag"]
-    assert sense_words("to take down (in writing)") == ["take", "down"]
-    assert sense_words("CL:間|间[jian1]") == []
-    assert sense_words("variant of 是[shi4]") == []
-    assert sense_words("surname Li") == []
+def test_a_sense_is_one_english_word_or_none() -> None:
+    assert sense_word("(computing) to lag") == "lag"
+    assert sense_word("to keep putting sth off") == ""  # its words are in notes about anything
+    assert sense_word("CL:間|间[jian1]") == ""
+    assert sense_word("variant of 是[shi4]") == ""
+    assert sense_word("surname Li") == ""
 
 
-def test_both_directions_from_dictionary_lines() -> None:
-    glosses, english = tables(LINES)
-    assert glosses["延迟"] == glosses["延遲"] == ["delay", "postpone", "lag"]
-    assert "target" in glosses["的"] and "of" not in glosses["的"]  # both entries, no filler
-    assert "是" not in glosses  # a spelling variant glosses nothing
-    assert ("shed", "棚子") in english and ("lag", "延迟") in english
-    # one character stands for too much to translate an English word to it
-    assert not any(head == "警" for _, head in english)
+def test_the_one_word_senses_of_each_entry_in_both_spellings() -> None:
+    pairs = senses(LINES)
+    assert {w for h, w in pairs if h == "延迟"} == {"delay", "postpone", "lag"}
+    assert {w for h, w in pairs if h == "延遲"} == {"delay", "postpone", "lag"}
+    assert ("棚子", "shed") in pairs and ("警", "alert") in pairs
+    assert {w for h, w in pairs if h == "的"} == {"target"}  # both entries; `of` is no word
+    assert not any(h == "是" for h, _ in pairs)  # a spelling variant means nothing of its own
 
 
 def test_a_chinese_question_cut_into_dictionary_words_with_their_glosses(built: Path) -> None:
@@ -50,6 +49,7 @@ def test_a_chinese_question_cut_into_dictionary_words_with_their_glosses(built: 
     cut = dict(segments("复制延迟告警的处理步骤", glossary))
     assert list(cut)[:2] == ["复制", "延迟"]
     assert "lag" in cut["延迟"] and "step" in cut["步骤"] and "alert" in cut["警"]
+    assert "police" in cut["警"]  # one character is glossed: it stands for itself here
     assert segments("no Chinese here", glossary) == []
     glossary.close()
 
