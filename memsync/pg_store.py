@@ -36,7 +36,6 @@ from .store import (
     ChunkRow,
     ModelKey,
     NoteWrite,
-    spread_ids,
     translated,
     translating,
 )
@@ -687,13 +686,13 @@ class PgStore(Tables):
         version = self._vectors_version()
         if self._sample is not None and self._sample[0] == (version, size):
             return self._sample[1]
-        low, high = self.conn.execute("SELECT min(id), max(id) FROM chunks").fetchone()
+        ids = self._sample_ids(size)
         found = []
-        if low is not None:
+        if ids:
             found = self.conn.execute(
                 f"SELECT embedding, substr(text, 1, {fts.SCRIPT_SAMPLE}), path FROM chunks "
                 "WHERE id = ANY(%s) AND embedding IS NOT NULL ORDER BY id",
-                (spread_ids(low, high, size),),
+                (ids,),
             ).fetchall()
         sample = Background.of(
             [(bytes(r[0]), fts.script(r[1]), r[2]) for r in found], self.dims() or 0

@@ -187,7 +187,7 @@ def search(
                 _vector_leg(store, query, query_vector, options, legs, outcome.notices)
         if keyword is not None:
             keyword.result()
-    if legs.ran_text and fts.script(query) == "latin" and "cjk" in {k for k, _ in legs.backdrop}:
+    if legs.ran_text and fts.script(query) == "latin" and "cjk" in _sampled_scripts(store, legs):
         _glossed_leg(store, query, options, legs)  # the vault holds Chinese: now it is known
     outcome.notices += keyword_notices
     outcome.mode = resolved_mode(options.mode, legs.ran_vector, legs.ran_text)
@@ -292,6 +292,11 @@ def _keyword_legs(
     _keyword_leg(store, query, options, legs, notices)
     if legs.ran_text and fts.script(query) == "cjk":
         _glossed_leg(store, query, options, legs)
+
+
+def _sampled_scripts(store: StoreReader, legs: Legs) -> set[str]:
+    """The index's scripts as the vector leg sampled them, or (no vectors) from its text."""
+    return {kind for kind, _ in legs.backdrop} or store.sample_scripts(SAMPLE_CHUNKS)
 
 
 def _glossed_leg(store: StoreReader, query: str, options: Options, legs: Legs) -> None:

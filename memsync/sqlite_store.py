@@ -23,7 +23,6 @@ from .store import (
     ChunkRow,
     ModelKey,
     NoteWrite,
-    spread_ids,
     translating,
 )
 from .vectors import (
@@ -426,9 +425,8 @@ class SqliteStore(Tables):
         version = self._data_version()
         if self._background is not None and self._background[0] == (version, size):
             return self._background[1]
-        bounds = _first(self.conn.execute("SELECT min(id), max(id) FROM chunks"))
         dims = self.dims() or 0
-        ids = spread_ids(bounds[0], bounds[1], size) if bounds and bounds[0] is not None else []
+        ids = self._sample_ids(size)
         found = self._batches(
             f"SELECT embedding, substr(text, 1, {fts.SCRIPT_SAMPLE}), path FROM chunks "
             "WHERE id IN ({marks}) AND embedding IS NOT NULL ORDER BY id",

@@ -124,6 +124,9 @@ class StoreReader(Protocol):
     def sample_vectors(self, size: int) -> Background:
         """Up to `size` chunks spread over the index, every window of each, with their scripts."""
 
+    def sample_scripts(self, size: int) -> set[str]:
+        """The scripts of up to `size` chunks spread over the index, vectors or not."""
+
     def keyword_search(
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = ...
     ) -> tuple[list[tuple[int, float]], float | None]:

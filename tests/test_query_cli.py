@@ -381,6 +381,19 @@ def test_an_english_question_finds_a_chinese_note_by_its_translated_words(
     assert top["path"] == "笔记/周末计划.md" and top["explain"]["glossed"] is True
 
 
+def test_an_index_without_vectors_translates_an_english_question_too(tmp_path: Path) -> None:
+    """Without vectors, the words are the only way from an English question to a Chinese note:
+    the index's text tells that it holds Chinese."""
+    vault = _vault(tmp_path / "notes")
+    write(vault, "笔记/周末计划.md", "# 周末计划\n\n- 周六：做拉面。\n- 周日：买棚子的材料。\n")
+    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    args = ["query", "weekend ramen", "--vault", str(vault), "--json", "--explain"]
+    payload = json.loads(_run(*args).stdout)
+    assert payload["mode"] == "keyword"
+    top = payload["results"][0]
+    assert top["path"] == "笔记/周末计划.md" and top["explain"]["glossed"] is True
+
+
 def test_a_vault_in_one_script_never_builds_the_glossary(
     tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:

@@ -63,6 +63,18 @@ def test_vector_search_finds_the_exact_nearest_neighbours(location: Location) ->
         assert store.chunks(ids[:1])[ids[0]].embedding == vectors[0].astype("<f4").tobytes()
 
 
+def test_the_scripts_of_the_index_are_sampled_from_its_text_without_vectors(
+    location: Location,
+) -> None:
+    with location.open(create=True) as store:
+        assert store.sample_scripts(256) == set()
+        for path, text in (("a.md", "the runbook for lag alerts"), ("b.md", "周末计划：做拉面")):
+            chunk = NewChunk(1, 1, uuid.uuid4().hex, text, "", text)
+            store.replace_file(FileRow(path, "x", 1, 1), [chunk])
+        assert store.sample_scripts(256) == {"latin", "cjk"}
+        assert store.sample_scripts(1) in ({"latin"}, {"cjk"})
+
+
 def test_probes_bring_their_nearest_chunks_into_the_coarse_step(location: Location) -> None:
     """A query moved toward another script's direction (search's probes) finds chunks the query
     itself ranks below the coarse step's cut; all are scored against the query itself."""
