@@ -149,7 +149,8 @@ def coverage(text: str, terms: Sequence[str]) -> float:
 
 
 def glossed_coverage(text: str, glosses: Sequence[Sequence[str]]) -> float:
-    """The share of a Chinese question's words of which the chunk holds an English gloss."""
+    """The share of the question's words of which the chunk holds a translation (`glosses`:
+    each word's translations)."""
     if not glosses:
         return 0.0
     return sum(1 for words in glosses if coverage(text, words) > 0) / len(glosses)

@@ -36,7 +36,7 @@ from .ranking import (
     script_shift_range,
     snippet,
 )
-from .store import StoreReader
+from .store import ChunkRow, StoreReader
 from .vectors import best_cosine
 
 log = logging.getLogger("memsync.search")
@@ -139,7 +139,7 @@ class Legs:
     bm25: dict[int, float] = field(default_factory=dict)
     best_bm25: float | None = None  # the whole index's best rank: the keyword calibration's anchor
     terms: list[str] = field(default_factory=list)
-    # a Chinese question's words glossed in English (one list per word), and what they found
+    # the question's words in the other language (a list per word), and what they found
     glosses: list[list[str]] = field(default_factory=list)
     gloss_bm25: dict[int, float] = field(default_factory=dict)
     best_gloss_bm25: float | None = None
@@ -365,19 +365,7 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
         legs.best_bm25,
         {i for i in found if names[rows[i].path]},
     )
-    # a chunk in the other script, found by the question's words glossed in its script
-    across = [i for i in legs.gloss_bm25 if i in rows and scripts[i] != asked]
-    # a translation's match is no stronger than the best match of the question's own words
-    ceiling = max(text_scores.values(), default=1.0)
-    glossed = {
-        i: min(score, ceiling)
-        for i, score in calibrate_bm25(
-            {i: legs.gloss_bm25[i] for i in across},
-            {i: glossed_coverage(rows[i].text, legs.glosses) for i in across},
-            legs.best_gloss_bm25,
-        ).items()
-        if min(score, ceiling) > text_scores.get(i, 0.0)
-    }
+    glossed = _glossed_scores(legs, rows, scripts, asked, text_scores)
     text_scores.update(glossed)
     return [
         Candidate(
@@ -396,6 +384,27 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
         )
         for row in rows.values()
     ]
+
+
+def _glossed_scores(
+    legs: Legs,
+    rows: dict[int, ChunkRow],
+    scripts: dict[int, str],
+    asked: str,
+    text_scores: dict[int, float],
+) -> dict[int, float]:
+    """The keyword scores of the chunks in the other script that the question's words in their
+    language found, where higher than their own; a translation's match is no stronger than the
+    best match of the question's own words."""
+    across = [i for i in legs.gloss_bm25 if i in rows and scripts[i] != asked]
+    ceiling = max(text_scores.values(), default=1.0)
+    scores = calibrate_bm25(
+        {i: legs.gloss_bm25[i] for i in across},
+        {i: glossed_coverage(rows[i].text, legs.glosses) for i in across},
+        legs.best_gloss_bm25,
+    )
+    capped = {i: min(score, ceiling) for i, score in scores.items()}
+    return {i: score for i, score in capped.items() if score > text_scores.get(i, 0.0)}
 
 
 def _hits(candidates: list[Candidate], query: str, options: Options) -> list[Hit]:
