@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from memsync import glossary
 from memsync.glossary import (
     Glossary,
     cached_path,
@@ -81,3 +82,11 @@ def test_no_place_to_build_it_means_no_glossary_and_a_warning(
     with caplog.at_level(logging.WARNING, logger="memsync.glossary"):
         assert open_glossary(blocked) is None
     assert "no Chinese-English glossary" in caplog.text
+
+
+def test_without_the_dictionary_there_is_no_glossary_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(glossary, "_DICTIONARY", "no-such-distribution")
+    assert cached_path(tmp_path) is None and open_glossary(tmp_path) is None
+    assert list(tmp_path.iterdir()) == []
