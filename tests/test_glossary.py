@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from memsync import glossary
 from memsync.glossary import (
     Glossary,
+    build,
     cached_path,
     open_glossary,
     segments,
@@ -90,3 +92,18 @@ def test_without_the_dictionary_there_is_no_glossary_and_nothing_is_written(
     monkeypatch.setattr(glossary, "_DICTIONARY", "no-such-distribution")
     assert cached_path(tmp_path) is None and open_glossary(tmp_path) is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_two_builders_at_once_leave_one_whole_file(tmp_path: Path) -> None:
+    """A server and a shell's first questions across scripts may build it together."""
+    path = cached_path(tmp_path)
+    assert path is not None
+    builders = [threading.Thread(target=build, args=(path,)) for _ in range(2)]
+    for builder in builders:
+        builder.start()
+    for builder in builders:
+        builder.join()
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left
+    glossary = Glossary(path)
+    assert dict(segments("预算", glossary)) == {"预算": ["budget"]}
+    glossary.close()
