@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import notes
-from .config import Config, is_postgres
+from .config import Config, data_dir, is_postgres
 from .embedders import (
     Embedder,
     Reranker,
@@ -32,11 +32,12 @@ from .embedders import (
 )
 from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, VaultTaken
 from .filters import note_filter, path_globs
+from .glossary import cached_path, shared_glossary
 from .locate import Location, for_vault, locate
 from .notes import Lines, parse_location
 from .origin import Origin, check_writer, this_host
 from .ranking import query_words
-from .search import Options, Outcome, search
+from .search import SAMPLE_CHUNKS, Options, Outcome, search
 from .status import gather, vaults_in
 from .store import ModelKey
 from .sync import ProgressFactory, Report, Syncer, behind_notice, index_vault, refresh_text
@@ -83,7 +84,20 @@ def index(
     embedder = make_embedder(config, chosen)
     with location.writer_lock("index"), location.open(create=True) as store:
         report = index_vault(store, root, config.max_file_bytes, embedder, progress, owner)
+        two_scripts = {"latin", "cjk"} <= store.sample_scripts(SAMPLE_CHUNKS)
+    if two_scripts:
+        _prepare_glossary(notice)
     return Indexed(root, str(location), embedder.describe() if embedder else None, report)
+
+
+def _prepare_glossary(notice: Callable[[str], None]) -> None:
+    """A vault of Chinese and English notes: the glossary its questions across scripts read,
+    built now (once per machine) rather than in the middle of the first such question."""
+    folder = data_dir()
+    path = cached_path(folder)
+    if path is not None and not path.exists():
+        notice("building the Chinese-English glossary for questions across scripts (once)")
+    shared_glossary(folder)
 
 
 def lists_vaults(config: Config) -> bool:

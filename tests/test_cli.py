@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from conftest import EmbeddingServer, memsync, write
 
 from memsync.cli import main
+from memsync.config import data_dir
 
 
 def _vault(root: Path) -> Path:
@@ -33,6 +34,23 @@ def test_index_keyword_only_then_status_json(tmp_path: Path) -> None:
     assert facts["model"] is None
     text = _invoke("status", "--vault", str(vault)).output
     assert "state:    up to date for keyword search" in text
+
+
+def test_index_of_a_vault_in_two_scripts_builds_the_glossary_once(tmp_path: Path) -> None:
+    """Its questions across scripts read the glossary: built by `index` (3 s, once per
+    machine), not in the middle of the first such question; a vault in one script never."""
+    for cached in data_dir().glob("cedict-*"):
+        cached.unlink()  # the session's, which every test is given
+    english = tmp_path / "english"
+    write(english, "a.md", "# Alpha\n\nThe staging Redis listens on port 6380.\n")
+    assert _invoke("index", str(english), "--provider", "none").exit_code == 0
+    assert not list(data_dir().glob("cedict-*"))
+    vault = _vault(tmp_path / "notes")
+    first = CliRunner().invoke(main, ["index", str(vault), "--provider", "none"])
+    assert first.exit_code == 0 and "building the Chinese-English glossary" in first.stderr
+    assert len(list(data_dir().glob("cedict-*"))) == 1
+    again = CliRunner().invoke(main, ["index", str(vault), "--provider", "none"])
+    assert again.exit_code == 0 and "glossary" not in again.stderr
 
 
 def test_index_with_an_openai_compatible_server_then_status_text(
