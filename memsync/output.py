@@ -181,7 +181,9 @@ def explanation(why: dict[str, Any]) -> str:
         return "-" if value is None else f"{value:g}"
 
     parts = [
-        f"bm25 {number(why['bm25'])} -> text {number(why['text_score'])}",
+        f"bm25 {number(why['bm25'])}"
+        + (" (the question's words translated)" if why.get("glossed") else "")
+        + f" -> text {number(why['text_score'])}",
         f"cosine {number(why['cosine'])} -> vector {number(why['vector_score'])}",
         f"fused {number(why['fused'])}"
         + (" (exact match: at least 0.9)" if why["exact_match"] else ""),

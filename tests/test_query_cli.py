@@ -363,6 +363,8 @@ def test_a_chinese_question_finds_an_english_note_by_its_glossed_words(tmp_path:
     top = payload["results"][0]
     assert top["path"] == "tech/runbook.md"
     assert top["explain"]["glossed"] is True and top["explain"]["other_script"] is True
+    text = _run(*args[:-2], "--explain", "-n", "1", "--min-score", "0").stdout
+    assert "(the question's words translated) -> text" in text
     # a note in the question's own script is matched by its words, one in the other by glosses
     port = json.loads(_run("query", "端口", "--vault", str(vault), "--json", "--explain").stdout)
     glossed = {r["path"]: r["explain"]["glossed"] for r in port["results"]}
