@@ -77,21 +77,23 @@ class Glossary:
             self._db.close()
             raise
 
-    def _pairs(self, sql: str, keys: list[str]) -> list[tuple[str, str]]:
-        rows: list[tuple[str, str]] = []
+    def _grouped(self, sql: str, keys: Iterable[str]) -> dict[str, list[str]]:
+        """`sql`'s (key, value) rows for `keys`, as key -> its values."""
+        unique = list(set(keys))
+        found: dict[str, list[str]] = {}
         with self._lock:
-            for start in range(0, len(keys), 500):  # under SQLite's limit of bound values
-                batch = keys[start : start + 500]
-                rows += self._db.execute(sql.format(marks=",".join("?" * len(batch))), batch)
-        return rows
+            for start in range(0, len(unique), 500):  # under SQLite's limit of bound values
+                batch = unique[start : start + 500]
+                for key, value in self._db.execute(
+                    sql.format(marks=",".join("?" * len(batch))), batch
+                ):
+                    found.setdefault(key, []).append(value)
+        return found
 
     def glosses(self, headwords: Iterable[str]) -> dict[str, list[str]]:
         """Headword -> its English words, for those of `headwords` the dictionary holds."""
         sql = "SELECT headword, word FROM sense WHERE headword IN ({marks}) ORDER BY 1, 2"
-        found: dict[str, list[str]] = {}
-        for head, word in self._pairs(sql, list(set(headwords))):
-            found.setdefault(head, []).append(word)
-        return found
+        return self._grouped(sql, headwords)
 
     def chinese(self, words: Iterable[str]) -> dict[str, list[str]]:
         """English word -> the headwords of two characters or more one of whose senses it is
@@ -100,10 +102,7 @@ class Glossary:
             "SELECT word, headword FROM sense WHERE word IN ({marks}) AND length(headword) > 1 "
             "ORDER BY 1, 2"
         )
-        found: dict[str, list[str]] = {}
-        for word, head in self._pairs(sql, list(set(words))):
-            found.setdefault(word, []).append(head)
-        return found
+        return self._grouped(sql, words)
 
     def close(self) -> None:
         self._db.close()
@@ -210,13 +209,23 @@ def open_glossary(folder: Path) -> Glossary | None:
             return Glossary(path)
         except sqlite3.DatabaseError as exc:
             if attempt:
-                log.warning("no Chinese-English glossary (%s): %s", path, exc)
+                _no_glossary(path, exc)
                 return None
             path.unlink(missing_ok=True)  # damaged: built anew
         except (OSError, sqlite3.Error) as exc:
-            log.warning("no Chinese-English glossary (%s): %s", path, exc)
+            _no_glossary(path, exc)
             return None
     return None
+
+
+def _no_glossary(path: Path, exc: Exception) -> None:
+    log.warning(
+        "no Chinese-English glossary at %s (%s): a question finds notes in the other language "
+        "by meaning only, not by their words; make that folder writable, or set MEMSYNC_HOME "
+        "to one that is",
+        path,
+        exc,
+    )
 
 
 @functools.cache

@@ -159,6 +159,7 @@ def search(
     let the reranker (when one is given) order the top candidates."""
     outcome = Outcome(query, options.mode, options.mode)
     legs = Legs()
+    asked = fts.script(query)
     vector_runs = False
     if options.mode in ("hybrid", "vector", "rrf"):
         reason = _vector_unavailable(store, embedder, unavailable)
@@ -173,10 +174,12 @@ def search(
                 # on a second connection (opened there), while this one embeds the query and
                 # searches the vectors: SQLite, psycopg, the model and numpy release the GIL
                 keyword = beside.submit(
-                    lambda: _keyword_legs(_second(store), query, options, legs, keyword_notices)
+                    lambda: _keyword_legs(
+                        _second(store), query, asked, options, legs, keyword_notices
+                    )
                 )
             else:
-                _keyword_legs(store, query, options, legs, keyword_notices)
+                _keyword_legs(store, query, asked, options, legs, keyword_notices)
         if vector_runs:
             assert embedder is not None
             try:
@@ -187,8 +190,8 @@ def search(
                 _vector_leg(store, query, query_vector, options, legs, outcome.notices)
         if keyword is not None:
             keyword.result()
-    if legs.ran_text and fts.script(query) == "latin" and "cjk" in _sampled_scripts(store, legs):
-        _glossed_leg(store, query, options, legs)  # the vault holds Chinese: now it is known
+    if legs.ran_text and asked == "latin" and "cjk" in _sampled_scripts(store, legs):
+        _glossed_leg(store, query, asked, options, legs)  # the vault holds Chinese: now known
     outcome.notices += keyword_notices
     outcome.mode = resolved_mode(options.mode, legs.ran_vector, legs.ran_text)
     candidates = _candidates(store, query, legs)
@@ -284,14 +287,14 @@ def _keyword_leg(
 
 
 def _keyword_legs(
-    store: StoreReader, query: str, options: Options, legs: Legs, notices: list[str]
+    store: StoreReader, query: str, asked: str, options: Options, legs: Legs, notices: list[str]
 ) -> None:
     """The keyword leg, then for a Chinese question the same across scripts: its glosses search
     the English chunks (in a vault without them they find nothing, at little cost), beside the
     vector leg as the keyword leg is (a long question's glosses cost 55 ms at 100k chunks)."""
     _keyword_leg(store, query, options, legs, notices)
-    if legs.ran_text and fts.script(query) == "cjk":
-        _glossed_leg(store, query, options, legs)
+    if legs.ran_text and asked == "cjk":
+        _glossed_leg(store, query, asked, options, legs)
 
 
 def _sampled_scripts(store: StoreReader, legs: Legs) -> set[str]:
@@ -299,7 +302,7 @@ def _sampled_scripts(store: StoreReader, legs: Legs) -> set[str]:
     return {kind for kind, _ in legs.backdrop} or store.sample_scripts(SAMPLE_CHUNKS)
 
 
-def _glossed_leg(store: StoreReader, query: str, options: Options, legs: Legs) -> None:
+def _glossed_leg(store: StoreReader, query: str, asked: str, options: Options, legs: Legs) -> None:
     """The keyword leg across scripts: a Chinese question's words glossed in English, an English
     question's words translated to Chinese (glossary), searched as any of them, for the chunks
     in the other script, which no word of the question could match."""
@@ -307,7 +310,7 @@ def _glossed_leg(store: StoreReader, query: str, options: Options, legs: Legs) -
     if glossary is None:
         return
     try:
-        if fts.script(query) == "cjk":
+        if asked == "cjk":
             legs.glosses = [words for _, words in segments(query, glossary)]
             terms = list(dict.fromkeys(w for words in legs.glosses for w in words))
         else:
