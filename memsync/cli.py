@@ -318,7 +318,7 @@ def query(
         with Memory.open(config, vault) as memory:
             try:
                 outcome = memory.search(text, options)
-            except ArgumentError as exc:  # an empty query
+            except ArgumentError as exc:  # an empty query, or one too long
                 raise click.UsageError(str(exc)) from exc
             root = memory.vault
         if as_json:

@@ -36,7 +36,7 @@ from pydantic import Field
 from . import output
 from .config import Config
 from .errors import IndexNotFound, MemsyncError, StoreError
-from .memory import Memory, search_options
+from .memory import MAX_QUERY_CHARS, Memory, search_options
 from .output import NoteLines, SearchResult, Tree, Written
 
 log = logging.getLogger("memsync.mcp")
@@ -126,7 +126,13 @@ class MemoryServer:
 
     def memory_search(
         self,
-        query: Annotated[str, Field(description="What to find: words, a phrase or a question.")],
+        query: Annotated[
+            str,
+            Field(
+                description="What to find: words, a phrase or a question "
+                f"(at most {MAX_QUERY_CHARS:,} characters)."
+            ),
+        ],
         limit: Annotated[int, Field(description="How many chunks to return, 1-1000.")] = 6,
         min_score: Annotated[
             float | None,

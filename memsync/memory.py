@@ -55,6 +55,10 @@ __all__ = [
 
 log = logging.getLogger("memsync.memory")
 WRITE_SYNC_WAIT = 5.0  # seconds an agent's write waits for a running watcher to index it
+# A question, not a document: embedding costs time in proportion to the text (the local model on
+# one core: 1,000 Chinese characters 2.3 s, 1,000 English 0.7 s, 120,000 a minute and more), and
+# one agent's pasted document would hold the MCP server for minutes.
+MAX_QUERY_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -250,9 +254,16 @@ class Memory:
     def search(self, text: str, options: Options) -> Outcome:
         """What `memsync query` prints: the text refreshed first, the index's own model for the
         query, and every reason a leg did not run among the notices. An empty query is refused:
-        the vector of nothing is near every short note, and would rank them as matches."""
+        the vector of nothing is near every short note, and would rank them as matches; so is one
+        longer than MAX_QUERY_CHARS (runs of white space count as one character)."""
         if not text.strip():
             raise ArgumentError("the query is empty: give the words or the question to search for")
+        length = len(" ".join(text.split()))
+        if length > MAX_QUERY_CHARS:
+            raise ArgumentError(
+                f"the query is {length:,} characters long (at most {MAX_QUERY_CHARS:,}): "
+                "ask with fewer words"
+            )
         root = self.vault
         stale = ""
         if root is not None and not root.is_dir():  # moved, deleted, a drive not mounted

@@ -269,12 +269,17 @@ def test_paths_outside_the_notes_are_refused_and_the_server_goes_on(
         assert (tmp_path / "outside.md").read_text() == "SECRET outside the vault\n"
 
 
-def test_an_empty_search_is_a_tool_error_and_the_server_goes_on(indexed: tuple[Path, Path]) -> None:
+@pytest.mark.parametrize(
+    "query, why", [("  ", "the query is empty"), ("ssh port " * 20_000, "179,999 characters long")]
+)
+def test_an_empty_or_overlong_search_is_a_tool_error_and_the_server_goes_on(
+    indexed: tuple[Path, Path], query: str, why: str
+) -> None:
     _, db = indexed
     with in_process(db) as tool:
-        error, text, _ = tool("memory_search", query="  ")
+        error, text, _ = tool("memory_search", query=query)
         after, _, found = tool("memory_search", query="ssh port")
-    assert error and "the query is empty" in text and text.count("\n") == 0
+    assert error and why in text and text.count("\n") == 0
     assert not after and found["results"][0]["path"] == "tech/ssh.md"
 
 

@@ -110,9 +110,20 @@ def test_no_results_exit_0_with_a_message_on_stderr(keyword_vault: Path) -> None
 
 
 def test_a_long_query_without_results_is_named_short(keyword_vault: Path) -> None:
-    result = CliRunner().invoke(main, ["query", "zebra" * 1000, "--vault", str(keyword_vault)])
+    result = CliRunner().invoke(main, ["query", "zebra" * 200, "--vault", str(keyword_vault)])
     assert result.exit_code == 0
     assert result.stderr == f"memsync: no results for {'zebra' * 15 + 'ze...'!r}\n"
+
+
+def test_a_query_longer_than_a_question_is_a_usage_error(keyword_vault: Path) -> None:
+    """A document pasted as a query would be embedded for minutes (120,000 characters: over a
+    minute with the local model); white space between words counts once."""
+    spaced = "zebra \n\n   " * 166  # 996 characters once its white space is collapsed
+    assert CliRunner().invoke(main, ["query", spaced, "--vault", str(keyword_vault)]).exit_code == 0
+    result = CliRunner().invoke(main, ["query", "port " * 250, "--vault", str(keyword_vault)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "the query is 1,249 characters long (at most 1,000)" in result.stderr
+    assert "Traceback" not in result.output
 
 
 @pytest.mark.parametrize("query", ["", "   ", "\n\t"])
