@@ -59,7 +59,10 @@ class Candidate:
     exact: bool = False
     bm25: float | None = None  # the raw leg values, for --explain
     cosine: float | None = None
-    other_script: bool = False  # written in another script than the query: no keyword can match
+    other_script: bool = False  # written in another script than the query
+    # in a script neither the question's words nor their glosses were searched in (or found
+    # nothing in): a missing keyword score is no evidence against it
+    out_of_reach: bool = False
     glossed: bool = False  # its text score came from the question's words glossed in its script
 
 
@@ -272,7 +275,7 @@ def _weighted(candidates: Sequence[Candidate], options: Options) -> dict[int, fl
     scored = {}
     for c in candidates:
         score = (wv * (c.vector_score or 0.0) + wt * (c.text_score or 0.0)) / total
-        if c.other_script and wv and found_by_text:
+        if c.out_of_reach and wv and found_by_text:
             # no keyword could match all of it: the keyword leg may add to its vector score,
             # never take from it (else being found by a few shared words, as a pool large
             # enough finds it, ranks it lower than not being found)
@@ -303,7 +306,7 @@ def _reciprocal_ranks(candidates: Sequence[Candidate]) -> dict[int, float]:
     for c, rank in _note_ranks(by_vector if by_text else []):
         # no keyword could match all of it: its vector rank may count twice (not when the
         # keyword leg found nothing, which ranks every chunk by its vectors alone)
-        if c.other_script:
+        if c.out_of_reach:
             ranks[c.id] = max(ranks[c.id], 2.0 / (RRF_K + rank))
     best = 2.0 / (RRF_K + 1)  # first in both legs
     return {i: r / best for i, r in ranks.items()}

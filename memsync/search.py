@@ -370,6 +370,11 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
     )
     glossed = _glossed_scores(legs, rows, scripts, asked, text_scores)
     text_scores.update(glossed)
+    # where the question's glosses found chunks, a chunk they did not find lacks keyword
+    # evidence as one in the question's own script does (`公式` among Obsidian's English help
+    # pages: a chunk whose window `---` is near every short question outranked, unmatched, the
+    # page on formulas that the glosses found)
+    reached = {scripts[i] for i in legs.gloss_bm25 if i in rows} | {asked}
     return [
         Candidate(
             id=row.id,
@@ -381,6 +386,7 @@ def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
             text_score=text_scores.get(row.id),
             exact=is_exact(row.text, idents, others),
             other_script=scripts[row.id] != asked,
+            out_of_reach=scripts[row.id] not in reached,
             glossed=row.id in glossed,
             bm25=legs.gloss_bm25[row.id] if row.id in glossed else legs.bm25.get(row.id),
             cosine=legs.cosines.get(row.id),

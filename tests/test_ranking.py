@@ -320,7 +320,15 @@ def test_a_chunk_in_another_script_than_the_query_is_scored_by_its_vector_leg_al
 
     english = Candidate(1, "a.md", 1, 2, "garden notes", vector_score=0.6, text_score=None)
     chinese = Candidate(
-        2, "b.md", 1, 2, "花园棚子的预算", vector_score=0.6, text_score=None, other_script=True
+        2,
+        "b.md",
+        1,
+        2,
+        "花园棚子的预算",
+        vector_score=0.6,
+        text_score=None,
+        other_script=True,
+        out_of_reach=True,
     )
     matched = Candidate(5, "e.md", 1, 2, "garden shed budget", vector_score=0.5, text_score=0.8)
     fused = dict((c.id, s) for c, s in fuse([english, chinese, matched], Options()))
@@ -330,8 +338,10 @@ def test_a_chunk_in_another_script_than_the_query_is_scored_by_its_vector_leg_al
     assert fused[1] == fused[2] == pytest.approx(0.7 * 0.6)
     # found by the few words it shares with the question: the keyword leg may add, never take
     # away (before, a larger pool that reached it ranked it lower: `-n 6` below `-n 2`)
-    weakly = Candidate(3, "c.md", 1, 2, "SSH 端口", 0.6, 0.5, other_script=True)
-    strongly = Candidate(4, "d.md", 1, 2, "SSH 端口", 0.6, 0.9, other_script=True)
+    weakly = Candidate(3, "c.md", 1, 2, "SSH 端口", 0.6, 0.5, other_script=True, out_of_reach=True)
+    strongly = Candidate(
+        4, "d.md", 1, 2, "SSH 端口", 0.6, 0.9, other_script=True, out_of_reach=True
+    )
     fused = dict((c.id, s) for c, s in fuse([weakly, strongly], Options()))
     assert fused[3] == pytest.approx(0.6) and fused[4] == pytest.approx(0.7 * 0.6 + 0.3 * 0.9)
 
@@ -352,7 +362,15 @@ def test_in_rrf_a_chunk_in_another_script_counts_its_vector_rank_for_both_legs()
     from memsync.search import Options
 
     chinese = Candidate(
-        1, "b.md", 1, 2, "花园棚子", vector_score=0.9, text_score=None, other_script=True
+        1,
+        "b.md",
+        1,
+        2,
+        "花园棚子",
+        vector_score=0.9,
+        text_score=None,
+        other_script=True,
+        out_of_reach=True,
     )
     english = Candidate(2, "a.md", 1, 2, "garden shed", vector_score=0.8, text_score=0.5)
     unmatched = Candidate(3, "c.md", 1, 2, "garden", vector_score=0.7, text_score=None)
@@ -362,7 +380,15 @@ def test_in_rrf_a_chunk_in_another_script_counts_its_vector_rank_for_both_legs()
     assert fused[3] == pytest.approx((1 / 63) / (2 / 61))  # no keyword match: one leg only
     # found by the keyword leg far down: its vector rank still counts for both
     weakly = Candidate(
-        4, "d.md", 1, 2, "花园 shed", vector_score=0.95, text_score=0.1, other_script=True
+        4,
+        "d.md",
+        1,
+        2,
+        "花园 shed",
+        vector_score=0.95,
+        text_score=0.1,
+        other_script=True,
+        out_of_reach=True,
     )
     ranked = dict((c.id, s) for c, s in fuse([weakly, english], Options(mode="rrf")))
     assert ranked[4] == pytest.approx(1.0)

@@ -302,6 +302,45 @@ def test_a_chunk_found_by_keyword_only_still_gets_its_cosine(tmp_path: Path) -> 
         assert hit.explain["cosine"] == pytest.approx(0.5, abs=1e-3)
 
 
+def test_where_the_glosses_found_notes_a_note_they_did_not_find_lacks_keyword_evidence(
+    tmp_path: Path,
+) -> None:
+    """`公式` in English notes: its gloss `formula` finds the page on formulas, so a page the
+    glosses did not find is scored as an English question scores it (0.7 of its vector score),
+    not by its vectors alone as when no word could have matched it; it outranked the page on
+    formulas on Obsidian's help pages by a vector near every short question."""
+    from memsync.search import Options, search
+
+    e = np.eye(8, dtype="<f4")
+
+    class Fixed(HashEmbedder):
+        def embed_query(self, text: str) -> np.ndarray:
+            return e[0]
+
+    embedder = Fixed(8)
+    with SqliteStore(tmp_path / "i.sqlite", create=True) as store:
+        store.set_model(embedder.key, 8)
+        texts = [*(f"filler {i}" for i in range(30)), "community directory", "formulas compute"]
+        lines = [*range(1, 31), 40, 50]
+        chunks = [NewChunk(n, n, f"h{n}", text, "", text) for n, text in zip(lines, texts)]
+        store.replace_file(FileRow("a.md", "x", 1, 1), chunks)
+        ids = sorted(store.chunks(range(1, 100)))
+        cosines = [0.1 + 0.01 * i for i in range(30)] + [0.7, 0.6]
+        vectors = [(c * e[0] + (1 - c * c) ** 0.5 * e[1 + i % 7]) for i, c in enumerate(cosines)]
+        store.store_embeddings(
+            embedder.key,
+            [(i, c.hash, v.astype("<f4").tobytes()) for i, c, v in zip(ids, chunks, vectors)],
+            8,
+        )
+        hits = search(store, "公式", Options(limit=2, min_score=0, explain=True), embedder).results
+    assert [h.start_line for h in hits] == [50, 40]
+    assert hits[0].explain is not None and hits[0].explain["glossed"] is True
+    unmatched = hits[1]  # by its vectors alone it was first: 0.66 against 0.60
+    assert unmatched.text_score is None and unmatched.vector_score is not None
+    assert unmatched.explain is not None
+    assert unmatched.explain["fused"] == pytest.approx(0.7 * unmatched.vector_score, abs=1e-4)
+
+
 def test_a_batch_of_notes_replaces_more_old_chunks_than_one_statement_may_name(
     tmp_path: Path,
 ) -> None:
