@@ -5,6 +5,7 @@
     python benchmarks/eval_retrieval.py --scifact ../shared/eval/scifact [--workdir DIR]
     python benchmarks/eval_retrieval.py --sample --postgres pgserver  # also in PostgreSQL, compared
     python benchmarks/eval_retrieval.py --locomo ../shared/eval/locomo  # agent memory (dev split)
+    python benchmarks/eval_retrieval.py --obsidian-help PATH  # across scripts, on a real vault
 
 --postgres URL (or `pgserver`: a server started in --workdir) runs --sample on both backends and
 compares them query by query.
@@ -19,6 +20,12 @@ conversations in one index built as `memsync index` builds it, each question ask
 `memsync query Q -n 10 --min-score 0 --mode MODE --no-decay --no-mmr --json` asks it (the same
 library call, without a process per question). R@5: share of the evidence sessions' notes among the
 top-5 chunks' notes; MRR over the top 10; turn@5: a top-5 chunk's line range holds an evidence turn.
+
+Obsidian's help (PATH: a checkout of github.com/obsidianmd/obsidian-help): its English pages and
+their Chinese translations (en/, zh/; a page and its translation share a `permalink`) indexed with
+the local model into --workdir. A Chinese page's title, or one of its `## ` headings, written in
+Chinese characters only, asks for the English page of the same permalink, searched within en/.
+The labels are mechanical: nothing was written or tuned for them.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
+import shutil
 import sys
 import time
 from dataclasses import replace
@@ -39,6 +48,7 @@ from benchmarks import locomo  # noqa: E402
 from memsync.config import Config  # noqa: E402
 from memsync.embedders import LocalEmbedder  # noqa: E402
 from memsync.evaluate import distinct, novelty_ndcg_at, score_run  # noqa: E402
+from memsync.filters import note_filter  # noqa: E402
 from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
 from memsync.memory import Memory, index, search_options  # noqa: E402
 from memsync.search import Options, search  # noqa: E402
@@ -290,6 +300,59 @@ def eval_scifact(path: Path, workdir: Path, embedder: LocalEmbedder) -> None:
     print(table(rows))
 
 
+def _permalink(note: Path) -> str | None:
+    found = re.search(r"^permalink:\s*(\S+)", note.read_text(encoding="utf-8")[:2000], re.M)
+    return found.group(1) if found else None
+
+
+def obsidian_questions(vault: Path) -> tuple[dict[str, str], dict[str, set[str]], dict[str, str]]:
+    """Queries, their English pages and their kind (title or heading)."""
+    english = {_permalink(n): n.relative_to(vault).as_posix() for n in (vault / "en").rglob("*.md")}
+    queries: dict[str, str] = {}
+    qrels: dict[str, set[str]] = {}
+    kinds: dict[str, str] = {}
+    for note in sorted((vault / "zh").rglob("*.md")):
+        link = _permalink(note)
+        if link not in english:
+            continue
+        text = note.read_text(encoding="utf-8")
+        asked = [("title", note.stem)] + [
+            ("heading", h) for h in re.findall(r"^## (.+?)\s*$", text, re.M)
+        ]
+        for kind, query in asked:
+            if len(re.findall(r"[\u4e00-\u9fff]", query)) >= 2 and not re.search(
+                r"[A-Za-z]", query
+            ):
+                qid = f"{kind}:{note.relative_to(vault).as_posix()}:{query}"
+                queries[qid], qrels[qid], kinds[qid] = query, {english[link]}, kind
+    return queries, qrels, kinds
+
+
+def eval_obsidian_help(path: Path, workdir: Path, embedder: LocalEmbedder) -> None:
+    vault = workdir / "obsidian_help"
+    if not vault.is_dir():
+        for language in ("en", "zh"):
+            shutil.copytree(path / language, vault / language, ignore=_not_markdown)
+    queries, qrels, kinds = obsidian_questions(vault)
+    only = note_filter(paths=["en/"])
+    cached = CachedQueries(embedder)
+    with SqliteStore(workdir / "obsidian_help.sqlite", vectors_in_memory=True) as store:
+        build(store, vault, embedder)
+        rows = {}
+        for mode in ("keyword", "vector", "hybrid", "rrf"):
+            ranked = rankings(store, cached, queries, Options(mode=mode, only=only), 10)
+            for kind in ("title", "heading"):
+                asked = {q: r for q, r in qrels.items() if kinds[q] == kind}
+                rows[f"{mode}, {kind}s ({len(asked)})"] = score_run(ranked, asked)
+    print("\n### Obsidian's help: a Chinese title or heading, its English page\n")
+    print(table(rows))
+
+
+def _not_markdown(folder: str, names: list[str]) -> list[str]:
+    return [n for n in names if not n.endswith(".md") and not (Path(folder) / n).is_dir()]
+
+
+LOCOMO_MODES = ("hybrid", "keyword", "vector")
 LOCOMO_MODES = ("hybrid", "keyword", "vector")
 
 
@@ -385,6 +448,9 @@ def main() -> None:
     parser.add_argument(
         "--check-cli", type=int, default=20, help="with --locomo: questions re-asked via the CLI"
     )
+    parser.add_argument(
+        "--obsidian-help", type=Path, help="a checkout of github.com/obsidianmd/obsidian-help"
+    )
     parser.add_argument("--workdir", type=Path, default=Path.home() / ".cache" / "memsync-eval")
     parser.add_argument(
         "--postgres", help="with --sample: a postgresql:// URL, or pgserver to start one"
@@ -403,6 +469,8 @@ def main() -> None:
         eval_scifact(args.scifact, args.workdir, embedder)
     if args.locomo:
         eval_locomo(args.locomo, args.workdir, args.modes.split(","), args.check_cli)
+    if args.obsidian_help:
+        eval_obsidian_help(args.obsidian_help, args.workdir, embedder)
 
 
 if __name__ == "__main__":
