@@ -44,8 +44,6 @@ class Tables:
 
     conn: Any  # the engine's connection
 
-    # the tables whose `path` follows a note's rename (beside files and tags)
-    PATH_TABLES: tuple[str, ...] = ("chunks",)
     SCHEMA_VERSION: int = 0  # the engine's newest schema
     read_only: bool = False
     shown: str = "the index"  # in messages: "index /path", "vault notes"
@@ -89,6 +87,10 @@ class Tables:
     def _delete_chunks(self, paths: Sequence[str]) -> None:
         """The chunks of these notes, with everything kept beside them."""
         raise NotImplementedError
+
+    def _move_chunks(self, old: str, new: str) -> None:
+        """A renamed note's chunks under its new path (an engine moves what it keeps beside them)."""
+        self._run_many("UPDATE chunks SET path = ? WHERE path = ?", [(new, old)])
 
     # the engine's hooks under the shared policy below
 
@@ -248,8 +250,7 @@ class Tables:
                 "UPDATE files SET path = ?, mtime = ?, size = ?, date = ? WHERE path = ?",
                 [(new, row.mtime_ns, row.size, day, old)],
             )
-            for table in self.PATH_TABLES:
-                self._run_many(f"UPDATE {table} SET path = ? WHERE path = ?", [(new, old)])
+            self._move_chunks(old, new)
             self._run_many("DELETE FROM tags WHERE path = ?", [(new,)])
             self._run_many("UPDATE tags SET path = ? WHERE path = ?", [(new, old)])
             self._run_many("DELETE FROM skipped WHERE path IN (?, ?)", [(old, new)])

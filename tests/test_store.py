@@ -363,3 +363,21 @@ def test_a_batch_of_notes_replaces_more_old_chunks_than_one_statement_may_name(
         store.replace_files([NoteWrite(*note(path, 2, "new")) for path in paths])
         assert store.counts()["chunks"] == 6
         assert store.keyword_search(["old"], False, 10)[0] == []
+
+
+def test_a_moved_folder_s_chunks_move_in_the_keyword_index_too(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    """chunks_fts keeps each chunk's path beside its text: a rename updates it by rowid (its
+    path column is unindexed: by path, every row of it was read for each note moved)."""
+    root = tmp_path / "vault"
+    for i in range(3):
+        write(root, f"notes/n{i}.md", f"# Note {i}\n\n" + f"paragraph {i} of words\n\n" * 60)
+    with SqliteStore(tmp_path / "i.sqlite") as store:
+        index_vault(store, root, 1 << 20, hash_embedder)
+        (root / "notes").rename(root / "archive")
+        assert index_vault(store, root, 1 << 20, hash_embedder).moved == 3
+        paths = dict(store.conn.execute("SELECT rowid, path FROM chunks_fts").fetchall())
+        chunks = dict(store.conn.execute("SELECT id, path FROM chunks").fetchall())
+    assert paths == chunks and len(chunks) > 3
+    assert all(path.startswith("archive/") for path in paths.values())
