@@ -225,12 +225,17 @@ class MemoryServer:
         ] = "",
         depth: Annotated[
             int | None,
-            Field(description="Levels of folders to list, 1 or more (default: all of them)."),
+            Field(
+                description="Levels of folders to list, 1 or more (default: all, or as many "
+                "as 500 entries allow)."
+            ),
         ] = None,
     ) -> Annotated[CallToolResult, Tree]:
         """The notes memsync has indexed under a folder ('' = the whole vault), each with its
         size, modification time and chunk count; `depth` 1 = that folder's own notes, deeper
-        folders summarised. Ignored and hidden files never appear: this is what is indexed."""
+        folders summarised. At most 500 entries: without `depth`, a larger subtree is listed as
+        deep as that allows, and `more` says what was left out. Ignored and hidden files never
+        appear: this is what is indexed."""
         if depth is not None and depth < 1:
             raise ToolError("depth must be 1 or more (or omitted for the whole subtree)")
 

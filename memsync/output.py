@@ -270,6 +270,7 @@ class Tree(TypedDict):
     path: str
     notes: list[TreeNote]
     folders: list[TreeFolder]
+    more: str  # what was left out of a long listing, and how to see it ("" when nothing was)
 
 
 class Written(TypedDict):
@@ -307,21 +308,59 @@ def search_text(result: SearchResult) -> str:
     return "\n".join(lines)
 
 
+# notes and folded folders one answer lists: the whole tree of a vault of 6,280 notes was 1.2 MB
+# (about 300k tokens), more than an agent's context holds
+MOST_TREE_ENTRIES = 500
+
+
 def tree_of(listing: list[tuple[str, int, int, int]], folder: str, depth: int | None) -> Tree:
-    """Pure: the indexed notes below `folder`, those deeper than `depth` folded into folders."""
+    """Pure: the indexed notes below `folder`, those deeper than `depth` folded into folders.
+    Without a depth, as deep as MOST_TREE_ENTRIES allows; at most that many entries, in path
+    order, and `more` says what was left out."""
     prefix = f"{folder}/" if folder else ""
+    levels = [path[len(prefix) :].split("/") for path, *_ in listing]
+    deepest = max((len(rest) for rest in levels), default=1)
+    chosen = depth
+    if depth is None and len(listing) > MOST_TREE_ENTRIES and deepest > 1:
+        fitting = [d for d in range(1, deepest) if _entries(levels, d) <= MOST_TREE_ENTRIES]
+        chosen = max(fitting, default=1)
     shown: list[TreeNote] = []
     folded: dict[str, int] = {}
-    for path, size, mtime_ns, chunks in listing:
-        rest = path[len(prefix) :].split("/")
-        if depth is not None and len(rest) > depth:
-            where = prefix + "/".join(rest[:depth])
+    for (path, size, mtime_ns, chunks), rest in zip(listing, levels):
+        if chosen is not None and len(rest) > chosen:
+            where = prefix + "/".join(rest[:chosen])
             folded[where] = folded.get(where, 0) + 1
             continue
         modified = datetime.fromtimestamp(mtime_ns / 1e9).strftime("%Y-%m-%d %H:%M")
         shown.append({"path": path, "size": size, "modified": modified, "chunks": chunks})
     folders: list[TreeFolder] = [{"path": p, "notes": n} for p, n in sorted(folded.items())]
-    return {"path": folder, "notes": shown, "folders": folders}
+    more = []
+    if chosen != depth:
+        more.append(
+            f"{len(listing):,} notes in all, listed to depth {chosen}: ask with a folder (path)"
+            " or a depth to see further"
+        )
+    entries = len(shown) + len(folders)
+    if entries > MOST_TREE_ENTRIES:
+        kept = sorted([n["path"] for n in shown] + [f["path"] for f in folders], key=_by_folder)
+        last = _by_folder(kept[MOST_TREE_ENTRIES - 1])
+        shown = [n for n in shown if _by_folder(n["path"]) <= last]
+        folders = [f for f in folders if _by_folder(f["path"]) <= last]
+        more.append(
+            f"the first {MOST_TREE_ENTRIES:,} of {entries:,} entries, in path order: ask for a "
+            "folder (path) for the rest"
+        )
+    return {"path": folder, "notes": shown, "folders": folders, "more": "; ".join(more)}
+
+
+def _entries(levels: list[list[str]], depth: int) -> int:
+    """How many entries a listing `depth` folders deep holds: notes and folded folders."""
+    notes = sum(1 for rest in levels if len(rest) <= depth)
+    return notes + len({tuple(rest[:depth]) for rest in levels if len(rest) > depth})
+
+
+def _by_folder(path: str) -> list[str]:
+    return path.split("/")
 
 
 def _size(size: int) -> str:
@@ -348,6 +387,8 @@ def tree_text(tree: Tree) -> str:
                 shown.add(folder)
                 lines.append("  " * (depth - base - 1) + parts[depth - 1] + "/")
         lines.append("  " * (len(parts) - base - 1) + parts[-1] + detail)
+    if tree["more"]:
+        lines.append(f"({tree['more']})")
     return "\n".join(lines)
 
 
