@@ -622,3 +622,33 @@ def test_log_lines_stay_short_whatever_a_library_logs(tmp_path: Path) -> None:
     lines = log_file.read_text().splitlines()
     assert len(lines) == 2 and "a short line" in lines[1]
     assert len(lines[0]) < MAX_LOG_LINE + 50 and lines[0].endswith("more characters)")
+
+
+def test_a_watcher_says_how_many_chunks_it_will_embed_and_how_not_to(
+    vault: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An index made keyword-only (provider none) and then watched with a model: every chunk
+    waits, and the watcher says it embeds them all and how to keep the index keyword-only."""
+    import logging
+
+    from conftest import HashEmbedder
+
+    from memsync.sync import index_vault
+
+    caplog.set_level(logging.INFO, logger="memsync")
+    write(vault, "more.md", "# More\n\ncharlie\n")
+    with SqliteStore(tmp_path / "i.sqlite") as store:
+        index_vault(store, vault, 1 << 20, None)
+    r = Running(vault, tmp_path / "i.sqlite", HashEmbedder())
+    try:
+        wait_until(lambda: SqliteStore(r.db).pending_count() == 0)
+    finally:
+        r.stop()
+    said = [m for m in caplog.messages if "wait for vectors: embedding them" in m]
+    assert said == [
+        "2 chunks wait for vectors: embedding them with test hash-64 in the background (keyword "
+        'search finds them meanwhile; provider = "none" keeps the index keyword-only)'
+    ]
+    caplog.clear()
+    Running(vault, tmp_path / "i.sqlite", HashEmbedder()).stop()  # nothing waits: nothing said
+    assert not any("wait for vectors" in m for m in caplog.messages)
