@@ -167,7 +167,6 @@ class Embedding(threading.Thread):
     def _failed(self, exc: BaseException) -> None:
         self.failures += 1
         self.last_error = str(exc)
-        self.publish(embedding_error=f"{exc} (retrying, attempt {self.failures})")
         if isinstance(exc, MemsyncError):
             log.warning(
                 "embedding failed (%s); keyword search stays fresh; retry in %.0fs",
@@ -178,6 +177,9 @@ class Embedding(threading.Thread):
             log.error(
                 "embedding failed unexpectedly; retry in %.0fs", self._backoff(), exc_info=exc
             )
+        # logged first: whoever sees the error in `status` finds it in the log too (a test that
+        # waited for the one and read the other failed on a busy machine)
+        self.publish(embedding_error=f"{exc} (retrying, attempt {self.failures})")
 
 
 class Watcher:
