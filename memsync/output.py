@@ -342,10 +342,10 @@ def tree_of(listing: list[tuple[str, int, int, int]], folder: str, depth: int | 
         )
     entries = len(shown) + len(folders)
     if entries > MOST_TREE_ENTRIES:
-        kept = sorted([n["path"] for n in shown] + [f["path"] for f in folders], key=_by_folder)
-        last = _by_folder(kept[MOST_TREE_ENTRIES - 1])
-        shown = [n for n in shown if _by_folder(n["path"]) <= last]
-        folders = [f for f in folders if _by_folder(f["path"]) <= last]
+        everything = [n["path"] for n in shown] + [f["path"] for f in folders]
+        kept = set(sorted(everything, key=lambda path: path.split("/"))[:MOST_TREE_ENTRIES])
+        shown = [n for n in shown if n["path"] in kept]
+        folders = [f for f in folders if f["path"] in kept]
         more.append(
             f"the first {MOST_TREE_ENTRIES:,} of {entries:,} entries, in path order: ask for a "
             "folder (path) for the rest"
@@ -357,10 +357,6 @@ def _entries(levels: list[list[str]], depth: int) -> int:
     """How many entries a listing `depth` folders deep holds: notes and folded folders."""
     notes = sum(1 for rest in levels if len(rest) <= depth)
     return notes + len({tuple(rest[:depth]) for rest in levels if len(rest) > depth})
-
-
-def _by_folder(path: str) -> list[str]:
-    return path.split("/")
 
 
 def _size(size: int) -> str:

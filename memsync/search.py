@@ -194,7 +194,7 @@ def search(
         _glossed_leg(store, query, asked, options, legs)  # the vault holds Chinese: now known
     outcome.notices += keyword_notices
     outcome.mode = resolved_mode(options.mode, legs.ran_vector, legs.ran_text)
-    candidates = _candidates(store, query, legs)
+    candidates = _candidates(store, query, asked, legs)
     ranking = replace(options, mode=outcome.mode)
     if reranker is None:
         outcome.results = _hits(candidates, query, ranking)
@@ -338,11 +338,10 @@ def resolved_mode(requested: str, ran_vector: bool, ran_text: bool) -> str:
     return "none"
 
 
-def _candidates(store: StoreReader, query: str, legs: Legs) -> list[Candidate]:
+def _candidates(store: StoreReader, query: str, asked: str, legs: Legs) -> list[Candidate]:
     """Every chunk a leg found, with both legs' calibrated scores and the exact-match rule."""
     idents = identifiers(query)
     others = other_terms(query, idents)
-    asked = fts.script(query)
     rows = store.chunks(list(dict.fromkeys([*legs.cosines, *legs.bm25, *legs.gloss_bm25])))
     scripts = {i: fts.script(row.text) for i, row in rows.items()}
     if legs.background is not None and legs.query_vector is not None:

@@ -416,9 +416,9 @@ class Tables:
         """Up to `size` chunk ids spread evenly from the first to the last. Two subqueries: SQLite
         answers a lone min() or max() from the primary key, both in one select by reading every
         row (17 ms at 100k chunks, on every query's calibration sample)."""
-        low, high = self._rows("SELECT (SELECT min(id) FROM chunks), (SELECT max(id) FROM chunks)")[
-            0
-        ]
+        [(low, high)] = self._rows(
+            "SELECT (SELECT min(id) FROM chunks), (SELECT max(id) FROM chunks)"
+        )
         return [] if low is None else spread_ids(low, high, size)
 
     def pending_count(self) -> int:
