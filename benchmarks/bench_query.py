@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from memsync import fts  # noqa: E402
-from memsync.chunking import chunk_text, windows  # noqa: E402
+from memsync.chunking import chunk_text, embed_inputs  # noqa: E402
 from memsync.embedders import LocalEmbedder  # noqa: E402
 from memsync.filters import note_filter  # noqa: E402
 from memsync.locate import Location, SqliteLocation  # noqa: E402
@@ -69,7 +69,10 @@ def windows_per_chunk() -> list[int]:
     take these counts in turn, so that a search scans as many vectors as real notes give."""
     counts = []
     for note in sorted((ROOT / "sample_vault").rglob("*.md")):
-        counts += [len(windows(c.text)) for c in chunk_text(note.read_text(encoding="utf-8"))]
+        counts += [
+            len(embed_inputs(c.context, c.text, c.whole))
+            for c in chunk_text(note.read_text(encoding="utf-8"))
+        ]
     return counts
 
 
@@ -120,7 +123,7 @@ def build(
         while batch := store.pending_chunks(2000):
             items = [
                 (i, h, to_blob(windows[starts[done + n] : starts[done + n + 1]]))
-                for n, (i, h, _, _) in enumerate(batch)
+                for n, (i, h, *_) in enumerate(batch)
             ]
             store.store_embeddings(embedder.key, items, 384)
             done += len(batch)

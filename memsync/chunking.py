@@ -12,7 +12,7 @@ import hashlib
 import re
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 MAX_TOKENS = 400
@@ -21,8 +21,17 @@ OVERLAP_TOKENS = 80
 # a chunk of chat holds twenty turns, and one vector of them all matches none of them well
 WINDOW_TOKENS = 64
 MAX_WINDOWS = 16  # a bound on the vectors one chunk stores (a chunk of many one-token lines)
+# a note that is one chunk of at most this many tokens is also embedded whole, beside its
+# windows: its lines are about one thing (a person, a place), and each window held only a part
+# of it (`favourite tea of the engineer who writes the Heron migration RFC`: Li Wei's note, whose
+# windows hold his team and RFCs apart from his tea, came second to a day's one line `Li Wei will
+# write the migration RFC`)
+WHOLE_TOKENS = 256
 # recorded in the index: when the rules below change, every note is chunked again
-CHUNKER = f"cdc-2 cl100k max{MAX_TOKENS} overlap{OVERLAP_TOKENS} windows{WINDOW_TOKENS}"
+CHUNKER = (
+    f"cdc-2 cl100k max{MAX_TOKENS} overlap{OVERLAP_TOKENS} windows{WINDOW_TOKENS} "
+    f"whole{WHOLE_TOKENS}"
+)
 # a chunk does not end before it holds this much: stops tiny chunks between close headings
 MIN_CORE_TOKENS = 64
 
@@ -68,14 +77,19 @@ def windows(text: str, limit: int = WINDOW_TOKENS) -> list[tuple[str, str]]:
     return found or [("", text)]
 
 
-def embed_inputs(context: str, text: str) -> list[str]:
+def embed_inputs(context: str, text: str, whole: bool = False) -> list[str]:
     """What the model sees of a chunk: each window with the headings it belongs to in front
-    (those in effect where the chunk starts, then those the chunk opened). A chunk scores by its
-    best window, and cites its whole line range."""
-    return [
+    (those in effect where the chunk starts, then those the chunk opened), and a note's only
+    chunk (`whole`) of at most WHOLE_TOKENS tokens also whole. A chunk scores by its best
+    vector, and cites its whole line range."""
+    found = windows(text)
+    inputs = [
         embed_input(" > ".join(part for part in (context, opened) if part), window)
-        for opened, window in windows(text)
+        for opened, window in found
     ]
+    if whole and len(found) > 1 and count_tokens(text) <= WHOLE_TOKENS:
+        inputs.append(embed_input(context, text))
+    return inputs
 
 
 @dataclass(frozen=True)
@@ -85,12 +99,13 @@ class Chunk:
     text: str
     tokens: int
     context: str  # heading path in effect at start_line ("Title > Section"), for embedding
+    whole: bool = False  # the note's only chunk
 
     @property
     def hash(self) -> str:
         """Of what the model sees: the key of the embedding cache (a chunk of one window hashes
         as its text did when a chunk had one vector, so those vectors are reused)."""
-        seen = "\x1e".join(embed_inputs(self.context, self.text))
+        seen = "\x1e".join(embed_inputs(self.context, self.text, self.whole))
         return hashlib.sha256(seen.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -278,4 +293,4 @@ def chunk_text(
                 context=body[0].context,
             )
         )
-    return chunks
+    return [replace(chunks[0], whole=True)] if len(chunks) == 1 else chunks

@@ -339,13 +339,17 @@ class Tables:
 
     def pending_chunks(
         self, limit: int, any_chunk: bool = False
-    ) -> list[tuple[int, str, str, str]]:
-        """(id, hash, context, text) of chunks that have no vector yet (or any), oldest first."""
+    ) -> list[tuple[int, str, str, str, bool]]:
+        """(id, hash, context, text, whole: its note's only chunk) of chunks that have no vector
+        yet (or any), oldest first."""
         where = "" if any_chunk else "WHERE embedding IS NULL"
         rows = self._rows(
-            f"SELECT id, hash, context, text FROM chunks {where} ORDER BY id LIMIT ?", (limit,)
+            "SELECT id, hash, context, text, "
+            "(SELECT count(*) FROM chunks AS other WHERE other.path = chunks.path) = 1 "
+            f"FROM chunks {where} ORDER BY id LIMIT ?",
+            (limit,),
         )
-        return [(int(i), str(h), str(c), str(t)) for i, h, c, t in rows]
+        return [(int(i), str(h), str(c), str(t), bool(w)) for i, h, c, t, w in rows]
 
     def cached_embeddings(self, key: ModelKey | None, hashes: Sequence[str]) -> dict[str, bytes]:
         if key is None or not hashes:

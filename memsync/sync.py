@@ -374,7 +374,7 @@ def embed_pending(
         sample = store.pending_chunks(1, any_chunk=True)
         if not sample:
             return
-        _, _, context, text = sample[0]
+        _, _, context, text, _ = sample[0]
         probe = embedder.embed_documents(embed_inputs(context, text)[:1])
         store.set_model(key, int(probe.shape[1]))  # a new model: every old vector goes
     dims = store.dims() or 0
@@ -400,8 +400,8 @@ def _embed_rounds(
         batch = store.pending_chunks(embedder.batch_size * embedder.in_flight)
         if not batch:
             break
-        blobs = store.cached_embeddings(key, [h for _, h, _, _ in batch])
-        missing = {h: embed_inputs(c, t) for _, h, c, t in batch if h not in blobs}
+        blobs = store.cached_embeddings(key, [h for _, h, *_ in batch])
+        missing = {h: embed_inputs(c, t, w) for _, h, c, t, w in batch if h not in blobs}
         if missing:
             vectors = embedder.embed_documents([w for inputs in missing.values() for w in inputs])
             if vectors.shape[1] != dims:
@@ -424,7 +424,7 @@ def _embed_rounds(
             for chunk_hash, inputs in missing.items():  # a chunk's windows, one blob
                 blobs[chunk_hash] = to_blob(vectors[at : at + len(inputs)])
                 at += len(inputs)
-        stored = store.store_embeddings(key, [(i, h, blobs[h]) for i, h, _, _ in batch], dims)
+        stored = store.store_embeddings(key, [(i, h, blobs[h]) for i, h, *_ in batch], dims)
         report.embedded += stored
         if update:
             update(len(batch))

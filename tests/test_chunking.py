@@ -6,6 +6,7 @@ import random
 from memsync.chunking import (
     MAX_TOKENS,
     MAX_WINDOWS,
+    WHOLE_TOKENS,
     WINDOW_TOKENS,
     chunk_text,
     count_tokens,
@@ -122,6 +123,25 @@ def test_a_chunk_of_chat_is_embedded_as_windows_of_whole_turns() -> None:
     inputs = embed_inputs(chunk.context, chunk.text)
     assert inputs[0].startswith("# Chat\n")
     assert all(w.startswith("Chat\n\n- **Speaker") for w in inputs[1:])
+
+
+def test_a_short_note_of_one_chunk_is_also_embedded_whole() -> None:
+    """A person's note: its windows hold its facts apart (the team, the RFCs, the tea), and a
+    question joining two of them matched a day's one line about one of them better."""
+    person = "# Li Wei\n\n" + "\n".join(f"- fact {i}: {'detail ' * 12}" for i in range(8)) + "\n"
+    (chunk,) = chunk_text(person)
+    assert chunk.whole and len(windows(chunk.text)) > 1
+    inputs = embed_inputs(chunk.context, chunk.text, chunk.whole)
+    assert len(inputs) == len(windows(chunk.text)) + 1 and inputs[-1] == chunk.text
+    assert len(embed_inputs(chunk.context, chunk.text)) == len(windows(chunk.text))
+    # a long note's chunks, a note of one window, a note of one chunk longer than WHOLE_TOKENS
+    chunks = chunk_text(person * 12)
+    assert len(chunks) > 1 and not any(c.whole for c in chunks)
+    (short,) = chunk_text("# Note\n\nOne line.\n")
+    assert short.whole and len(embed_inputs(short.context, short.text, True)) == 1
+    (longer,) = chunk_text("# Log\n\n" + "\n".join(f"- {'entry ' * 20}" for _ in range(12)))
+    assert longer.whole and longer.tokens > WHOLE_TOKENS
+    assert len(embed_inputs(longer.context, longer.text, True)) == len(windows(longer.text))
 
 
 def test_a_line_longer_than_a_window_is_a_window_alone_and_blank_runs_are_none() -> None:
