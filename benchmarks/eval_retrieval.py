@@ -370,7 +370,6 @@ def _not_markdown(folder: str, names: list[str]) -> list[str]:
 
 
 LOCOMO_MODES = ("hybrid", "keyword", "vector")
-LOCOMO_MODES = ("hybrid", "keyword", "vector")
 
 
 def locomo_runs(
