@@ -217,6 +217,28 @@ def test_a_note_that_becomes_unreadable_leaves_the_index(
         assert store.skipped()[0][0] == "a.md"
 
 
+def test_a_short_note_of_one_chunk_gets_a_vector_of_its_whole_from_its_stored_row(
+    tmp_path: Path, location: Location, hash_embedder: HashEmbedder
+) -> None:
+    """The chunker marks a note's only chunk (its hash counts the whole as one more input); the
+    vectors are made later from the stored rows, where the store says which chunk is its note's
+    only one. A long note's chunks get their windows alone."""
+    root = tmp_path / "vault"
+    _notes(root, 1)
+    facts = "\n".join(f"- fact {i}: {'detail ' * 12}" for i in range(8))
+    write(root, "people/li.md", f"# Li\n\n{facts}\n")
+    with location.open(create=True) as store:
+        index_vault(store, root, MB, None)
+        embed_pending(store, hash_embedder, Report())
+        rows = store.chunks([i for i, _ in store.vector_search(other_query(store), 1000)])
+        person = [r for r in rows.values() if r.path == "people/li.md"]
+        assert len(person) == 1 and len(windows(person[0].text)) > 1
+        for r in rows.values():
+            vectors = len(windows(r.text)) + (r.path == "people/li.md")
+            assert len(r.embedding or b"") == vectors * 64 * 4, r.path
+        assert sum(r.path == "notes/n0.md" for r in rows.values()) > 1
+
+
 def test_keyword_only_run_leaves_chunks_pending_until_a_model_runs(
     tmp_path: Path, location: Location, hash_embedder: HashEmbedder
 ) -> None:
