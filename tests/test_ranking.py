@@ -274,6 +274,25 @@ def test_mmr_drops_a_copied_notes_chunk_that_starts_a_line_later() -> None:
     assert [c.id for c, _ in picked] == [1, 2]
 
 
+def test_mmr_counts_a_notes_other_chunks_and_a_copys_as_that_note() -> None:
+    # a sync conflict's copy of the Heron note: its first section is dropped as a copy, and its
+    # second section, in other words than the first, is no more news than the original's would be
+    first = "heron keeps sqlite on the device and postgres 16 on the server"
+    original = _c(1, 0.9, 0.9, path="projects/heron.md", text=first)
+    copied = _c(2, 0.9, 0.9, path="projects/heron (conflict).md", text=first)
+    second = _c(3, 0.7, 0.7, path="projects/heron (conflict).md", text="maya designs banners")
+    person = _c(4, 0.62, 0.62, path="people/maya.md", text="maya chen, product designer")
+    ranked = [(original, 0.9), (copied, 0.89), (second, 0.7), (person, 0.62)]
+    assert [c.id for c, _ in mmr(ranked, 0.7, 2)] == [1, 4]
+    # the same for the note's own second section
+    own = replace(second, path="projects/heron.md")
+    assert [c.id for c, _ in mmr([(original, 0.9), (own, 0.7), (person, 0.62)], 0.7, 2)] == [1, 4]
+    # and an unrelated note's second section is judged by its words alone
+    other = replace(second, path="projects/kestrel.md")
+    picked = mmr([(original, 0.9), (other, 0.7), (person, 0.62)], 0.7, 2)
+    assert [c.id for c, _ in picked] == [1, 3]
+
+
 def _notes(script: str, count: int, notes: int | None = None) -> list[tuple[str, str]]:
     """A sample's backdrop: `count` chunks of one script, from `notes` notes (one each)."""
     return [(script, f"{script}-{i % (notes or count)}.md") for i in range(count)]
