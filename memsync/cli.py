@@ -327,7 +327,7 @@ def query(
             for notice in outcome.notices:
                 click.echo(f"memsync: note: {notice}", err=True)
             for path in dict.fromkeys(hit.path for hit in outcome.results):
-                click.echo(path)
+                click.echo(output.visible(path))
         else:
             color = output.wants_color(sys.stdout.isatty(), dict(os.environ))
             if outcome.results or outcome.notices:
@@ -343,11 +343,14 @@ def query(
 @main.command()
 @click.argument("location", shell_complete=lambda ctx, param, incomplete: _vault_paths(incomplete))
 @reader_options
-@click.option("--raw", is_flag=True, help="The lines only, without line numbers.")
+@click.option(
+    "--raw", is_flag=True, help="The lines only, as in the file: no line numbers, no escapes."
+)
 def get(location: str, vault: Path | None, db: str | None, name: str | None, raw: bool) -> None:
     """Print lines of a note: LOCATION is PATH, PATH:N or PATH:N-M, as `query` prints them."""
 
     def action() -> None:
+        from . import output
         from .memory import Memory, parse_location
 
         path, start, end = parse_location(location)
@@ -355,9 +358,9 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
         with Memory.open(config, vault) as memory:
             lines = memory.read(path, start, end, capped=False)
         if lines.copy:
-            click.echo(f"memsync: note: {lines.path}: {lines.copy}", err=True)
+            click.echo(f"memsync: note: {output.visible(lines.path)}: {lines.copy}", err=True)
         if lines.end_line >= lines.start_line:
-            click.echo(lines.text if raw else lines.numbered())
+            click.echo(lines.text if raw else output.visible_lines(lines.numbered()))
 
     run(action)
 

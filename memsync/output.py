@@ -4,6 +4,7 @@ and short texts of the MCP tools."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -50,9 +51,9 @@ def index_summary(report: Report, vault: str, model: str | None) -> str:
     ]
     if report.skipped:
         lines.append(f"Skipped {len(report.skipped)} file(s):")
-        lines += [f"  {path}: {reason}" for path, reason in report.skipped]
+        lines += [visible(f"  {path}: {reason}") for path, reason in report.skipped]
     if report.warnings:
-        lines += [f"Warning: {path}: {warning}" for path, warning in report.warnings]
+        lines += [visible(f"Warning: {path}: {warning}") for path, warning in report.warnings]
     return "\n".join(lines)
 
 
@@ -157,6 +158,22 @@ def vaults_text(facts: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r"}
+
+
+def visible(text: str) -> str:
+    """Control characters of a note's text or name as escapes (`\\x1b`, `\\r`; tabs kept): a
+    terminal would run them (colours, its title, the clipboard through OSC 52, a carriage return
+    that hides the start of a line), and a newline in a file name would break `path:line`."""
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+
+
+def visible_lines(text: str) -> str:
+    """`visible` for each line of a text whose newlines are its own."""
+    return "\n".join(visible(line) for line in text.split("\n"))
+
+
 def wants_color(is_tty: bool, environ: dict[str, str]) -> bool:
     """Colour only for a person at a terminal, and never when NO_COLOR is set (no-color.org)."""
     return is_tty and "NO_COLOR" not in environ and environ.get("TERM") != "dumb"
@@ -165,8 +182,6 @@ def wants_color(is_tty: bool, environ: dict[str, str]) -> bool:
 def _highlight(text: str, terms: list[str], color: bool) -> str:
     if not color or not terms:
         return text
-    import re
-
     pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE)
     return pattern.sub(lambda m: f"\033[1;33m{m.group()}\033[0m", text)
 
@@ -206,7 +221,7 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
     for notice in outcome.notices:
         lines.append(f"note: {notice}")
     for rank, hit in enumerate(outcome.results, start=1):
-        where = f"{hit.path}:{hit.start_line}-{hit.end_line}"
+        where = f"{visible(hit.path)}:{hit.start_line}-{hit.end_line}"
         if links is not None:
             where = hyperlink(where, links / hit.path)
         if color:
@@ -214,7 +229,8 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
         flag = "  exact match" if hit.exact else ""
         lines.append(f"{rank}. {hit.score:.2f}  {where}{flag}")
         for offset, line in enumerate(hit.snippet.split("\n")):
-            lines.append(f"   {hit.snippet_start + offset:>5} | {_highlight(line, terms, color)}")
+            shown = _highlight(visible(line), terms, color)
+            lines.append(f"   {hit.snippet_start + offset:>5} | {shown}")
         if hit.explain is not None:
             lines.append(f"   why: {explanation(hit.explain)}")
     return "\n".join(lines)
@@ -381,8 +397,8 @@ def tree_text(tree: Tree) -> str:
             folder = "/".join(parts[:depth])
             if folder not in shown:
                 shown.add(folder)
-                lines.append("  " * (depth - base - 1) + parts[depth - 1] + "/")
-        lines.append("  " * (len(parts) - base - 1) + parts[-1] + detail)
+                lines.append("  " * (depth - base - 1) + visible(parts[depth - 1]) + "/")
+        lines.append("  " * (len(parts) - base - 1) + visible(parts[-1]) + detail)
     if tree["more"]:
         lines.append(f"({tree['more']})")
     return "\n".join(lines)

@@ -6,6 +6,7 @@ from memsync.output import (
     query_text,
     tree_of,
     tree_text,
+    visible,
     wants_color,
 )
 from memsync.search import Hit, Outcome
@@ -91,3 +92,8 @@ def test_a_vault_too_large_to_list_whole_is_listed_as_deep_as_fits() -> None:
         f"the first {MOST_TREE_ENTRIES} of {MOST_TREE_ENTRIES + 100} entries, in path order: "
         "ask for a folder (path) for the rest"
     )
+
+
+def test_control_characters_are_shown_as_escapes_and_tabs_and_text_kept() -> None:
+    assert visible("a\tb 端口 é") == "a\tb 端口 é"
+    assert visible("x\x1b[31my\rz\nw\x7f\x9b\x00") == "x\\x1b[31my\\rz\\nw\\x7f\\x9b\\x00"

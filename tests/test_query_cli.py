@@ -189,6 +189,27 @@ def test_human_output_has_path_line_range_and_no_colour_when_piped(keyword_vault
     assert "port 6380" in out
 
 
+def test_control_characters_of_notes_and_their_names_reach_no_terminal(tmp_path: Path) -> None:
+    """A shared vault's note can hold escape sequences (colours, the terminal's title, OSC 52
+    writes the clipboard) and its name a newline: shown as escapes, never run or split."""
+    vault = tmp_path / "notes"
+    name = "evil\x1b[2J\nname.md"
+    write(vault, name, "# Evil\n\nwombat \x1b]52;c;ZWNobyBvd25lZA==\x07 and \x08hidden\n")
+    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    out = _run("query", "wombat", "--vault", str(vault)).output
+    assert "evil\\x1b[2J\\nname.md:1-3" in out
+    assert "wombat \\x1b]52;c;ZWNobyBvd25lZA==\\x07 and \\x08hidden" in out
+    assert not {"\x1b", "\x07", "\x08"} & set(out)
+    files = _run("query", "wombat", "--vault", str(vault), "--files").stdout
+    assert files == "evil\\x1b[2J\\nname.md\n"
+    numbered = _run("get", name, "--vault", str(vault)).output
+    assert "3 | wombat \\x1b]52" in numbered and "\x07" not in numbered
+    raw = _run("get", name, "--vault", str(vault), "--raw").output
+    assert "\x07 and \x08hidden" in raw  # --raw: the lines as in the file
+    payload = json.loads(_run("query", "wombat", "--vault", str(vault), "--json").output)
+    assert payload["results"][0]["path"] == name  # JSON escapes them itself
+
+
 def test_hybrid_with_vectors_and_decay_prefers_the_newer_daily_note(
     tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
