@@ -26,6 +26,7 @@ from .embedders import Embedder, make_embedder
 from .errors import EmbeddingError, LockError, MemsyncError, StoreError
 from .locate import Location, for_vault
 from .origin import Owner, check_writer
+from .output import visible
 from .store import StoreWriter
 from .sync import Report, Syncer, embed_pending
 from .vault import IGNORE_FILE, IgnoreRules, subfolders, vault_root, watch_roots
@@ -491,10 +492,10 @@ class Watcher:
         touched = report.added + report.changed + report.moved + report.removed + report.touched
         # the report is the one place a skip or a warning is told: `index` prints it, the daemon
         # logs it here (sync logging them too wrote each line twice)
-        for path, reason in report.skipped:
-            log.warning("skipped %s: %s", path, reason)
+        for path, reason in report.skipped:  # a file name's control characters as escapes
+            log.warning("skipped %s: %s", visible(path), visible(reason))
         for path, warning in report.warnings:
-            log.warning("%s: %s", path, warning)
+            log.warning("%s: %s", visible(path), visible(warning))
         if touched or what != "batch":
             log.info(
                 "%s: %d files (%d new, %d changed, %d moved, %d removed), %d chunks, %.0f ms",

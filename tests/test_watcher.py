@@ -165,14 +165,18 @@ def test_the_daemon_logs_each_skipped_file_and_each_warning_once(
     r = Running(vault, tmp_path / "i.sqlite")
     try:
         (vault / "picture.md").write_bytes(b"\x89PNG\x00\x00binary")
+        (vault / "evil\x1b[2J.md").write_bytes(b"\x00")  # its name would clear the terminal
         (vault / "latin.md").write_bytes("caf\xe9 mike".encode("latin-1"))
         wait_until(lambda: "latin.md" in r.files())
         wait_until(lambda: any("picture.md" in m for m in caplog.messages))
+        wait_until(lambda: any("evil" in m for m in caplog.messages))
     finally:
         r.stop()
     lines = caplog.messages
     assert sum("skipped at-start.md: binary" in m for m in lines) == 1, lines
     assert sum("skipped picture.md: binary" in m for m in lines) == 1, lines
+    assert sum("skipped evil\\x1b[2J.md: binary" in m for m in lines) == 1, lines
+    assert not any("\x1b" in m for m in lines)
     assert sum(m.startswith("latin.md: invalid UTF-8") for m in lines) == 1, lines
 
 
