@@ -313,14 +313,16 @@ def search_result(outcome: Outcome) -> SearchResult:
 
 
 def search_text(result: SearchResult) -> str:
-    """A short list an agent can quote: citation, score, and the best-matching lines."""
+    """A short list an agent can quote: citation, score, and the best-matching lines (control
+    characters as escapes, as on a terminal: agents' clients show tool results in one; the
+    structured result holds the paths and lines as they are)."""
     lines = [f"note: {n}" for n in result["notices"]]
     if not result["results"]:
         lines.append(f"no notes match {result['query']!r}")
     for rank, hit in enumerate(result["results"], start=1):
         both = ", keyword and meaning" if hit["hybrid_match"] else ""
-        lines.append(f"{rank}. {hit['citation']} (score {hit['score']:.2f}{both})")
-        lines += [f"   {line}" for line in hit["snippet"].split("\n")]
+        lines.append(f"{rank}. {visible(hit['citation'])} (score {hit['score']:.2f}{both})")
+        lines += [f"   {visible(line)}" for line in hit["snippet"].split("\n")]
     return "\n".join(lines)
 
 
@@ -406,7 +408,7 @@ def tree_text(tree: Tree) -> str:
 
 def lines_result(lines: Lines) -> tuple[str, NoteLines]:
     """memory_get's text (numbered lines, and how to read on when the read was cut) and data."""
-    text = lines.numbered() or f"{lines.path} is empty"
+    text = visible_lines(lines.numbered()) or f"{visible(lines.path)} is empty"
     if lines.rest():
         text += f"\n({lines.rest()})"
     if lines.copy:

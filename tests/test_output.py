@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from memsync.notes import Lines
 from memsync.output import (
     MOST_TREE_ENTRIES,
     explanation,
+    lines_result,
     query_text,
+    search_text,
     tree_of,
     tree_text,
     visible,
@@ -97,3 +100,24 @@ def test_a_vault_too_large_to_list_whole_is_listed_as_deep_as_fits() -> None:
 def test_control_characters_are_shown_as_escapes_and_tabs_and_text_kept() -> None:
     assert visible("a\tb 端口 é") == "a\tb 端口 é"
     assert visible("x\x1b[31my\rz\nw\x7f\x9b\x00") == "x\\x1b[31my\\rz\\nw\\x7f\\x9b\\x00"
+
+
+def test_the_mcp_tools_texts_show_control_characters_as_escapes_and_their_data_as_is() -> None:
+    """An agent's client shows tool results on a terminal too."""
+    hit = {
+        "path": "evil\nname.md",
+        "start_line": 1,
+        "end_line": 2,
+        "score": 0.8,
+        "vector_score": None,
+        "text_score": 0.8,
+        "hybrid_match": False,
+        "snippet": "wombat \x1b]52;c;ZWNobw==\x07",
+        "citation": "evil\nname.md#L1-L2",
+    }
+    text = search_text({"query": "wombat", "mode": "keyword", "notices": [], "results": [hit]})
+    assert "1. evil\\nname.md#L1-L2" in text and "wombat \\x1b]52;c;ZWNobw==\\x07" in text
+    lines = Lines("evil\nname.md", 1, 2, 2, "# Evil\nwombat \x1b[2J", False)
+    shown, data = lines_result(lines)
+    assert shown == "1 | # Evil\n2 | wombat \\x1b[2J"
+    assert data["text"] == "# Evil\nwombat \x1b[2J" and data["path"] == "evil\nname.md"
