@@ -360,7 +360,7 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
         if lines.copy:
             click.echo(f"memsync: note: {output.visible(lines.path)}: {lines.copy}", err=True)
         if lines.end_line >= lines.start_line:
-            click.echo(lines.text if raw else output.visible_lines(lines.numbered()))
+            click.echo(lines.text if raw else output.numbered(lines))
 
     run(action)
 

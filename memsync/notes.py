@@ -47,15 +47,6 @@ class Lines:
     def citation(self) -> str:
         return citation(self.path, self.start_line, self.end_line)
 
-    def numbered(self) -> str:
-        if self.end_line < self.start_line:
-            return ""
-        lines = self.text.split("\n")
-        width = len(str(self.end_line))
-        return "\n".join(
-            f"{n:>{width}} | {line}" for n, line in enumerate(lines, start=self.start_line)
-        )
-
     def rest(self) -> str | None:
         """What to ask for next when the read was cut."""
         if not self.truncated:

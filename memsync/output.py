@@ -169,9 +169,15 @@ def visible(text: str) -> str:
     return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
 
 
-def visible_lines(text: str) -> str:
-    """`visible` for each line of a text whose newlines are its own."""
-    return "\n".join(visible(line) for line in text.split("\n"))
+def numbered(lines: Lines) -> str:
+    """The lines read, each after its number (`12 | text`), control characters as escapes."""
+    if lines.end_line < lines.start_line:
+        return ""
+    width = len(str(lines.end_line))
+    return "\n".join(
+        f"{n:>{width}} | {visible(line)}"
+        for n, line in enumerate(lines.text.split("\n"), start=lines.start_line)
+    )
 
 
 def wants_color(is_tty: bool, environ: dict[str, str]) -> bool:
@@ -408,7 +414,7 @@ def tree_text(tree: Tree) -> str:
 
 def lines_result(lines: Lines) -> tuple[str, NoteLines]:
     """memory_get's text (numbered lines, and how to read on when the read was cut) and data."""
-    text = visible_lines(lines.numbered()) or f"{visible(lines.path)} is empty"
+    text = numbered(lines) or f"{visible(lines.path)} is empty"
     if lines.rest():
         text += f"\n({lines.rest()})"
     if lines.copy:
