@@ -70,7 +70,7 @@ def windows_per_chunk() -> list[int]:
     counts = []
     for note in sorted((ROOT / "sample_vault").rglob("*.md")):
         counts += [
-            len(embed_inputs(c.context, c.text, c.whole))
+            len(embed_inputs(c.context, c.text, c.whole, c.overlap))
             for c in chunk_text(note.read_text(encoding="utf-8"))
         ]
     return counts

@@ -126,6 +126,9 @@ VAULT_MIGRATIONS: list[str] = [
     ALTER TABLE chunks ADD COLUMN centroid vector;
     UPDATE chunks SET model = NULL WHERE model IS NOT NULL;
     """,
+    # 4: how many of a chunk's first lines repeat the chunk before, which embeds them (a chunk's
+    # windows cover its own lines and one line in front: chunking.embed_inputs)
+    "ALTER TABLE chunks ADD COLUMN overlap INTEGER NOT NULL DEFAULT 0",
 ]
 SCHEMA_VERSION = len(VAULT_MIGRATIONS)
 
@@ -474,14 +477,15 @@ class PgStore(Tables):
                     row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
                     key.model if key and blob else None, chunk.text, chunk.context,
                     blob, _mean(blob, dims), literal, length,
-                    now,
+                    now, chunk.overlap,
                 )
             )  # fmt: skip
         with self.conn.cursor() as cursor:
             cursor.executemany(
                 "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
-                "context, embedding, centroid, fts, fts_len, updated_at) "
-                f"VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%b::{self._centroid_kind()},%s::tsvector,%s,%s)",
+                "context, embedding, centroid, fts, fts_len, updated_at, overlap) "
+                f"VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%b::{self._centroid_kind()},%s::tsvector,%s,%s,"
+                "%s)",
                 values,
             )
             cursor.execute(

@@ -21,6 +21,7 @@ from .store import (
     ModelKey,
     NewChunk,
     NoteWrite,
+    PendingChunk,
     SkipRow,
     spread_ids,
 )
@@ -337,19 +338,19 @@ class Tables:
 
     # -- embeddings -------------------------------------------------------------------------
 
-    def pending_chunks(
-        self, limit: int, any_chunk: bool = False
-    ) -> list[tuple[int, str, str, str, bool]]:
-        """(id, hash, context, text, whole: its note's only chunk) of chunks that have no vector
-        yet (or any), oldest first."""
+    def pending_chunks(self, limit: int, any_chunk: bool = False) -> list[PendingChunk]:
+        """Chunks that have no vector yet (or any), oldest first."""
         where = "" if any_chunk else "WHERE embedding IS NULL"
         rows = self._rows(
             "SELECT id, hash, context, text, "
-            "(SELECT count(*) FROM chunks AS other WHERE other.path = chunks.path) = 1 "
+            "(SELECT count(*) FROM chunks AS other WHERE other.path = chunks.path) = 1, overlap "
             f"FROM chunks {where} ORDER BY id LIMIT ?",
             (limit,),
         )
-        return [(int(i), str(h), str(c), str(t), bool(w)) for i, h, c, t, w in rows]
+        return [
+            PendingChunk(int(i), str(h), str(c), str(t), bool(w), int(o))
+            for i, h, c, t, w, o in rows
+        ]
 
     def cached_embeddings(self, key: ModelKey | None, hashes: Sequence[str]) -> dict[str, bytes]:
         if key is None or not hashes:

@@ -87,6 +87,9 @@ MIGRATIONS: list[str] = [
     # their mean, for the coarse search): the one-vector rows go, and `index` embeds the chunks
     # again (_apply_migration)
     "UPDATE chunks SET embedding = NULL, model = NULL",
+    # 6: how many of a chunk's first lines repeat the chunk before, which embeds them (a chunk's
+    # windows cover its own lines and one line in front: chunking.embed_inputs)
+    "ALTER TABLE chunks ADD COLUMN overlap INTEGER NOT NULL DEFAULT 0",
 ]
 # the tables that say a database is a memsync index (and not someone else's file)
 OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"})
@@ -311,9 +314,11 @@ class SqliteStore(Tables):
             chunk_id = _one(
                 self.conn.execute(
                     "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
-                    "context, embedding, updated_at) VALUES(?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                    "context, embedding, updated_at, overlap) VALUES(?,?,?,?,?,?,?,?,?,?,?) "
+                    "RETURNING id",
                     (row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
-                     key.model if key and blob else None, chunk.text, chunk.context, blob, now),
+                     key.model if key and blob else None, chunk.text, chunk.context, blob, now,
+                     chunk.overlap),
                 )
             )[0]  # fmt: skip
             self.conn.execute(

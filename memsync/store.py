@@ -45,6 +45,18 @@ class NewChunk:
     text: str
     context: str
     fts_text: str
+    overlap: int = 0  # its first lines, repeated from the note's chunk before (which embeds them)
+
+
+class PendingChunk(NamedTuple):
+    """A chunk to embed: what chunking.embed_inputs needs, and where its vectors go."""
+
+    id: int
+    hash: str
+    context: str
+    text: str
+    whole: bool  # its note's only chunk
+    overlap: int
 
 
 @dataclass(frozen=True)
@@ -170,9 +182,7 @@ class StoreWriter(StoreReader, Protocol):
     def update_skips(
         self, add: Iterable[SkipRow] = (), drop: Iterable[str] = (), *, replace_all: bool = False
     ) -> None: ...
-    def pending_chunks(
-        self, limit: int, any_chunk: bool = False
-    ) -> list[tuple[int, str, str, str, bool]]: ...
+    def pending_chunks(self, limit: int, any_chunk: bool = False) -> list[PendingChunk]: ...
     def cached_embeddings(
         self, key: ModelKey | None, hashes: Sequence[str]
     ) -> dict[str, bytes]: ...

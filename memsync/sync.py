@@ -26,6 +26,7 @@ from .store import (
     ModelKey,
     NewChunk,
     NoteWrite,
+    PendingChunk,
     SkipRow,
     StoreReader,
     StoreWriter,
@@ -133,7 +134,9 @@ def _new_chunks(note: Note, meta: metadata.NoteMeta) -> list[NewChunk]:
     if meta.title and not meta.has_heading:
         chunks = [replace(c, context=meta.title) for c in chunks]
     return [
-        NewChunk(c.start_line, c.end_line, c.hash, c.text, c.context, fts.index_text(c.text))
+        NewChunk(
+            c.start_line, c.end_line, c.hash, c.text, c.context, fts.index_text(c.text), c.overlap
+        )
         for c in chunks
     ]
 
@@ -374,8 +377,7 @@ def embed_pending(
         sample = store.pending_chunks(1, any_chunk=True)
         if not sample:
             return
-        _, _, context, text, _ = sample[0]
-        probe = embedder.embed_documents(embed_inputs(context, text)[:1])
+        probe = embedder.embed_documents(_inputs(sample[0])[:1])
         store.set_model(key, int(probe.shape[1]))  # a new model: every old vector goes
     dims = store.dims() or 0
     total = store.pending_count()
@@ -383,6 +385,10 @@ def embed_pending(
     with store.loading_vectors(total):
         _embed_rounds(store, embedder, key, dims, report, update, should_stop, adopt_new_size)
     report.pending = store.pending_count()
+
+
+def _inputs(chunk: PendingChunk) -> list[str]:
+    return embed_inputs(chunk.context, chunk.text, chunk.whole, chunk.overlap)
 
 
 def _embed_rounds(
@@ -400,8 +406,8 @@ def _embed_rounds(
         batch = store.pending_chunks(embedder.batch_size * embedder.in_flight)
         if not batch:
             break
-        blobs = store.cached_embeddings(key, [h for _, h, *_ in batch])
-        missing = {h: embed_inputs(c, t, w) for _, h, c, t, w in batch if h not in blobs}
+        blobs = store.cached_embeddings(key, [chunk.hash for chunk in batch])
+        missing = {c.hash: _inputs(c) for c in batch if c.hash not in blobs}
         if missing:
             vectors = embedder.embed_documents([w for inputs in missing.values() for w in inputs])
             if vectors.shape[1] != dims:
@@ -424,7 +430,7 @@ def _embed_rounds(
             for chunk_hash, inputs in missing.items():  # a chunk's windows, one blob
                 blobs[chunk_hash] = to_blob(vectors[at : at + len(inputs)])
                 at += len(inputs)
-        stored = store.store_embeddings(key, [(i, h, blobs[h]) for i, h, *_ in batch], dims)
+        stored = store.store_embeddings(key, [(c.id, c.hash, blobs[c.hash]) for c in batch], dims)
         report.embedded += stored
         if update:
             update(len(batch))

@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import hashlib
 import random
+from dataclasses import replace
 
 from memsync.chunking import (
+    LEAD_LINES,
     MAX_TOKENS,
     MAX_WINDOWS,
     WHOLE_TOKENS,
@@ -171,3 +173,34 @@ def test_a_heading_stays_with_the_lines_after_it() -> None:
     assert windows(f"# Title\n\n{abstract}") == [("", f"# Title\n\n{abstract}")]
     found = windows(f"# A\n\n{abstract}\n## B\n\n{abstract}")
     assert found == [("", f"# A\n\n{abstract}"), ("A", f"## B\n\n{abstract}")]
+
+
+def test_a_chunk_embeds_its_own_lines_and_one_line_of_the_overlap_before_them() -> None:
+    """Each line embedded about once (the whole overlap again was 20-30% more tokens), with the
+    turn a reply answers still in front of it."""
+    turns = [f"- **Speaker {i % 2}:** turn {i} says something about topic {i}" for i in range(90)]
+    chunks = chunk_text("# Chat\n\n" + "\n".join(turns) + "\n")
+    assert len(chunks) > 2 and chunks[0].overlap == 0
+    assert all(c.overlap > LEAD_LINES for c in chunks[1:])
+    embedded = [
+        [
+            line
+            for w in embed_inputs(c.context, c.text, c.whole, c.overlap)
+            for line in w.split("\n")
+        ]
+        for c in chunks
+    ]
+    for chunk, lines in zip(chunks[1:], embedded[1:]):
+        assert lines[:3] == ["Chat", "", chunk.text.split("\n")[chunk.overlap - 1]]  # in front
+    said = [line for lines in embedded for line in lines if line.startswith("- ")]
+    assert list(dict.fromkeys(said)) == turns and len(said) == len(turns) + len(chunks) - 1
+    # what a chunk's hash names is what is embedded, so the cache never serves other windows
+    assert chunks[1].hash != replace(chunks[1], overlap=0).hash
+
+
+def test_a_heading_in_the_overlap_still_leads_and_a_chunk_all_overlap_keeps_its_lines() -> None:
+    assert windows("# A\nb\nc", skip=1) == [("A", "b\nc")]
+    assert embed_inputs("Chat", "## Later\nq\nreply", overlap=2) == ["Chat > Later\n\nq\nreply"]
+    # the line in front is one that says something, not the blank line before a paragraph
+    assert embed_inputs("", "a\nb\n\nc", overlap=3) == ["b\n\nc"]
+    assert windows("a\nb\n\n", skip=2) == [("", "a\nb")]

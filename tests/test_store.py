@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import HashEmbedder, write
 
-from memsync.chunking import embed_inputs
+from memsync.chunking import chunk_text, embed_inputs
 from memsync.errors import StoreError
 from memsync.filters import NoteFilter
 from memsync.sqlite_store import SCHEMA_VERSION, SqliteStore
@@ -223,15 +223,13 @@ def test_an_index_of_one_vector_per_chunk_is_embedded_again_as_windows(
     """Schema 5: the vectors of an index made before windows are dropped, and `index` makes
     them again (the chunks' rules changed too, so each note is chunked again)."""
     root = tmp_path / "vault"
-    write(
-        root,
-        "chat.md",
-        "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60)),
-    )
+    text = "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60))
+    write(root, "chat.md", text)
     db = tmp_path / "old.sqlite"
     with SqliteStore(db, create=True) as store:
         index_vault(store, root, 1 << 20, hash_embedder)
         store.conn.execute("PRAGMA user_version=4")
+        store.conn.execute("ALTER TABLE chunks DROP COLUMN overlap")  # schema 6's
         store.conn.execute("UPDATE chunks SET embedding = substr(embedding, 1, 256)")
     with SqliteStore(db) as store:
         assert store.pending_count() == store.counts()["chunks"] > 0
@@ -240,8 +238,43 @@ def test_an_index_of_one_vector_per_chunk_is_embedded_again_as_windows(
         assert report.embedded == store.counts()["chunks"] and store.pending_count() == 0
         chunk = store.chunks([max(store.chunks(range(1, 100)))])
         [row] = chunk.values()
-        window = embed_inputs("Chat", row.text)[-1]  # the last window of the last chunk
+        last = chunk_text(text)[-1]
+        assert last.text == row.text and last.overlap > 0
+        window = embed_inputs("Chat", row.text, overlap=last.overlap)[-1]  # its last window
         [(best, distance)] = store.vector_search(hash_embedder.embed_documents([window])[0], 1)
+        assert best == row.id and distance == pytest.approx(0.0, abs=1e-6)
+
+
+def test_an_index_whose_chunks_embedded_their_overlap_is_chunked_and_embedded_again(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    """Schema 6 and the `lead` rule: an index of the release before (each chunk's windows began
+    with the lines the chunk before had embedded) is upgraded by `index`: chunked again, each
+    chunk's overlap recorded, and a later chunk's vectors are those of its own lines' windows."""
+    from memsync.sqlite_store import MIGRATIONS
+    from memsync.sync import INDEX_RULES
+
+    root = tmp_path / "vault"
+    text = "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60))
+    write(root, "chat.md", text)
+    db = tmp_path / "old.sqlite"
+    with SqliteStore(db, create=True) as store:
+        index_vault(store, root, 1 << 20, hash_embedder)
+        store.conn.execute("ALTER TABLE chunks DROP COLUMN overlap")
+        store.conn.execute(f"PRAGMA user_version={len(MIGRATIONS) - 1}")
+        old_rules = INDEX_RULES.replace(" lead1", "")
+        store.conn.execute("UPDATE meta SET value = ? WHERE key = 'chunker'", (old_rules,))
+    chunks = chunk_text(text)
+    with SqliteStore(db) as store:
+        index_vault(store, root, 1 << 20, hash_embedder)
+        pending = store.pending_chunks(100, any_chunk=True)
+        assert [(c.text, c.overlap) for c in pending] == [(c.text, c.overlap) for c in chunks]
+        last = chunks[-1]
+        assert last.overlap > 1
+        [row] = store.chunks([pending[-1].id]).values()
+        own = embed_inputs(last.context, last.text, overlap=last.overlap)
+        assert len(row.embedding or b"") == len(own) * 64 * 4
+        [(best, distance)] = store.vector_search(hash_embedder.embed_documents(own[:1])[0], 1)
         assert best == row.id and distance == pytest.approx(0.0, abs=1e-6)
 
 

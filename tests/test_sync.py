@@ -8,7 +8,7 @@ import pytest
 from conftest import HashEmbedder, write
 
 from memsync import sync
-from memsync.chunking import MAX_TOKENS, count_tokens, windows
+from memsync.chunking import MAX_TOKENS, count_tokens, embed_inputs, windows
 from memsync.locate import Location
 from memsync.store import NoteWrite
 from memsync.store import StoreWriter as Store
@@ -45,6 +45,14 @@ def other_query(store: Store) -> object:
 
 def _index(store: Store, root: Path, embedder: HashEmbedder) -> Report:
     return index_vault(store, root, MB, embedder)
+
+
+def _vectors_each(store: Store) -> dict[int, int]:
+    """How many vectors each chunk should hold: one per embedding input."""
+    return {
+        c.id: len(embed_inputs(c.context, c.text, c.whole, c.overlap))
+        for c in store.pending_chunks(store.counts()["chunks"], any_chunk=True)
+    }
 
 
 def _notes(root: Path, n: int = 5) -> None:
@@ -233,9 +241,10 @@ def test_a_short_note_of_one_chunk_gets_a_vector_of_its_whole_from_its_stored_ro
         rows = store.chunks([i for i, _ in store.vector_search(other_query(store), 1000)])
         person = [r for r in rows.values() if r.path == "people/li.md"]
         assert len(person) == 1 and len(windows(person[0].text)) > 1
+        expected = _vectors_each(store)
+        assert expected[person[0].id] == len(windows(person[0].text)) + 1
         for r in rows.values():
-            vectors = len(windows(r.text)) + (r.path == "people/li.md")
-            assert len(r.embedding or b"") == vectors * 64 * 4, r.path
+            assert len(r.embedding or b"") == expected[r.id] * 64 * 4, r.path
         assert sum(r.path == "notes/n0.md" for r in rows.values()) > 1
 
 
@@ -262,7 +271,8 @@ def test_changing_the_model_reembeds_and_never_mixes_vectors(
     assert report.embedded == store.counts()["chunks"]
     assert store.model_key() == other.key and store.dims() == 32
     rows = store.chunks([i for i, _ in store.vector_search(other_query(store), 1000)])
-    assert all(len(r.embedding or b"") == len(windows(r.text)) * 32 * 4 for r in rows.values())
+    expected = _vectors_each(store)
+    assert all(len(r.embedding or b"") == expected[r.id] * 32 * 4 for r in rows.values())
 
 
 def test_sync_paths_applies_only_the_named_paths(
@@ -394,4 +404,5 @@ def test_a_model_that_changes_size_is_an_error_unless_indexing_adopts_it(
     report = _index(store, root, smaller)  # `memsync index`: every vector again, at 32
     assert store.dims() == 32 and report.pending == 0
     rows = store.chunks([i for i, _ in store.vector_search(other_query(store), 1000)])
-    assert all(len(r.embedding or b"") == len(windows(r.text)) * 32 * 4 for r in rows.values())
+    expected = _vectors_each(store)
+    assert all(len(r.embedding or b"") == expected[r.id] * 32 * 4 for r in rows.values())
