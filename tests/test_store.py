@@ -217,20 +217,33 @@ def test_vectors_kept_in_memory_score_a_chunk_by_its_nearest_window(tmp_path: Pa
         assert store.sample_vectors(512).windows.shape == (4, 8)  # every window of each chunk
 
 
-def test_an_index_of_one_vector_per_chunk_is_embedded_again_as_windows(
-    tmp_path: Path, hash_embedder: HashEmbedder
-) -> None:
-    """Schema 5: the vectors of an index made before windows are dropped, and `index` makes
-    them again (the chunks' rules changed too, so each note is chunked again)."""
+def _chat_index_of_schema(
+    tmp_path: Path, embedder: HashEmbedder, version: int
+) -> tuple[Path, Path, str]:
+    """(vault, index, the note's text): a chat note indexed, its index set back to schema
+    `version` (< 6, which added chunks.overlap)."""
     root = tmp_path / "vault"
     text = "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60))
     write(root, "chat.md", text)
     db = tmp_path / "old.sqlite"
     with SqliteStore(db, create=True) as store:
-        index_vault(store, root, 1 << 20, hash_embedder)
-        store.conn.execute("PRAGMA user_version=4")
-        store.conn.execute("ALTER TABLE chunks DROP COLUMN overlap")  # schema 6's
-        store.conn.execute("UPDATE chunks SET embedding = substr(embedding, 1, 256)")
+        index_vault(store, root, 1 << 20, embedder)
+        store.conn.execute("ALTER TABLE chunks DROP COLUMN overlap")
+        store.conn.execute(f"PRAGMA user_version={version}")
+    return root, db, text
+
+
+def test_an_index_of_one_vector_per_chunk_is_embedded_again_as_windows(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    """Schema 5: the vectors of an index made before windows are dropped, and `index` makes
+    them again (the chunks' rules changed too, so each note is chunked again)."""
+    import apsw
+
+    root, db, text = _chat_index_of_schema(tmp_path, hash_embedder, 4)
+    old = apsw.Connection(str(db))  # one vector a chunk, as before windows
+    old.execute("UPDATE chunks SET embedding = substr(embedding, 1, 256)")
+    old.close()
     with SqliteStore(db) as store:
         assert store.pending_count() == store.counts()["chunks"] > 0
         assert store.vector_search(hash_embedder.embed_query("line 3"), 3) == []
@@ -251,17 +264,10 @@ def test_an_index_whose_chunks_embedded_their_overlap_is_chunked_and_embedded_ag
     """Schema 6 and the `lead` rule: an index of the release before (each chunk's windows began
     with the lines the chunk before had embedded) is upgraded by `index`: chunked again, each
     chunk's overlap recorded, and a later chunk's vectors are those of its own lines' windows."""
-    from memsync.sqlite_store import MIGRATIONS
     from memsync.sync import INDEX_RULES
 
-    root = tmp_path / "vault"
-    text = "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60))
-    write(root, "chat.md", text)
-    db = tmp_path / "old.sqlite"
-    with SqliteStore(db, create=True) as store:
-        index_vault(store, root, 1 << 20, hash_embedder)
-        store.conn.execute("ALTER TABLE chunks DROP COLUMN overlap")
-        store.conn.execute(f"PRAGMA user_version={len(MIGRATIONS) - 1}")
+    root, db, text = _chat_index_of_schema(tmp_path, hash_embedder, 5)
+    with SqliteStore(db) as store:
         old_rules = INDEX_RULES.replace(" lead1", "")
         store.conn.execute("UPDATE meta SET value = ? WHERE key = 'chunker'", (old_rules,))
     chunks = chunk_text(text)
