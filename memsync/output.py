@@ -123,6 +123,11 @@ def status_text(facts: dict[str, Any]) -> str:
     else:
         behind = [f"{disk[k]} {k}" for k in ("new", "changed", "removed") if disk.get(k)]
         parts = []
+        if not facts["rules_current"]:
+            parts.append(
+                "indexed by an older memsync's rules (memsync index VAULT chunks every note "
+                "again, and embeds the chunks that changed)"
+            )
         if behind:
             parts.append("notes on disk differ from the index (" + ", ".join(behind) + ")")
         if facts["chunks_pending"]:

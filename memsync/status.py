@@ -12,7 +12,7 @@ from .locate import Location, vaults_at
 from .origin import Origin
 from .redact import redact
 from .store import StoreReader
-from .sync import drift
+from .sync import INDEX_RULES, drift
 
 
 def gather(location: Location, opened: StoreReader | None = None) -> dict[str, Any]:
@@ -34,7 +34,13 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
             disk = {"present": True, "here": True, **asdict(drift(vault, store))}
     holder = location.holder()
     last_sync = float(meta["last_sync"]) if meta.get("last_sync") else None
-    in_step = bool(disk["present"]) and not (disk["new"] or disk["changed"] or disk["removed"])
+    # an index chunked by an older memsync's rules: `index` (or `watch`) chunks every note again
+    current = meta.get("chunker") == INDEX_RULES or not counts["files"]
+    in_step = (
+        current
+        and bool(disk["present"])
+        and not (disk["new"] or disk["changed"] or disk["removed"])
+    )
     return {
         "vault": str(vault) if vault else None,
         "vault_host": origin.host,
@@ -49,6 +55,7 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
         "chunks_embedded": counts["embedded"],
         "chunks_pending": counts["pending"],
         "disk": disk,
+        "rules_current": current,
         "text_up_to_date": in_step,
         "complete": in_step and counts["pending"] == 0,
         "last_sync": last_sync,

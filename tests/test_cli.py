@@ -79,6 +79,27 @@ def test_status_never_says_up_to_date_when_disk_differs(tmp_path: Path) -> None:
     assert "up to date" not in text and "1 new, 1 changed" in text
 
 
+def test_status_says_when_an_older_memsync_chunked_the_index(tmp_path: Path) -> None:
+    """After an upgrade whose rules chunk or embed notes differently, the notes still match
+    the files rows, but `index` has work to do: status must not call that up to date."""
+    import apsw
+
+    vault = _vault(tmp_path / "notes")
+    db = tmp_path / "index.sqlite"
+    _invoke("index", str(vault), "--provider", "none", "--db", str(db))
+    older = apsw.Connection(str(db))
+    older.execute("UPDATE meta SET value = 'cdc-1 cl100k max400' WHERE key = 'chunker'")
+    older.close()
+    facts = json.loads(_invoke("status", "--db", str(db), "--json").output)
+    assert not facts["rules_current"] and not facts["text_up_to_date"]
+    text = _invoke("status", "--db", str(db)).output
+    assert "state:    behind: indexed by an older memsync's rules" in text
+    assert "up to date" not in text
+    _invoke("index", str(vault), "--provider", "none", "--db", str(db))
+    facts = json.loads(_invoke("status", "--db", str(db), "--json").output)
+    assert facts["rules_current"] and facts["text_up_to_date"]
+
+
 def test_db_flag_and_env_place_the_index_outside_the_vault(tmp_path: Path) -> None:
     vault = _vault(tmp_path / "notes")
     db = tmp_path / "elsewhere" / "x.sqlite"
