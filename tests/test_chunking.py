@@ -204,3 +204,35 @@ def test_a_heading_in_the_overlap_still_leads_and_a_chunk_all_overlap_keeps_its_
     # the line in front is one that says something, not the blank line before a paragraph
     assert embed_inputs("", "a\nb\n\nc", overlap=3) == ["b\n\nc"]
     assert windows("a\nb\n\n", skip=2) == [("", "a\nb")]
+
+
+def _mixed_note(rng: random.Random) -> str:
+    """Headings, fences, lists, blank runs, CJK and lines longer than a chunk, at random."""
+    words = "port 端口 server 服务器 sync vault note 笔记 chunk query cache".split()
+    lines: list[str] = []
+    for i in range(rng.randint(5, 160)):
+        kind = rng.random()
+        if kind < 0.08:
+            lines.append(f"{'#' * rng.randint(1, 4)} Heading {i}")
+        elif kind < 0.12:
+            lines += ["```", f"# not a heading {i}", "code", "```"]
+        elif kind < 0.25:
+            lines += [""] * rng.randint(1, 3)
+        elif kind < 0.28:
+            lines.append(" ".join(rng.choice(words) for _ in range(rng.randint(300, 700))))
+        else:
+            lines.append(f"- {' '.join(rng.choice(words) for _ in range(rng.randint(1, 30)))} {i}")
+    return "\n".join(lines)
+
+
+def test_every_line_a_chunk_holds_of_its_own_is_embedded_by_it() -> None:
+    """A chunk's windows leave its overlap to the chunk before: none of its own lines may be
+    left out, whatever the note holds (pieces of long lines, fences, blank runs)."""
+    rng = random.Random(7)
+    for _ in range(150):
+        for chunk in chunk_text(_mixed_note(rng)):
+            inputs = embed_inputs("", chunk.text, chunk.whole, chunk.overlap)
+            embedded = {line for text in inputs for line in text.split("\n")}
+            own = [line for line in chunk.text.split("\n")[chunk.overlap :] if line.strip()]
+            assert all(line in embedded for line in own)
+            assert len(inputs) <= MAX_WINDOWS + 1
