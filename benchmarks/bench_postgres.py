@@ -236,11 +236,12 @@ def quantized(where: PostgresLocation, stepped: np.ndarray, queries: np.ndarray)
 
 
 def sizes(where: PostgresLocation) -> tuple[float, float]:
-    """(HNSW graph MB, chunks table with its indexes and TOAST MB)."""
+    """(HNSW graph MB, 0 without one; chunks table with its indexes and TOAST MB)."""
     with where.open() as store:
         conn = store.conn  # type: ignore[attr-defined]
         graph, table = conn.execute(
-            "SELECT pg_relation_size('chunks_hnsw'), pg_total_relation_size('chunks')"
+            "SELECT coalesce(pg_relation_size(to_regclass('chunks_hnsw')), 0), "
+            "pg_total_relation_size('chunks')"  # no graph below 20,000 vectors
         ).fetchone()
     return graph / 2**20, table / 2**20
 
