@@ -388,6 +388,7 @@ def embed_pending(
 
 
 def _inputs(chunk: PendingChunk) -> list[str]:
+    """What the model reads for a stored chunk: the inputs its hash was computed from."""
     return embed_inputs(chunk.context, chunk.text, chunk.whole, chunk.overlap)
 
 
