@@ -51,9 +51,9 @@ def index_summary(report: Report, vault: str, model: str | None) -> str:
     ]
     if report.skipped:
         lines.append(f"Skipped {len(report.skipped)} file(s):")
-        lines += [visible(f"  {path}: {reason}") for path, reason in report.skipped]
+        lines += [_about(path, reason) for path, reason in report.skipped]
     if report.warnings:
-        lines += [visible(f"Warning: {path}: {warning}") for path, warning in report.warnings]
+        lines += [_about(path, warning, "Warning: ") for path, warning in report.warnings]
     return "\n".join(lines)
 
 
@@ -136,10 +136,10 @@ def status_text(facts: dict[str, Any]) -> str:
     lines.append(f"state:    {state}")
     if facts["skipped"]:
         lines.append(f"skipped:  {len(facts['skipped'])} file(s)")
-        lines += [f"  {s['path']}: {s['reason']}" for s in facts["skipped"]]
+        lines += [_about(s["path"], s["reason"]) for s in facts["skipped"]]
     if facts["warnings"]:
         lines.append(f"warnings: {len(facts['warnings'])} note(s), indexed anyway")
-        lines += [f"  {w['path']}: {w['warning']}" for w in facts["warnings"]]
+        lines += [_about(w["path"], w["warning"]) for w in facts["warnings"]]
     return "\n".join(lines)
 
 
@@ -172,6 +172,11 @@ def visible(text: str) -> str:
     terminal would run them (colours, its title, the clipboard through OSC 52, a carriage return
     that hides the start of a line), and a newline in a file name would break `path:line`."""
     return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+
+
+def _about(path: str, why: str, lead: str = "  ") -> str:
+    """A skipped file or a note's warning, one line: its name may hold any character."""
+    return visible(f"{lead}{path}: {why}")
 
 
 def numbered(lines: Lines) -> str:

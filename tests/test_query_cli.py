@@ -195,7 +195,11 @@ def test_control_characters_of_notes_and_their_names_reach_no_terminal(tmp_path:
     vault = tmp_path / "notes"
     name = "evil\x1b[2J\nname.md"
     write(vault, name, "# Evil\n\nwombat \x1b]52;c;ZWNobyBvd25lZA==\x07 and \x08hidden\n")
-    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    (vault / "bin\x1b]0;title\x07.md").write_bytes(b"\x00\x01")  # skipped: binary
+    indexed = _run("index", str(vault), "--provider", "none").output
+    assert "bin\\x1b]0;title\\x07.md: binary" in indexed and "\x1b" not in indexed
+    status = _run("status", "--vault", str(vault)).output
+    assert "  bin\\x1b]0;title\\x07.md: binary" in status and "\x1b" not in status
     out = _run("query", "wombat", "--vault", str(vault)).output
     assert "evil\\x1b[2J\\nname.md:1-3" in out
     assert "wombat \\x1b]52;c;ZWNobyBvd25lZA==\\x07 and \\x08hidden" in out
