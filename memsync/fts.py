@@ -13,84 +13,29 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_RUN = re.compile(f"[{_CJK}]+")
 WORD = re.compile(f"[^\\W_{_CJK}]+")
 
-# words that every conversational question carries and no note is about
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "been",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "should",
-        "so",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "about",
-        "any",
-        "all",
-        "also",
-        "just",
-        "know",
-        "tell",
-        "find",
-        "remember",
-        "said",
-        "say",
-        "did",
-    ]
+# words a question is phrased with and no note is about: articles, auxiliaries, question words,
+# the commonest prepositions, the verbs of asking (a dictionary sense is read without them too)
+FUNCTION_WORDS = frozenset(
+    """
+    a an the and but or if so as then there this that these they them their it its i me my
+    we our you your is are was were be been have has had do does did can could will would should
+    what when where which who whom why how
+    about at by for from in into of on to with not any all also just
+    know tell find remember said say
+    """.split()
+)
+# and the rest of NLTK's English list (less its contraction fragments): pronouns, quantifiers,
+# degree words (not `own`: "what does Nate own" asks about owning). In a dictionary sense they
+# are its meaning (`to have no choice`), so only questions lose them. Prepositions of time and
+# place stay: `before`, `after`, `during` say what a note says too (dropping them lost 0.003
+# R@5 on LoCoMo's development questions).
+STOPWORDS = FUNCTION_WORDS | frozenset(
+    """
+    myself ours ourselves yours yourself yourselves he him his himself she her hers herself
+    itself theirs themselves those am being having doing because until while
+    again further once here both each few more most other some such no nor only same
+    than too very now
+    """.split()
 )
 
 

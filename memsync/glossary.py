@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import closing
 from pathlib import Path
 
-from .fts import STOPWORDS
+from .fts import FUNCTION_WORDS
 
 log = logging.getLogger("memsync.glossary")
 
@@ -35,7 +35,7 @@ _NO_MEANING = re.compile(
 )
 _ASIDE = re.compile(r"\([^)]*\)|\S*\[[^\]]*\]")  # (computing), 間|间[jian1]
 _ENGLISH_WORD = re.compile(r"[a-z][a-z-]*[a-z]|[a-z]")
-_FILLER = STOPWORDS | {"sth", "sb", "oneself", "etc", "s"}
+_FILLER = FUNCTION_WORDS | {"sth", "sb", "oneself", "etc", "s"}
 RULES = 3  # the cached file's name changes with these rules
 
 

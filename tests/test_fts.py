@@ -64,6 +64,22 @@ def test_query_terms_drop_stop_words_unless_nothing_is_left() -> None:
     assert fts.query_terms("OPS-1432") == ["ops 1432"]
 
 
+def test_a_question_s_pronouns_and_degree_words_go_its_time_words_stay() -> None:
+    # `too much` ranked a violin note's "too much rosin" above the note about OOMKilled pods
+    assert fts.query_terms("a container was killed for using too much RAM, what now") == [
+        "container",
+        "killed",
+        "using",
+        "much",
+        "ram",
+    ]
+    assert fts.query_terms("What did she do before her trip and after it?") == [
+        "before",
+        "trip",
+        "after",
+    ]
+
+
 def test_cjk_runs_become_bigrams_in_index_and_query() -> None:
     tokens = fts.index_text("测试服务器的SSH端口是2222").split()
     assert tokens[:5] == ["测试", "试服", "服务", "务器", "器的"]

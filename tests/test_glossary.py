@@ -36,6 +36,9 @@ def test_a_sense_is_one_english_word_or_none() -> None:
     assert sense_word("CL:間|间[jian1]") == ""
     assert sense_word("variant of 是[shi4]") == ""
     assert sense_word("surname Li") == ""
+    # not "choice": a question's stop word is a sense's meaning
+    assert sense_word("to have no choice") == ""
+    assert sense_word("very good") == ""
 
 
 def test_the_one_word_senses_of_each_entry_in_both_spellings() -> None:
