@@ -357,6 +357,7 @@ def _candidates(store: StoreReader, query: str, asked: str, legs: Legs) -> list[
             [scripts[i] for i in ids],
             legs.background,
             legs.backdrop,
+            asked,
         )
         legs.vector = {i: float(s) for i, s in zip(ids, calibrated)}
     found = [i for i in legs.bm25 if i in rows]
