@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from dataclasses import replace
 
 from memsync.chunking import (
@@ -226,13 +227,32 @@ def _mixed_note(rng: random.Random) -> str:
 
 
 def test_every_line_a_chunk_holds_of_its_own_is_embedded_by_it() -> None:
-    """A chunk's windows leave its overlap to the chunk before: none of its own lines may be
-    left out, whatever the note holds (pieces of long lines, fences, blank runs)."""
+    """A chunk's windows leave its overlap to the chunk before: none of its own lines that say
+    something may be left out, whatever the note holds (pieces of long lines, fences, blank
+    runs); a fence or a rule alone is no window of its own."""
     rng = random.Random(7)
     for _ in range(150):
         for chunk in chunk_text(_mixed_note(rng)):
             inputs = embed_inputs("", chunk.text, chunk.whole, chunk.overlap)
             embedded = {line for text in inputs for line in text.split("\n")}
-            own = [line for line in chunk.text.split("\n")[chunk.overlap :] if line.strip()]
-            assert all(line in embedded for line in own)
+            own = chunk.text.split("\n")[chunk.overlap :]
+            assert all(line in embedded for line in own if re.search(r"[^\W_]", line))
+            assert all(re.search(r"[^\W_]", text) for text in inputs)
             assert len(inputs) <= MAX_WINDOWS + 1
+
+
+def test_a_line_that_says_nothing_is_no_window_of_its_own() -> None:
+    """The `---` closing a page's front matter, cut off from it by the window's size, was a
+    window alone, and its vector sat near every short question."""
+    text = "---\ntitle: one two three four five six seven eight\n---\nThe page itself, at length"
+    found = [window for _, window in windows(text, limit=10)]
+    # each rule goes with the line after it, as a heading does
+    assert found == [
+        "---\ntitle: one two three four five six seven eight",
+        "---\nThe page itself, at length",
+    ]
+    # a rule after the last line that fits: in no window
+    assert [
+        w for _, w in windows("The page itself, at length, once more and again\n***", limit=10)
+    ] == ["The page itself, at length, once more and again"]
+    assert windows("---\n***") == [("", "---\n***")]  # nothing else: the chunk as it is
