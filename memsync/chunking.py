@@ -44,7 +44,7 @@ _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 # a line with a letter or digit says something; `---`, `***` or a fence alone does not, and
 # as a window of its own its vector sat near every short question (the `---` closing a page's
-# front matter: cosine 0.875 with `Frequently asked questions` for any of Obsidian's help pages)
+# front matter: cosine 0.875 with `Frequently asked questions`, above the pages' own text)
 _WORDY = re.compile(r"[^\W_]")
 
 
