@@ -91,7 +91,7 @@ def windows(text: str, limit: int = WINDOW_TOKENS, skip: int = 0) -> list[tuple[
 
 
 def _lead_start(overlap: Sequence[str]) -> int:
-    """Where a chunk's windows start: LEAD_LINES lines that say something before its own."""
+    """Where a chunk's windows start: LEAD_LINES lines that are not blank before its own."""
     start, said = len(overlap), 0
     while start > 0 and said < LEAD_LINES:
         start -= 1

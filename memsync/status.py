@@ -12,7 +12,7 @@ from .locate import Location, vaults_at
 from .origin import Origin
 from .redact import redact
 from .store import StoreReader
-from .sync import INDEX_RULES, drift
+from .sync import drift, rules_current
 
 
 def gather(location: Location, opened: StoreReader | None = None) -> dict[str, Any]:
@@ -35,7 +35,7 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
     holder = location.holder()
     last_sync = float(meta["last_sync"]) if meta.get("last_sync") else None
     # an index chunked by an older memsync's rules: `index` (or `watch`) chunks every note again
-    current = meta.get("chunker") == INDEX_RULES or not counts["files"]
+    current = rules_current(meta) or not counts["files"]
     in_step = (
         current
         and bool(disk["present"])

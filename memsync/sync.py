@@ -41,6 +41,13 @@ log = logging.getLogger("memsync.sync")
 
 # how notes become rows; an index made under other rules is rebuilt (vectors of unchanged chunks kept)
 INDEX_RULES = f"{CHUNKER}; {fts.SPELLING}; {metadata.RULES}"
+
+
+def rules_current(meta: Mapping[str, str]) -> bool:
+    """The index was chunked by this release's rules (else `index` chunks every note again)."""
+    return meta.get("chunker") == INDEX_RULES
+
+
 # notes written per transaction: a transaction (and on PostgreSQL a round trip) per note was most
 # of a first index's time; a batch is still all or nothing, so a crash leaves no half note
 BATCH_NOTES, BATCH_CHUNKS = 100, 500
@@ -197,7 +204,7 @@ class Syncer:
             meta.update(facts)
         skips = self.store.skip_rows()
         work = plan(found.files, index, skips)
-        rechunk = meta.get("chunker") != INDEX_RULES
+        rechunk = not rules_current(meta)
         if rechunk:  # the chunking rules changed: every note again (unchanged chunks keep vectors)
             work = Plan(sorted(set(found.files) - set(work.still_skipped)), work.removed, 0)
         update = progress("Reading notes", len(work.to_read)) if progress and work.to_read else None
