@@ -9,6 +9,7 @@ lookups take a fraction of a millisecond."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import logging
@@ -235,6 +236,20 @@ def build(path: Path) -> None:
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
+    _remove_others(path)
+
+
+_CACHED = re.compile(r"cedict-.+-rules\d+\.sqlite")  # cached_path's names (indexes live in vaults/)
+
+
+def _remove_others(path: Path) -> None:
+    """The glossaries of other rules or dictionary versions beside `path`: an upgrade's
+    leftovers (6-11 MB each). A running process of another version keeps reading the one it
+    has open; one started later builds its own again."""
+    for other in path.parent.iterdir():
+        if other != path and _CACHED.fullmatch(other.name):
+            with contextlib.suppress(OSError):  # gone already, or held open where that forbids it
+                other.unlink()
 
 
 def open_glossary(folder: Path) -> Glossary | None:

@@ -99,6 +99,19 @@ def test_a_damaged_glossary_is_built_anew(built: Path, tmp_path: Path) -> None:
     glossary.close()
 
 
+def test_building_removes_the_glossaries_of_other_rules_and_versions(tmp_path: Path) -> None:
+    path = cached_path(tmp_path)
+    assert path is not None
+    older = [tmp_path / "cedict-1.2.0-rules3.sqlite", tmp_path / "cedict-1.0-rules4.sqlite"]
+    kept = [tmp_path / "vaults" / "cedict-1.2.0-rules3.sqlite", tmp_path / "cedict-notes.sqlite"]
+    for file in [*older, *kept]:
+        file.parent.mkdir(exist_ok=True)
+        file.write_bytes(b"old")
+    build(path)
+    assert path.is_file() and all(f.exists() for f in kept)
+    assert not any(f.exists() for f in older)
+
+
 def test_no_place_to_build_it_means_no_glossary_and_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
