@@ -168,6 +168,9 @@ def test_hostile_queries_never_reach_match_unescaped(store: Store, query: str) -
         _paths(store, query, op)  # must not raise
 
 
+FAQ = "本页列出了关于 Obsidian Sync 常见问题的解答。"
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -178,6 +181,10 @@ def test_hostile_queries_never_reach_match_unescaped(store: Store, query: str) -
         ("Привет, как дела?", "cyrillic"),
         ("Tomás's café in Porto", "latin"),
         ("", "latin"),
+        # front matter's keys are English in a note of any language: its text decides
+        (f"---\naliases:\n  - Frequently asked questions\npermalink: sync/faq\n---\n{FAQ}", "cjk"),
+        ("---\ntitle: 同步\npublish: true\n---\n", "latin"),  # nothing else: as it is
+        ("---\n\nThe rule above is no front matter.\n---\n常见问题", "latin"),
     ],
 )
 def test_the_script_of_a_text_is_that_of_a_third_of_its_letters(text: str, expected: str) -> None:
