@@ -9,7 +9,6 @@ lookups take a fraction of a millisecond."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gzip
 import logging
@@ -19,7 +18,7 @@ import sqlite3
 import tempfile
 import threading
 from collections.abc import Iterable, Sequence
-from contextlib import closing
+from contextlib import closing, suppress
 from pathlib import Path
 
 from .fts import FUNCTION_WORDS, STOPWORDS
@@ -109,8 +108,8 @@ class Glossary:
         return self._grouped(sql, headwords)
 
     def chinese(self, words: Iterable[str]) -> dict[str, list[str]]:
-        """English word or phrase -> the headwords of two characters or more one of whose senses it is
-        (`ramen` -> 拉面; one character means too many things to stand for a word)."""
+        """English word or phrase -> the headwords of two characters or more one of whose senses
+        it is (`ramen` -> 拉面; one character means too many things to stand for a word)."""
         sql = (
             "SELECT word, headword FROM sense WHERE word IN ({marks}) AND length(headword) > 1 "
             "ORDER BY 1, 2"
@@ -145,10 +144,10 @@ MOST_HEADWORDS = 10  # an English word standing for more Chinese words than this
 
 
 def translations(terms: Sequence[str], glossary: Glossary) -> list[list[str]]:
-    """For each English word of the query, the Chinese words it translates to (a plural by its
-    singular too), where the dictionary has a phrase of the words that follow it (`frequently
-    asked questions` -> 常问问题, not `asked` -> 自找), for the phrase instead; a word or phrase
-    with none, or too many to mean anything, is left out."""
+    """The Chinese words each English word of the query translates to (a plural by its singular
+    too); where a sense spells it and the words after it whole, the phrase's instead (`frequently
+    asked questions` -> 常问问题, not `asked` -> 自找). A word or phrase with none, or too many to
+    mean anything, is left out."""
     spans = _phrases(terms)
     found = glossary.chinese(key for choices in spans.values() for keys in choices for key in keys)
     groups: list[list[str]] = []
@@ -248,7 +247,7 @@ def _remove_others(path: Path) -> None:
     has open; one started later builds its own again."""
     for other in path.parent.iterdir():
         if other != path and _CACHED.fullmatch(other.name):
-            with contextlib.suppress(OSError):  # gone already, or held open where that forbids it
+            with suppress(OSError):  # gone already, or held open where that forbids it
                 other.unlink()
 
 
