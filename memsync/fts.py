@@ -138,7 +138,8 @@ _SCRIPTS = [  # CJK is counted with _CJK_RUN: a second pattern of its ranges cos
 ]
 SCRIPT_SAMPLE = 400  # characters of a text that decide its script
 # a note's front matter (a YAML mapping between `---` lines at its top), whose keys are English
-# in a note of any language
+# in a note of any language. Not metadata's pattern: a chunk's text comes without its line number
+# here, and a chunk that starts at a `---` rule mid-note has no `key:` line after it
 _FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n[\w-]+:.*?^(?:---|\.\.\.)[ \t]*$", re.S | re.M)
 
 
