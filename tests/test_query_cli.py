@@ -432,6 +432,23 @@ def test_an_index_without_vectors_translates_an_english_question_too(tmp_path: P
     assert top["path"] == "笔记/周末计划.md" and top["explain"]["glossed"] is True
 
 
+def test_a_phrase_the_dictionary_spells_whole_is_translated_both_ways(tmp_path: Path) -> None:
+    """信用卡 is `credit card` in the dictionary, and neither word alone is any one Chinese
+    word: the phrase is what finds the note in the other language."""
+    vault = _vault(tmp_path / "notes")
+    write(vault, "笔记/账单.md", "# 账单\n\n- 信用卡账单周五到期。\n")
+    write(vault, "finance/cards.md", "# Cards\n\nThe credit card statement closes on the 3rd.\n")
+    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+
+    def glossed(question: str) -> dict[str, bool]:
+        args = ["query", question, "--vault", str(vault), "--json", "--explain"]
+        results = json.loads(_run(*args, "--min-score", "0").stdout)["results"]
+        return {r["path"]: r["explain"]["glossed"] for r in results}
+
+    assert glossed("credit cards")["笔记/账单.md"] is True
+    assert glossed("信用卡")["finance/cards.md"] is True
+
+
 def test_a_vault_in_one_script_never_builds_the_glossary(
     tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
