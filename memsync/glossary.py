@@ -120,9 +120,28 @@ class Glossary:
         self._db.close()
 
 
+# a question's particles, pronouns, question words, copula and commonest prepositions and
+# adverbs, simplified and traditional: cut as words, never glossed. Alone, 的 is the possessive
+# particle, whose only one-word senses are its other readings' (taxi, target); 有 is `-ful`,
+# `-ed`; 中 thirteen words from `china` to `win`
+CHINESE_FUNCTION_WORDS = frozenset(
+    """
+    的 地 得 了 着 著 过 過 吗 嗎 呢 吧 啊 呀 嘛 之 所
+    我 你 您 他 她 它 我们 我們 你们 你們 他们 他們 她们 她們 它们 它們 咱们 咱們 自己 其
+    这 這 那 这个 這個 那个 那個 这些 這些 那些 这里 這裡 那里 那裡 这样 這樣 那样 那樣
+    什么 什麼 甚麼 怎么 怎麼 怎样 怎樣 如何 为什么 為什麼 为何 為何 哪 哪个 哪個 哪些 哪里 哪裡
+    哪儿 哪兒 谁 誰 多少 几 幾 是否 是不是
+    是 有 没有 沒有 没 沒 在 会 會 能 可以 要
+    和 与 與 及 或 或者 把 被 给 給 从 從 对 對 向 跟 为 為 以 而 并 並 且 但 但是 因为 因為 所以 如果
+    就 还 還 又 也 都 很 最 更 太 非常 已经 已經 一个 一個 个 個 些 等 中 里 裡
+    """.split()
+)
+
+
 def segments(text: str, glossary: Glossary) -> list[tuple[str, list[str]]]:
     """The Chinese runs of the text cut into the longest dictionary words, left to right, each
-    with its glosses; a character no entry glosses is left out."""
+    with its glosses; a character no entry glosses, and a function word (the English side's stop
+    words), are left out."""
     runs = _HAN_RUN.findall(text)
     known = glossary.glosses(
         run[i : i + n] for run in runs for i in range(len(run)) for n in range(1, LONGEST + 1)
@@ -132,9 +151,14 @@ def segments(text: str, glossary: Glossary) -> list[tuple[str, list[str]]]:
         i = 0
         while i < len(run):
             word = next(
-                (run[i : i + n] for n in range(LONGEST, 0, -1) if run[i : i + n] in known), ""
+                (
+                    run[i : i + n]
+                    for n in range(LONGEST, 0, -1)
+                    if run[i : i + n] in known or run[i : i + n] in CHINESE_FUNCTION_WORDS
+                ),
+                "",
             )
-            if word:
+            if word in known and word not in CHINESE_FUNCTION_WORDS:
                 cut.append((word, known[word]))
             i += len(word) or 1
     return cut

@@ -65,6 +65,16 @@ def test_a_chinese_question_cut_into_dictionary_words_with_their_glosses(built: 
     glossary.close()
 
 
+def test_a_chinese_question_s_function_words_are_cut_but_never_glossed(built: Path) -> None:
+    glossary = Glossary(built)
+    glossed = {w for _, words in segments("复制延迟告警的处理步骤", glossary) for w in words}
+    assert "taxi" not in glossed and "target" not in glossed  # 的, the possessive particle
+    assert [word for word, _ in segments("这个人是谁", glossary)] == ["人"]
+    # cut as words, so that no dictionary word is read across them
+    assert [word for word, _ in segments("我们的会议在哪里", glossary)] == ["会议"]
+    glossary.close()
+
+
 def test_english_words_translated_and_too_vague_ones_left_out(built: Path) -> None:
     glossary = Glossary(built)
     found = translations(["weekend", "ramen", "budgets", "xyzzy", "read your writes"], glossary)
