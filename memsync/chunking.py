@@ -54,15 +54,16 @@ def embed_input(context: str, text: str) -> str:
 
 
 def windows(text: str, limit: int = WINDOW_TOKENS, skip: int = 0) -> list[tuple[str, str]]:
-    """A chunk's lines in runs of at most `limit` tokens (a longer line alone; headings stay
-    with the lines after them), blank runs left out, each with the headings the chunk opened
-    before it ("A > B"); never more than MAX_WINDOWS (the last ones are joined). The first `skip`
-    lines (embedded with the chunk before) only open headings, unless nothing else is said."""
+    """A chunk's lines in runs of at most `limit` tokens (a longer line alone; headings, and
+    lines with no letter or digit, stay with the lines after them), runs with no letter or digit
+    left out, each with the headings the chunk opened before it ("A > B"); never more than
+    MAX_WINDOWS (the last ones are joined). The first `skip` lines (embedded with the chunk
+    before) only open headings, unless nothing else is said."""
     runs: list[tuple[str, list[str]]] = []
     size = 0
     opened: list[tuple[int, str]] = []  # (level, title) of the headings seen so far
     fence = False
-    said = False  # the run holds more than headings and blank lines
+    said = False  # the run holds more than headings and lines with no letter or digit
     for number, line in enumerate(text.split("\n")):
         fence ^= bool(_FENCE.match(line))
         heading = None if fence else _HEADING.match(line)

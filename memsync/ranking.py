@@ -8,7 +8,8 @@ legs through the store. Score rules, and why they differ from the reference desi
   chunk holding every term lifted to 0.3 + 0.7 x that, one of a note whose file name holds every
   term (`heron`, projects/heron.md) to 0.5 + 0.5 x that. Vector: the cosine's z-score against this
   query's cosines with a sample of the index (e5's cosines crowd 0.7-0.9, other models' sit
-  lower: the z-score does not care), squashed by a logistic centred at z = 2.5, of width 1.25.
+  lower: the z-score does not care), squashed by a logistic centred at z = 2.5, of width 1.25
+  (2.0 for a chunk in another script than the question's: across scripts cosines say less).
 - Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
   chunk counts 0, except the keyword leg for a chunk in another script than the query, which no
   keyword could match whole: that chunk scores at least its vector leg alone, the few words it
