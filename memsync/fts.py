@@ -136,7 +136,7 @@ _SCRIPTS = [  # CJK is counted with _CJK_RUN: a second pattern of its ranges cos
     ("devanagari", re.compile("[\u0900-\u097f]")),
     ("thai", re.compile("[\u0e00-\u0e7f]")),
 ]
-SCRIPT_SAMPLE = 400  # characters of a text that decide its script
+SCRIPT_SAMPLE = 400  # characters of a text that decide its script (all the stores' samples read)
 # a note's front matter (a YAML mapping between `---` lines at its top), whose keys are English
 # in a note of any language. Not metadata's pattern: a chunk's text comes without its line number
 # here, and a chunk that starts at a `---` rule mid-note has no `key:` line after it
@@ -147,9 +147,11 @@ def script(text: str) -> str:
     """The writing system of at least a third of the text's first letters ("latin" for any
     other): a note in Chinese with `SSH` and `2222` in it is Chinese. A chunk's front matter
     counts only when nothing follows it: `aliases:`, `permalink:`, `publish: true` made the
-    first chunk of a Chinese page English (Obsidian's help: 35 of its 173 Chinese pages)."""
-    body = _FRONT_MATTER.sub("", text, count=1)
-    head = (body if body.strip() else text)[:SCRIPT_SAMPLE]
+    first chunk of a Chinese page English (Obsidian's help: 35 of its 173 Chinese pages). Only
+    the first SCRIPT_SAMPLE characters are read, so a front matter longer than that decides."""
+    head = text[:SCRIPT_SAMPLE]
+    body = _FRONT_MATTER.sub("", head, count=1)
+    head = body if body.strip() else head
     if len(head.encode("utf-8", "surrogatepass")) - len(head) < len(head) // 6:
         return "latin"  # too few characters beyond ASCII for a third of the letters
     counts = {name: len(pattern.findall(head)) for name, pattern in _SCRIPTS}
