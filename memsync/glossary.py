@@ -17,7 +17,7 @@ import re
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from contextlib import closing, suppress
 from pathlib import Path
 
@@ -35,10 +35,12 @@ _NO_MEANING = re.compile(
 )
 _ASIDE = re.compile(r"\([^)]*\)|\S*\[[^\]]*\]")  # (computing), 間|间[jian1]
 _ENGLISH_WORD = re.compile(r"[a-z][a-z-]*[a-z]|[a-z]")
+_ACRONYM = re.compile(r"[A-Z][A-Z0-9]+")
+_CAPITALS = re.compile(r"\b([A-Z][A-Z0-9]+)s?\b")
 _PLAIN = re.compile(r"[a-z]+")  # a word of a phrase: no hyphen, no apostrophe, no digit
 _FILLER = FUNCTION_WORDS | {"sth", "sb", "oneself", "etc", "s"}
 _NOT_IN_PHRASE = _FILLER | STOPWORDS  # a question's words hold no stop word to match it with
-RULES = 4  # the cached file's name changes with these rules
+RULES = 5  # the cached file's name changes with these rules
 LONGEST_PHRASE = 3  # words of the longest sense kept as a phrase
 
 
@@ -62,19 +64,34 @@ def sense_word(sense: str) -> str:
     return " ".join(spelled) if 1 < len(spelled) <= LONGEST_PHRASE and plain_words else ""
 
 
+def acronym(sense: str) -> bool:
+    """The sense is one word in capitals (`CUP`, China UnionPay; `ATM`)."""
+    words = [w for w in _ASIDE.sub(" ", sense).split() if w.lower() not in _FILLER]
+    return len(words) == 1 and bool(_ACRONYM.fullmatch(words[0]))
+
+
 def senses(lines: Iterable[str]) -> set[tuple[str, str]]:
     """(headword, English word or phrase) for each sense sense_word reads, in both spellings
-    (simplified and traditional); a sense is what a `/` or a `;` separates. Comments and
-    malformed lines are left out."""
+    (simplified and traditional); a sense is what a `/` or a `;` separates. An acronym that is
+    also a word in lower case elsewhere in the dictionary keeps its capitals: lowered, `CUP`
+    (银联) and `FIT` (散客) would translate the cup and the fit every note means, while `ID`
+    and `PIN` are how a question would write them. Comments and malformed lines are left
+    out."""
     pairs: set[tuple[str, str]] = set()
+    acronyms: set[tuple[str, str]] = set()
     for line in lines:
         found = _ENTRY.match(line)
         if not found:
             continue
         traditional, simplified, meanings = found.groups()
-        words = {sense_word(part) for sense in meanings.split("/") for part in sense.split(";")}
-        pairs.update((head, w) for head in {simplified, traditional} for w in words if w)
-    return pairs
+        heads = {simplified, traditional}
+        for part in (part for sense in meanings.split("/") for part in sense.split(";")):
+            word = sense_word(part)
+            if word:
+                kept = acronyms if not part.islower() and acronym(part) else pairs
+                kept.update((head, word) for head in heads)
+    plain = {word for _, word in pairs}
+    return pairs | {(head, word.upper() if word in plain else word) for head, word in acronyms}
 
 
 class Glossary:
@@ -103,8 +120,12 @@ class Glossary:
         return found
 
     def glosses(self, headwords: Iterable[str]) -> dict[str, list[str]]:
-        """Headword -> its English words, for those of `headwords` the dictionary holds."""
-        sql = "SELECT headword, word FROM sense WHERE headword IN ({marks}) ORDER BY 1, 2"
+        """Headword -> its English words, for those of `headwords` the dictionary holds (in lower
+        case: the keyword leg matches them so)."""
+        sql = (
+            "SELECT DISTINCT headword, lower(word) FROM sense WHERE headword IN ({marks}) "
+            "ORDER BY 1, 2"
+        )
         return self._grouped(sql, headwords)
 
     def chinese(self, words: Iterable[str]) -> dict[str, list[str]]:
@@ -167,12 +188,15 @@ def segments(text: str, glossary: Glossary) -> list[tuple[str, list[str]]]:
 MOST_HEADWORDS = 10  # an English word standing for more Chinese words than this is no clue
 
 
-def translations(terms: Sequence[str], glossary: Glossary) -> list[list[str]]:
+def translations(
+    terms: Sequence[str], glossary: Glossary, capitals: Collection[str] = ()
+) -> list[list[str]]:
     """The Chinese words each English word of the query translates to (a plural by its singular
-    too); where a sense spells it and the words after it whole, the phrase's instead (`frequently
-    asked questions` -> 常问问题, not `asked` -> 自找). A word or phrase with none, or too many to
+    too; an acronym's too where the question wrote the word in `capitals`, `PIN` -> 密码); where
+    a sense spells it and the words after it whole, the phrase's instead (`frequently asked
+    questions` -> 常问问题, not `asked` -> 自找). A word or phrase with none, or too many to
     mean anything, is left out."""
-    spans = _phrases(terms)
+    spans = _phrases(terms, capitals)
     found = glossary.chinese(key for choices in spans.values() for keys in choices for key in keys)
     groups: list[list[str]] = []
     start = 0
@@ -189,10 +213,16 @@ def translations(terms: Sequence[str], glossary: Glossary) -> list[list[str]]:
     return groups
 
 
-def _phrases(terms: Sequence[str]) -> dict[int, list[list[str]]]:
-    """By the position of each English word of `terms`: the keys to look up for it alone, for it
-    and the next word, and so on (up to LONGEST_PHRASE English words in a row), each as written
-    and with its last word's plural made singular."""
+def capitals(text: str) -> set[str]:
+    """The words the text writes in capitals, as a query's terms spell them (`my PINs` -> pin)."""
+    return {word.lower() for word in _CAPITALS.findall(text)}
+
+
+def _phrases(terms: Sequence[str], capitals: Collection[str]) -> dict[int, list[list[str]]]:
+    """By the position of each English word of `terms`: the keys to look up for it alone (in
+    capitals too, if it is one of `capitals`), for it and the next word, and so on (up to
+    LONGEST_PHRASE English words in a row), each as written and with its last word's plural
+    made singular."""
     english = [bool(_ENGLISH_WORD.fullmatch(t)) for t in terms]
     spans: dict[int, list[list[str]]] = {}
     for start in range(len(terms)):
@@ -203,6 +233,9 @@ def _phrases(terms: Sequence[str]) -> dict[int, list[list[str]]]:
             last = words[-1]
             singular = last[:-1] if len(last) > 3 and last.endswith("s") else last
             keys = [" ".join(words), " ".join([*words[:-1], singular])]
+            acronym = last[:-1] if last.endswith("s") and last[:-1] in capitals else last  # PINs
+            if length == 1 and acronym in capitals:
+                keys.append(acronym.upper())
             spans.setdefault(start, []).append(list(dict.fromkeys(keys)))
     return spans
 

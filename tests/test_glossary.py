@@ -11,6 +11,7 @@ from memsync.glossary import (
     Glossary,
     build,
     cached_path,
+    capitals,
     open_glossary,
     segments,
     sense_word,
@@ -55,6 +56,20 @@ def test_the_one_word_senses_of_each_entry_in_both_spellings() -> None:
     assert not any(h == "是" for h, _ in pairs)  # a spelling variant means nothing of its own
 
 
+def test_an_acronym_that_is_also_a_lower_case_word_keeps_its_capitals() -> None:
+    pairs = senses(
+        [
+            "銀聯 银联 [yin2 lian2] /UnionPay (CUP)/abbr. for 中國銀聯|中国银联/CUP/\n",
+            "杯子 杯子 [bei1 zi5] /cup/glass/CL:個|个[ge4]/\n",
+            "取款機 取款机 [qu3 kuan3 ji1] /ATM/\n",
+        ]
+    )
+    assert ("杯子", "cup") in pairs
+    assert ("银联", "CUP") in pairs and ("银联", "cup") not in pairs  # not every cup's translation
+    assert ("取款机", "atm") in pairs  # no other word is spelled `atm`
+    assert ("银联", "unionpay") in pairs
+
+
 def test_a_chinese_question_cut_into_dictionary_words_with_their_glosses(built: Path) -> None:
     glossary = Glossary(built)
     cut = dict(segments("复制延迟告警的处理步骤", glossary))
@@ -97,6 +112,17 @@ def test_a_phrase_the_dictionary_holds_is_translated_whole(built: Path) -> None:
     # a phrase is of words in a row: another term between them is no phrase
     assert ["信用卡"] not in translations(["credit", "1432", "card"], glossary)
     assert dict(segments("信用卡", glossary)) == {"信用卡": ["credit card"]}
+    glossary.close()
+
+
+def test_an_acronym_translates_only_a_word_the_question_writes_in_capitals(built: Path) -> None:
+    glossary = Glossary(built)
+    assert not any("银联" in words for words in translations(["coffee", "cup"], glossary))
+    assert any("银联" in words for words in translations(["cup"], glossary, capitals("CUP card")))
+    assert any("密码" in words for words in translations(["pins"], glossary, capitals("my PINs")))
+    assert not any("密码" in words for words in translations(["pin"], glossary))  # a safety pin
+    assert "atm" in dict(segments("取款机", glossary))["取款机"]  # no other word is `atm`
+    assert "cup" in dict(segments("银联", glossary))["银联"]  # the keyword leg's case
     glossary.close()
 
 

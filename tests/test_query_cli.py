@@ -449,6 +449,22 @@ def test_a_phrase_the_dictionary_spells_whole_is_translated_both_ways(tmp_path: 
     assert glossed("信用卡")["finance/cards.md"] is True
 
 
+def test_an_acronym_s_translation_is_only_for_a_word_written_in_capitals(tmp_path: Path) -> None:
+    """银联 is `CUP` (China UnionPay) in the dictionary: a question about a coffee cup must not
+    find the card note by it, one about the CUP card must."""
+    vault = _vault(tmp_path / "notes")
+    write(vault, "笔记/银联.md", "# 银联\n\n- 银联卡在国外也能用。\n")
+    write(vault, "home/kitchen.md", "# Kitchen\n\nThe blue mug is chipped.\n")
+    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+
+    def found(question: str) -> list[str]:
+        args = ["query", question, "--vault", str(vault), "--json", "--min-score", "0"]
+        return [r["path"] for r in json.loads(_run(*args).stdout)["results"]]
+
+    assert "笔记/银联.md" not in found("which cup is chipped")
+    assert found("does my CUP card work abroad")[0] == "笔记/银联.md"
+
+
 def test_a_vault_in_one_script_never_builds_the_glossary(
     tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
