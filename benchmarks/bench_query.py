@@ -113,8 +113,12 @@ def build(
             # hashes of their own per size: the shared cache must not give one index's vectors
             # to another's chunks
             chunk_hash = f"{chunks}:{note}-{j}"
+            # each window's lines, as an index records them (the text is one line)
+            spans = " ".join(["0-1"] * int(counts[note * per_note + j]))
             new.append(
-                NewChunk(j * 10 + 1, j * 10 + 10, chunk_hash, text, "", fts.index_text(text))
+                NewChunk(
+                    j * 10 + 1, j * 10 + 10, chunk_hash, text, "", fts.index_text(text), 0, spans
+                )
             )
         store.replace_file(FileRow(f"n{note // 100}/note{note}.md", str(note), 1, 1), new)
     text_done = time.perf_counter()

@@ -129,6 +129,9 @@ VAULT_MIGRATIONS: list[str] = [
     # 4: how many of a chunk's first lines repeat the chunk before, which embeds them (a chunk's
     # windows cover its own lines and one line in front: chunking.embed_inputs)
     "ALTER TABLE chunks ADD COLUMN overlap INTEGER NOT NULL DEFAULT 0",
+    # 5: the lines of each of a chunk's windows (chunking.Chunk.spans), for the lines a query
+    # shows; NULL until `index` chunks the notes again (the chunker's rules say `spans`)
+    "ALTER TABLE chunks ADD COLUMN windows TEXT",
 ]
 SCHEMA_VERSION = len(VAULT_MIGRATIONS)
 
@@ -477,15 +480,15 @@ class PgStore(Tables):
                     row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
                     key.model if key and blob else None, chunk.text, chunk.context,
                     blob, _mean(blob, dims), literal, length,
-                    now, chunk.overlap,
+                    now, chunk.overlap, chunk.spans,
                 )
             )  # fmt: skip
         with self.conn.cursor() as cursor:
             cursor.executemany(
                 "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
-                "context, embedding, centroid, fts, fts_len, updated_at, overlap) "
+                "context, embedding, centroid, fts, fts_len, updated_at, overlap, windows) "
                 f"VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%b::{self._centroid_kind()},%s::tsvector,%s,%s,"
-                "%s)",
+                "%s,%s)",
                 values,
             )
             cursor.execute(
@@ -675,12 +678,15 @@ class PgStore(Tables):
 
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         rows = self.conn.execute(
-            "SELECT id, path, start_line, end_line, text, embedding FROM chunks WHERE id = ANY(%s)",
+            "SELECT id, path, start_line, end_line, text, embedding, windows FROM chunks "
+            "WHERE id = ANY(%s)",
             (list(ids),),
             binary=True,  # vectors as bytes: parsing their text form costs 100 us each
         )
         return {
-            r[0]: ChunkRow(r[0], r[1], r[2], r[3], r[4], None if r[5] is None else bytes(r[5]))
+            r[0]: ChunkRow(
+                r[0], r[1], r[2], r[3], r[4], None if r[5] is None else bytes(r[5]), r[6]
+            )
             for r in rows
         }
 

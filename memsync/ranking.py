@@ -65,6 +65,8 @@ class Candidate:
     # nothing in): a missing keyword score is no evidence against it
     out_of_reach: bool = False
     glossed: bool = False  # its text score came from the question's words glossed in its script
+    vectors: bytes | None = None  # its windows' (and a whole note's) vectors, as embedded
+    windows: str | None = None  # the lines of each (chunking.Chunk.spans), if recorded
 
 
 # -- calibration ---------------------------------------------------------------------------------
@@ -506,17 +508,38 @@ def rank(
 # -- snippets ------------------------------------------------------------------------------------
 
 
-def snippet(text: str, words: list[str], start_line: int, width: int = 3) -> tuple[str, int]:
-    """The `width` consecutive lines of the chunk that best match the query's words, and where
-    they start."""
+# what a line of the chunk's window nearest the question counts for in choosing a snippet,
+# beside the question's words it holds (LoCoMo dev: of the top-5 results whose lines hold an
+# evidence turn, the snippet shows it for 0.809 with none, 0.846 at 0.2, 0.830 at 1.0, 0.805
+# at 2.0; words shared among the lines holding them as well: 0.858)
+FOCUS = 0.2
+
+
+def snippet(
+    text: str,
+    words: list[str],
+    start_line: int,
+    width: int = 3,
+    focus: tuple[int, int] | None = None,
+) -> tuple[str, int]:
+    """The `width` consecutive lines of the chunk that best show why it was found, and where
+    they start: the query's words they hold, and the lines of its window nearest the question
+    (`focus`: 0-based, the end excluded), since a chunk found by meaning may hold none of its
+    words."""
     lines = text.split("\n")
     # front matter is no content to show around a match: `tags: [...]` and `---` above a title
     metadata = front_matter_lines(text) if start_line == 1 else 0
+    near = range(*focus) if focus else range(0)
+    lowered = [line.lower() for line in lines]
+    # a word counts once, shared among the lines that hold it: a speaker's name on every line
+    # of a chat tells none of them apart
+    holding = {w: sum(1 for line in lowered if w in line) for w in words}
 
     def line_score(index: int, line: str) -> float:
-        lowered = line.lower()
-        hits = sum(1 for w in words if w in lowered)
-        return hits + (0.1 if line.strip() and index >= metadata else 0.0)
+        hits = sum(1 / holding[w] for w in words if w in lowered[index])
+        if not line.strip() or index < metadata:
+            return hits
+        return hits + 0.1 + (FOCUS if index in near else 0.0)
 
     scores = [line_score(i, line) for i, line in enumerate(lines)]
     best, best_value = 0, -1.0

@@ -13,6 +13,7 @@ from datetime import date
 import numpy as np
 
 from . import fts
+from .chunking import read_spans
 from .config import Config, data_dir
 from .embedders import Embedder, Reranker
 from .errors import EmbeddingError, StoreError
@@ -37,7 +38,7 @@ from .ranking import (
     snippet,
 )
 from .store import ChunkRow, StoreReader
-from .vectors import best_cosine
+from .vectors import best_cosine, nearest_window
 
 log = logging.getLogger("memsync.search")
 _SETTINGS = Config()  # the documented defaults live in Config only
@@ -197,9 +198,11 @@ def search(
     candidates = _candidates(store, query, asked, legs)
     ranking = replace(options, mode=outcome.mode)
     if reranker is None:
-        outcome.results = _hits(candidates, query, ranking)
+        outcome.results = _hits(candidates, query, ranking, legs)
         return outcome
-    top = _hits(candidates, query, replace(ranking, limit=max(options.limit, options.rerank_top)))
+    top = _hits(
+        candidates, query, replace(ranking, limit=max(options.limit, options.rerank_top)), legs
+    )
     outcome.results = _reranked(top, query, reranker, outcome.notices)[: options.limit]
     return outcome
 
@@ -390,6 +393,8 @@ def _candidates(store: StoreReader, query: str, asked: str, legs: Legs) -> list[
             glossed=row.id in glossed,
             bm25=legs.gloss_bm25[row.id] if row.id in glossed else legs.bm25.get(row.id),
             cosine=legs.cosines.get(row.id),
+            vectors=row.embedding,
+            windows=row.windows,
         )
         for row in rows.values()
     ]
@@ -416,15 +421,20 @@ def _glossed_scores(
     return {i: score for i, score in capped.items() if score > text_scores.get(i, 0.0)}
 
 
-def _hits(candidates: list[Candidate], query: str, options: Options) -> list[Hit]:
+def _hits(candidates: list[Candidate], query: str, options: Options, legs: Legs) -> list[Hit]:
     words = query_words(query)
+    # a chunk in the other script shows the lines holding the question's words in its language
+    glossed = sorted({w.lower() for group in legs.glosses for w in group}, key=len, reverse=True)
+    across = list(dict.fromkeys([*words, *glossed]))
     idents = identifiers(query)
     others = other_terms(query, idents)
     penalties: dict[int, float] = {}
     repeats: dict[int, float] = {}
     hits = []
     for candidate, score, relevance in rank(candidates, options, penalties, repeats):
-        text, first = snippet(candidate.text, words, candidate.start_line)
+        shown = across if candidate.other_script else words
+        focus = _nearest_lines(candidate, legs.query_vector)
+        text, first = snippet(candidate.text, shown, candidate.start_line, focus=focus)
         why = explain(candidate, score, relevance, penalties, repeats) if options.explain else None
         hits.append(
             Hit(
@@ -444,6 +454,16 @@ def _hits(candidates: list[Candidate], query: str, options: Options) -> list[Hit
             )
         )
     return hits
+
+
+def _nearest_lines(candidate: Candidate, query_vector: np.ndarray | None) -> tuple[int, int] | None:
+    """The lines of the candidate's window nearest the question (0-based in its text, the end
+    excluded); None without vectors or their lines, or when its nearest is the whole note's."""
+    if candidate.vectors is None or candidate.windows is None or query_vector is None:
+        return None
+    spans = read_spans(candidate.windows)
+    nearest = nearest_window(candidate.vectors, query_vector)
+    return spans[nearest] if nearest < len(spans) else None
 
 
 def _vector_unavailable(store: StoreReader, embedder: Embedder | None, unavailable: str) -> str:

@@ -90,6 +90,9 @@ MIGRATIONS: list[str] = [
     # 6: how many of a chunk's first lines repeat the chunk before, which embeds them (a chunk's
     # windows cover its own lines and one line in front: chunking.embed_inputs)
     "ALTER TABLE chunks ADD COLUMN overlap INTEGER NOT NULL DEFAULT 0",
+    # 7: the lines of each of a chunk's windows (chunking.Chunk.spans), for the lines a query
+    # shows; NULL until `index` chunks the notes again (the chunker's rules say `spans`)
+    "ALTER TABLE chunks ADD COLUMN windows TEXT",
 ]
 # the tables that say a database is a memsync index (and not someone else's file)
 OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"})
@@ -314,11 +317,11 @@ class SqliteStore(Tables):
             chunk_id = _one(
                 self.conn.execute(
                     "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
-                    "context, embedding, updated_at, overlap) VALUES(?,?,?,?,?,?,?,?,?,?,?) "
-                    "RETURNING id",
+                    "context, embedding, updated_at, overlap, windows) "
+                    "VALUES(?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
                     (row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
                      key.model if key and blob else None, chunk.text, chunk.context, blob, now,
-                     chunk.overlap),
+                     chunk.overlap, chunk.spans),
                 )
             )[0]  # fmt: skip
             self.conn.execute(
@@ -426,7 +429,7 @@ class SqliteStore(Tables):
 
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         rows = self._batches(
-            "SELECT id, path, start_line, end_line, text, embedding FROM chunks "
+            "SELECT id, path, start_line, end_line, text, embedding, windows FROM chunks "
             "WHERE id IN ({marks})",
             ids,
         )

@@ -46,6 +46,7 @@ class NewChunk:
     context: str
     fts_text: str
     overlap: int = 0  # its first lines, repeated from the note's chunk before (which embeds them)
+    spans: str | None = None  # its windows' lines (chunking.Chunk.spans)
 
 
 class PendingChunk(NamedTuple):
@@ -105,6 +106,7 @@ class ChunkRow:
     end_line: int
     text: str
     embedding: bytes | None
+    windows: str | None = None  # its windows' lines (chunking.Chunk.spans), if recorded
 
 
 class StoreReader(Protocol):

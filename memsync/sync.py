@@ -142,7 +142,14 @@ def _new_chunks(note: Note, meta: metadata.NoteMeta) -> list[NewChunk]:
         chunks = [replace(c, context=meta.title) for c in chunks]
     return [
         NewChunk(
-            c.start_line, c.end_line, c.hash, c.text, c.context, fts.index_text(c.text), c.overlap
+            c.start_line,
+            c.end_line,
+            c.hash,
+            c.text,
+            c.context,
+            fts.index_text(c.text),
+            c.overlap,
+            c.spans,
         )
         for c in chunks
     ]

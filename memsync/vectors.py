@@ -51,6 +51,14 @@ def nearest_windows(counts: np.ndarray, windows: np.ndarray, query: np.ndarray) 
     return best
 
 
+def nearest_window(blob: bytes, query: np.ndarray) -> int:
+    """Which of a chunk's windows (its blob's vectors, in the order embedded) is nearest `query`."""
+    import numpy as np
+
+    rows = np.frombuffer(blob, dtype="<f4").reshape(-1, len(query))
+    return int(np.argmax(unit_rows(rows) @ np.asarray(query, dtype=np.float32)))
+
+
 def best_cosine(blob: bytes, query: np.ndarray) -> float:
     """The cosine of a chunk's nearest window (its blob's vectors) to `query`."""
     return float(nearest_windows(*window_rows([blob], len(query)), query)[0])

@@ -16,6 +16,7 @@ from memsync.chunking import (
     embed_input,
     embed_inputs,
     split_lines,
+    window_lines,
     windows,
 )
 
@@ -158,6 +159,24 @@ def test_windows_never_exceed_their_numbering() -> None:
     found = [w for _, w in windows(text)]
     assert len(found) == MAX_WINDOWS
     assert "\n".join(found) == text
+
+
+def test_each_window_s_lines_are_known_in_the_order_embedded() -> None:
+    """A chunk's nearest window to a question says which of its lines to show."""
+    chunks = chunk_text(_paragraphs(40))
+    for chunk in chunks:
+        lines = chunk.text.split("\n")
+        spans = window_lines(chunk.text, chunk.overlap)
+        inputs = embed_inputs(chunk.context, chunk.text, overlap=chunk.overlap)
+        assert len(spans) == len(inputs)
+        for (first, end), embedded in zip(spans, inputs):
+            assert "\n".join(lines[first:end]).strip("\n") in embedded
+    assert any(
+        chunk.overlap and window_lines(chunk.text, chunk.overlap)[0][0] > 0 for chunk in chunks
+    )
+    # the windows past MAX_WINDOWS, joined, span from the first of them to the last line
+    text = "\n".join(["word " * (WINDOW_TOKENS - 2)] * (MAX_WINDOWS + 5))
+    assert window_lines(text)[-1] == (MAX_WINDOWS - 1, MAX_WINDOWS + 5)
 
 
 def test_a_chunk_of_one_window_hashes_as_its_text_did() -> None:

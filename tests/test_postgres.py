@@ -295,6 +295,30 @@ def test_a_newer_vault_schema_is_refused(pg_vault: tuple[str, str]) -> None:
         where.open()
 
 
+def test_a_vault_of_the_release_before_records_its_windows_lines_and_keeps_its_vectors(
+    tmp_path: Path, pg_vault: tuple[str, str], hash_embedder: HashEmbedder
+) -> None:
+    """Vault schema 5 and the `spans` rule, as on SQLite: `index` chunks every note again,
+    records the lines of each chunk's windows and embeds nothing."""
+    from memsync.chunking import chunk_text
+
+    url, name = pg_vault
+    where = PostgresLocation(url, name)
+    root = tmp_path / "v"
+    text = "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60))
+    write(root, "chat.md", text)
+    with where.open(create=True) as store:
+        sync.index_vault(store, root, 1 << 20, hash_embedder)
+        store.conn.execute("ALTER TABLE chunks DROP COLUMN windows")  # type: ignore[attr-defined]
+        store.record(schema_version=4, chunker=sync.INDEX_RULES.replace(" spans", ""))
+    with where.open() as store:
+        assert all(row.windows is None for row in store.chunks(range(1, 100)).values())
+        report = sync.index_vault(store, root, 1 << 20, hash_embedder)
+        assert report.embedded == 0 and store.pending_count() == 0
+        rows = sorted(store.chunks(range(1, 100)).values(), key=lambda row: row.start_line)
+        assert [row.windows for row in rows] == [chunk.spans for chunk in chunk_text(text)]
+
+
 def test_the_embedding_cache_is_shared_by_the_vaults_of_a_database(
     tmp_path: Path, pg_url: str, hash_embedder: object
 ) -> None:

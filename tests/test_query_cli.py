@@ -449,6 +449,17 @@ def test_a_phrase_the_dictionary_spells_whole_is_translated_both_ways(tmp_path: 
     assert glossed("信用卡")["finance/cards.md"] is True
 
 
+def test_a_result_in_the_other_language_shows_the_lines_its_glosses_match(tmp_path: Path) -> None:
+    vault = _vault(tmp_path / "notes")
+    steps = [f"- step {i}: check the shelf and the boxes" for i in range(12)]
+    steps[8] = "- step 8: cancel the old credit card"
+    write(vault, "home/moving.md", "# Moving\n\n" + "\n".join(steps) + "\n")
+    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    args = ["query", "信用卡", "--vault", str(vault), "--json", "--min-score", "0"]
+    [hit] = [r for r in json.loads(_run(*args).stdout)["results"] if r["path"] == "home/moving.md"]
+    assert "credit card" in hit["snippet"]
+
+
 def test_an_acronym_s_translation_is_only_for_a_word_written_in_capitals(tmp_path: Path) -> None:
     """银联 is `CUP` (China UnionPay) in the dictionary: a question about a coffee cup must not
     find the card note by it, one about the CUP card must."""
@@ -463,6 +474,24 @@ def test_an_acronym_s_translation_is_only_for_a_word_written_in_capitals(tmp_pat
 
     assert "笔记/银联.md" not in found("which cup is chipped")
     assert found("does my CUP card work abroad")[0] == "笔记/银联.md"
+
+
+def test_a_result_found_by_meaning_shows_its_nearest_window_s_lines(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    """No word of `🐝` is searchable, so the snippet has only the vectors to go by: it shows the
+    window they found, not the chunk's first lines. (The test server's model is a bag of
+    words, so the emoji is its meaning.)"""
+    lines = [f"- chore {i}: water the plants on the balcony and sweep" for i in range(40)]
+    lines[27] = "- chore 27: 🐝 check the hive for swarm cells"
+    vault = tmp_path / "notes"
+    write(vault, "chores.md", "# Chores\n\n" + "\n".join(lines) + "\n")
+    env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
+    assert _run("index", str(vault), "--provider", "openai", env=env).exit_code == 0
+    args = ["query", "🐝", "--vault", str(vault), "--json", "--min-score", "0", "-n", "1"]
+    top = json.loads(_run(*args, env=env).stdout)["results"][0]
+    assert "swarm cells" in top["snippet"]
+    assert top["start_line"] <= top["snippet_start_line"] <= 30 <= top["end_line"]
 
 
 def test_a_vault_in_one_script_never_builds_the_glossary(

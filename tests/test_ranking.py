@@ -187,6 +187,22 @@ def test_snippet_shows_the_best_matching_lines_not_the_first() -> None:
     assert len(lines.split("\n")) <= 3
 
 
+def test_a_snippet_shows_the_window_nearest_the_question_when_no_word_matches() -> None:
+    text = "\n".join(f"- item {i}" for i in range(30))
+    assert snippet(text, [], start_line=1)[1] == 1  # nothing to go by: the first lines
+    lines, first = snippet(text, [], start_line=1, focus=(12, 16))
+    assert first == 13 and lines.startswith("- item 12")
+    # a word of the question still counts for more than the window
+    assert "- item 25" in snippet(text, ["item 25"], start_line=1, focus=(12, 16))[0]
+
+
+def test_a_snippet_word_on_every_line_tells_none_of_them_apart() -> None:
+    chat = [f"- **Melanie:** line {i} about the weather" for i in range(10)]
+    chat[6] = "- **Melanie:** I signed up for a pottery class"
+    lines, first = snippet("\n".join(chat), query_words("what class did Melanie take"), 1)
+    assert "pottery class" in lines and first in (5, 6, 7)
+
+
 def test_a_snippet_shows_the_match_with_content_not_front_matter() -> None:
     text = "---\nstatus: active\ntags: [sync]\n---\n# Project Heron\n\nOffline-first sync.\nMore."
     lines, first = snippet(text, query_words("heron"), start_line=1)

@@ -221,15 +221,22 @@ def _chat_index_of_schema(
     tmp_path: Path, embedder: HashEmbedder, version: int
 ) -> tuple[Path, Path, str]:
     """(vault, index, the note's text): a chat note indexed, its index set back to schema
-    `version` (< 6, which added chunks.overlap)."""
+    `version` (< 7, which added chunks.windows; < 6, chunks.overlap), chunked by the rules
+    before `spans`."""
+    from memsync.sync import INDEX_RULES
+
     root = tmp_path / "vault"
     text = "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60))
     write(root, "chat.md", text)
     db = tmp_path / "old.sqlite"
     with SqliteStore(db, create=True) as store:
         index_vault(store, root, 1 << 20, embedder)
-        store.conn.execute("ALTER TABLE chunks DROP COLUMN overlap")
+        store.conn.execute("ALTER TABLE chunks DROP COLUMN windows")
+        if version < 6:
+            store.conn.execute("ALTER TABLE chunks DROP COLUMN overlap")
         store.conn.execute(f"PRAGMA user_version={version}")
+        old_rules = INDEX_RULES.replace(" spans", "")
+        store.conn.execute("UPDATE meta SET value = ? WHERE key = 'chunker'", (old_rules,))
     return root, db, text
 
 
@@ -243,6 +250,7 @@ def test_an_index_of_one_vector_per_chunk_is_embedded_again_as_windows(
     root, db, text = _chat_index_of_schema(tmp_path, hash_embedder, 4)
     old = apsw.Connection(str(db))  # one vector a chunk, as before windows
     old.execute("UPDATE chunks SET embedding = substr(embedding, 1, 256)")
+    old.execute("DELETE FROM embedding_cache")  # it held the one vector of each chunk's text
     old.close()
     with SqliteStore(db) as store:
         assert store.pending_count() == store.counts()["chunks"] > 0
@@ -268,7 +276,7 @@ def test_an_index_whose_chunks_embedded_their_overlap_is_chunked_and_embedded_ag
 
     root, db, text = _chat_index_of_schema(tmp_path, hash_embedder, 5)
     with SqliteStore(db) as store:
-        old_rules = INDEX_RULES.replace(" lead1", "")
+        old_rules = INDEX_RULES.replace(" lead1", "").replace(" spans", "")
         store.conn.execute("UPDATE meta SET value = ? WHERE key = 'chunker'", (old_rules,))
     chunks = chunk_text(text)
     with SqliteStore(db) as store:
@@ -282,6 +290,27 @@ def test_an_index_whose_chunks_embedded_their_overlap_is_chunked_and_embedded_ag
         assert len(row.embedding or b"") == len(own) * 64 * 4
         [(best, distance)] = store.vector_search(hash_embedder.embed_documents(own[:1])[0], 1)
         assert best == row.id and distance == pytest.approx(0.0, abs=1e-6)
+
+
+def test_an_index_without_its_windows_lines_records_them_and_keeps_its_vectors(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    """Schema 7 and the `spans` rule: an index of the release before has its chunks' window
+    lines recorded by `index`, which chunks every note again and embeds nothing; until then a
+    query shows lines as before."""
+    from memsync.search import Options, search
+
+    root, db, text = _chat_index_of_schema(tmp_path, hash_embedder, 6)
+    options = Options(mode="vector", min_score=0.0, limit=1)
+    with SqliteStore(db) as store:
+        assert all(row.windows is None for row in store.chunks(range(1, 100)).values())
+        assert search(store, "x47", options, hash_embedder).results  # no lines to go by: fine
+        report = index_vault(store, root, 1 << 20, hash_embedder)
+        assert report.embedded == 0 and store.pending_count() == 0
+        rows = store.chunks(range(1, 100)).values()
+        assert all(row.windows == chunk.spans for row, chunk in zip(rows, chunk_text(text)))
+        [hit] = search(store, "x47", options, hash_embedder).results
+        assert "line 47 about x47" in hit.snippet
 
 
 def test_a_query_says_how_many_chunks_wait_for_their_vectors(
