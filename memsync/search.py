@@ -458,12 +458,12 @@ def _hits(candidates: list[Candidate], query: str, options: Options, legs: Legs)
 
 def _nearest_lines(candidate: Candidate, query_vector: np.ndarray | None) -> tuple[int, int] | None:
     """The lines of the candidate's window nearest the question (0-based in its text, the end
-    excluded); None without vectors or their lines, or when its nearest is the whole note's."""
+    excluded; a short note's whole vector, which may score it, says no lines); None without
+    vectors or their lines."""
     if candidate.vectors is None or candidate.windows is None or query_vector is None:
         return None
     spans = read_spans(candidate.windows)
-    nearest = nearest_window(candidate.vectors, query_vector)
-    return spans[nearest] if nearest < len(spans) else None
+    return spans[nearest_window(candidate.vectors, query_vector, len(spans))]
 
 
 def _vector_unavailable(store: StoreReader, embedder: Embedder | None, unavailable: str) -> str:

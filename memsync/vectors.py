@@ -51,11 +51,12 @@ def nearest_windows(counts: np.ndarray, windows: np.ndarray, query: np.ndarray) 
     return best
 
 
-def nearest_window(blob: bytes, query: np.ndarray) -> int:
-    """Which of a chunk's windows (its blob's vectors, in the order embedded) is nearest `query`."""
+def nearest_window(blob: bytes, query: np.ndarray, among: int) -> int:
+    """Which of a chunk's first `among` windows (its blob's vectors, in the order embedded) is
+    nearest `query`."""
     import numpy as np
 
-    rows = np.frombuffer(blob, dtype="<f4").reshape(-1, len(query))
+    rows = np.frombuffer(blob, dtype="<f4").reshape(-1, len(query))[:among]
     return int(np.argmax(unit_rows(rows) @ np.asarray(query, dtype=np.float32)))
 
 

@@ -24,7 +24,7 @@ from memsync.ranking import (
     rank,
     snippet,
 )
-from memsync.search import Options
+from memsync.search import Options, _nearest_lines
 
 
 def _c(
@@ -194,6 +194,23 @@ def test_a_snippet_shows_the_window_nearest_the_question_when_no_word_matches() 
     assert first == 13 and lines.startswith("- item 12")
     # a word of the question still counts for more than the window
     assert "- item 25" in snippet(text, ["item 25"], start_line=1, focus=(12, 16))[0]
+
+
+def test_the_lines_shown_are_the_nearest_window_s_even_when_the_whole_note_scored() -> None:
+    """A short note's whole vector may be nearest the question (it scores the chunk); the lines
+    to show are still its nearest window's."""
+    e = np.eye(4, dtype="<f4")
+    windows = [e[1], 0.8 * e[0] + 0.6 * e[2], e[3]]
+    whole = e[0]
+    chunk = replace(
+        _c(1, 0.5, None, text="\n".join(f"line {i}" for i in range(9))),
+        vectors=np.array([*windows, whole], dtype="<f4").tobytes(),
+        windows="0-3 3-6 6-9",
+    )
+    assert _nearest_lines(chunk, e[0]) == (3, 6)
+    assert _nearest_lines(chunk, e[3]) == (6, 9)
+    assert _nearest_lines(replace(chunk, windows=None), e[0]) is None  # not recorded yet
+    assert _nearest_lines(chunk, None) is None  # no vector leg
 
 
 def test_a_snippet_word_on_every_line_tells_none_of_them_apart() -> None:
