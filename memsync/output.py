@@ -225,6 +225,8 @@ def explanation(why: dict[str, Any]) -> str:
         parts.append(f"note repeat x{number(why['note_repeat'])}")
     if why["mmr_penalty"]:
         parts.append(f"mmr -{number(why['mmr_penalty'])}")
+    if why.get("nearest_window"):
+        parts.append("nearest window: lines {}-{}".format(*why["nearest_window"]))
     return "; ".join(parts)
 
 

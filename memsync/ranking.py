@@ -568,14 +568,19 @@ def explain(
     relevance: float,
     penalties: dict[int, float],
     repeats: dict[int, float],
+    nearest: tuple[int, int] | None = None,
 ) -> dict[str, object]:
     """Why a result scored what it did: each leg raw and calibrated, the exact-match rule, the
-    decay factor, the note's repeat factor and the MMR penalty."""
+    decay factor, the note's repeat factor and the MMR penalty; and the lines of its window
+    nearest the question, which the lines shown lean on (`nearest`: 0-based in the chunk, the
+    end excluded)."""
     repeat = repeats.get(candidate.id, 1.0)
+    first = candidate.start_line
     return {
         "bm25": rounded(candidate.bm25),
         "text_score": rounded(candidate.text_score),
         "cosine": rounded(candidate.cosine),
+        "nearest_window": [first + nearest[0], first + nearest[1] - 1] if nearest else None,
         "vector_score": rounded(candidate.vector_score),
         "exact_match": candidate.exact,
         "other_script": candidate.other_script,

@@ -435,7 +435,11 @@ def _hits(candidates: list[Candidate], query: str, options: Options, legs: Legs)
         shown = across if candidate.other_script else words
         focus = _nearest_lines(candidate, legs.query_vector)
         text, first = snippet(candidate.text, shown, candidate.start_line, focus=focus)
-        why = explain(candidate, score, relevance, penalties, repeats) if options.explain else None
+        why = (
+            explain(candidate, score, relevance, penalties, repeats, focus)
+            if options.explain
+            else None
+        )
         hits.append(
             Hit(
                 candidate.path,

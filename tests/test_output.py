@@ -67,6 +67,9 @@ def test_explanation_names_every_factor_between_the_fused_score_and_the_shown_on
         "bm25 -2.5 -> text 0.7; cosine 0.85 -> vector 0.6; fused 0.63; note repeat x0.54"
     )
     assert "repeat" not in explanation({**why, "note_repeat": 1.0})
+    assert explanation({**why, "nearest_window": [12, 15]}).endswith(
+        "; nearest window: lines 12-15"
+    )
 
 
 def _listing(paths: list[str]) -> list[tuple[str, int, int, int]]:

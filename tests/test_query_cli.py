@@ -489,9 +489,11 @@ def test_a_result_found_by_meaning_shows_its_nearest_window_s_lines(
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
     assert _run("index", str(vault), "--provider", "openai", env=env).exit_code == 0
     args = ["query", "🐝", "--vault", str(vault), "--json", "--min-score", "0", "-n", "1"]
-    top = json.loads(_run(*args, env=env).stdout)["results"][0]
+    top = json.loads(_run(*args, "--explain", env=env).stdout)["results"][0]
     assert "swarm cells" in top["snippet"]
     assert top["start_line"] <= top["snippet_start_line"] <= 30 <= top["end_line"]
+    first, last = top["explain"]["nearest_window"]  # what the lines shown lean on
+    assert top["start_line"] <= first <= 30 <= last <= top["end_line"]
 
 
 def test_a_vault_in_one_script_never_builds_the_glossary(
