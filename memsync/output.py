@@ -266,6 +266,7 @@ class SearchHit(TypedDict):
     text_score: float | None
     hybrid_match: bool
     snippet: str
+    snippet_start_line: int  # the snippet's first line: it is lines of the note, in a row
     citation: str
 
 

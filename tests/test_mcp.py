@@ -205,6 +205,9 @@ def test_memory_search_returns_what_memsync_query_returns(
         top = found["results"][0]
         assert top["citation"] == f"{top['path']}#L{top['start_line']}-L{top['end_line']}"
         assert top["citation"] in text
+        assert [(r["snippet"], r["snippet_start_line"]) for r in found["results"]] == [
+            (r["snippet"], r["snippet_start_line"]) for r in cli["results"]
+        ]
         assert top["hybrid_match"] == (
             top["vector_score"] is not None and top["text_score"] is not None
         )
