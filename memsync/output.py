@@ -332,16 +332,20 @@ def search_result(outcome: Outcome) -> SearchResult:
 
 
 def search_text(result: SearchResult) -> str:
-    """A short list an agent can quote: citation, score, and the best-matching lines (control
-    characters as escapes, as on a terminal: agents' clients show tool results in one; the
-    structured result holds the paths and lines as they are)."""
+    """A short list an agent can quote: citation, score, and the best-matching lines with their
+    numbers, as memory_get shows lines (control characters as escapes, as on a terminal:
+    agents' clients show tool results in one; the structured result holds the paths and lines
+    as they are)."""
     lines = [f"note: {n}" for n in result["notices"]]
     if not result["results"]:
         lines.append(f"no notes match {result['query']!r}")
     for rank, hit in enumerate(result["results"], start=1):
         both = ", keyword and meaning" if hit["hybrid_match"] else ""
         lines.append(f"{rank}. {visible(hit['citation'])} (score {hit['score']:.2f}{both})")
-        lines += [f"   {visible(line)}" for line in hit["snippet"].split("\n")]
+        first = hit["snippet_start_line"]
+        lines += [
+            f"   {first + i} | {visible(line)}" for i, line in enumerate(hit["snippet"].split("\n"))
+        ]
     return "\n".join(lines)
 
 

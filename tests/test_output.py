@@ -110,16 +110,18 @@ def test_the_mcp_tools_texts_show_control_characters_as_escapes_and_their_data_a
     hit = {
         "path": "evil\nname.md",
         "start_line": 1,
-        "end_line": 2,
+        "end_line": 3,
         "score": 0.8,
         "vector_score": None,
         "text_score": 0.8,
         "hybrid_match": False,
-        "snippet": "wombat \x1b]52;c;ZWNobw==\x07",
-        "citation": "evil\nname.md#L1-L2",
+        "snippet": "wombat \x1b]52;c;ZWNobw==\x07\nkoala",
+        "snippet_start_line": 2,
+        "citation": "evil\nname.md#L1-L3",
     }
     text = search_text({"query": "wombat", "mode": "keyword", "notices": [], "results": [hit]})
-    assert "1. evil\\nname.md#L1-L2" in text and "wombat \\x1b]52;c;ZWNobw==\\x07" in text
+    assert "1. evil\\nname.md#L1-L3" in text and "2 | wombat \\x1b]52;c;ZWNobw==\\x07" in text
+    assert text.endswith("\n   3 | koala")  # each line with its number, as memory_get shows it
     lines = Lines("evil\nname.md", 1, 2, 2, "# Evil\nwombat \x1b[2J", False)
     shown, data = lines_result(lines)
     assert shown == "1 | # Evil\n2 | wombat \\x1b[2J"
