@@ -19,7 +19,8 @@ LoCoMo: one note per session as basic-memory's converter writes them (benchmarks
 conversations in one index built as `memsync index` builds it, each question asked as
 `memsync query Q -n 10 --min-score 0 --mode MODE --no-decay --no-mmr --json` asks it (the same
 library call, without a process per question). R@5: share of the evidence sessions' notes among the
-top-5 chunks' notes; MRR over the top 10; turn@5: a top-5 chunk's line range holds an evidence turn.
+top-5 chunks' notes; MRR over the top 10; turn@5: a top-5 chunk's line range holds an evidence turn;
+lines shown: of the top-5 chunks whose range holds an evidence turn, the share whose snippet does.
 
 Obsidian's help (PATH: a checkout of github.com/obsidianmd/obsidian-help): its English pages and
 their Chinese translations (en/, zh/; a page and its translation share a `permalink`) indexed with
@@ -380,11 +381,20 @@ def locomo_runs(
     with Memory.open(config, vault) as memory:  # as a `memsync query` process opens it
         return {
             q.id: [
-                locomo.Ranked(h.path, h.start_line, h.end_line)
+                locomo.Ranked(
+                    h.path,
+                    h.start_line,
+                    h.end_line,
+                    (h.snippet_start, _last_shown(h.snippet_start, h.snippet)),
+                )
                 for h in memory.search(q.text, options).results
             ]
             for q in asked
         }
+
+
+def _last_shown(first: int, snippet: str) -> int:
+    return first + snippet.count("\n")
 
 
 def check_cli(
@@ -403,7 +413,12 @@ def check_cli(
             env=env, capture_output=True, text=True, check=True,
         )  # fmt: skip
         got = [
-            locomo.Ranked(r["path"], r["start_line"], r["end_line"])
+            locomo.Ranked(
+                r["path"],
+                r["start_line"],
+                r["end_line"],
+                (r["snippet_start_line"], _last_shown(r["snippet_start_line"], r["snippet"])),
+            )
             for r in json.loads(done.stdout)["results"]
         ]
         if got != runs[q.id]:
@@ -437,11 +452,14 @@ def eval_locomo(path: Path, workdir: Path, modes: list[str], cli_checks: int = 0
         f"### LoCoMo, development split ({len(conversations)} conversations, {notes} notes, "
         f"{len(asked)} questions, corrected key)\n"
     )
-    print("| mode | R@5 | MRR@10 | turn@5 |")
-    print("|---|---|---|---|")
+    print("| mode | R@5 | MRR@10 | turn@5 | lines shown |")
+    print("|---|---|---|---|---|")
     for mode, by_group in results.items():
         m = by_group["all"]
-        print(f"| {mode} | {m['r@5']:.3f} | {m['mrr@10']:.3f} | {m['turn@5']:.3f} |")
+        print(
+            f"| {mode} | {m['r@5']:.3f} | {m['mrr@10']:.3f} | {m['turn@5']:.3f} "
+            f"| {m['shown']:.3f} |"
+        )
     groups = [g for g in (*locomo.CATEGORIES.values(),) if g in results[modes[0]]]
     print("\nR@5 by question kind (questions):\n")
     print("| mode | " + " | ".join(f"{g} ({results[modes[0]][g]['n']:.0f})" for g in groups) + " |")

@@ -34,6 +34,7 @@ class Ranked:
     path: str
     start_line: int
     end_line: int
+    shown: tuple[int, int] = (0, 0)  # the first and last of the lines it shows (its snippet)
 
 
 def read_dataset(folder: Path) -> tuple[list[dict], dict[str, list[str]]]:  # type: ignore[type-arg]
@@ -147,32 +148,40 @@ def note_mrr(question: Question, ranked: Sequence[Ranked], k: int = 10) -> float
     return 0.0
 
 
+def _holds(question: Question, path: str, first: int, last: int) -> bool:
+    """Lines `first` to `last` of the note hold an evidence turn."""
+    return any(path == note and first <= line <= last for note, line in question.turns)
+
+
 def turn_hit(question: Question, ranked: Sequence[Ranked], k: int = 5) -> float:
     """1 when a top-k result's line range holds an evidence turn."""
-    return float(
-        any(
-            r.path == note and r.start_line <= line <= r.end_line
-            for r in ranked[:k]
-            for note, line in question.turns
-        )
-    )
+    return float(any(_holds(question, r.path, r.start_line, r.end_line) for r in ranked[:k]))
+
+
+def shown_turns(question: Question, ranked: Sequence[Ranked], k: int = 5) -> tuple[int, int]:
+    """(top-k results whose line range holds an evidence turn, those of them whose lines shown
+    hold one): whether a result shows the turn it was found for."""
+    holding = [r for r in ranked[:k] if _holds(question, r.path, r.start_line, r.end_line)]
+    return len(holding), sum(_holds(question, r.path, *r.shown) for r in holding)
 
 
 def scores(
     asked: Iterable[Question], runs: dict[str, Sequence[Ranked]]
 ) -> dict[str, dict[str, float]]:
-    """Mean R@5, MRR@10 and turn-level hit@5, overall and per category."""
-    groups: dict[str, list[tuple[float, float, float]]] = {}
+    """Mean R@5, MRR@10 and turn-level hit@5, overall and per category; and `shown`: of the
+    top-5 results whose lines hold an evidence turn, the share whose lines shown hold it."""
+    groups: dict[str, list[tuple[float, ...]]] = {}
     for q in asked:
         ranked = runs[q.id]
         row = (note_recall(q, ranked), note_mrr(q, ranked), turn_hit(q, ranked))
         for group in ("all", q.category):
-            groups.setdefault(group, []).append(row)
+            groups.setdefault(group, []).append((*row, *shown_turns(q, ranked)))
     return {
         group: {
             "r@5": sum(r[0] for r in rows) / len(rows),
             "mrr@10": sum(r[1] for r in rows) / len(rows),
             "turn@5": sum(r[2] for r in rows) / len(rows),
+            "shown": sum(r[4] for r in rows) / max(sum(r[3] for r in rows), 1),
             "n": len(rows),
         }
         for group, rows in groups.items()
