@@ -55,7 +55,7 @@ from memsync.evaluate import distinct, novelty_ndcg_at, score_run  # noqa: E402
 from memsync.filters import note_filter  # noqa: E402
 from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
 from memsync.memory import Memory, index, search_options  # noqa: E402
-from memsync.search import Options, search  # noqa: E402
+from memsync.search import Hit, Options, search  # noqa: E402
 from memsync.sqlite_store import SqliteStore  # noqa: E402
 from memsync.store import StoreWriter as Store  # noqa: E402
 from memsync.sync import index_vault  # noqa: E402
@@ -88,14 +88,21 @@ class CachedQueries:
         return self._embedder.describe()
 
 
+def results(
+    store: Store, embedder: object, queries: dict[str, str], options: Options, limit: int = 20
+) -> dict[str, list[Hit]]:
+    run = replace(options, limit=limit, min_score=0.0, today=TODAY)
+    return {
+        qid: search(store, text, run, embedder).results  # type: ignore[arg-type]
+        for qid, text in queries.items()
+    }
+
+
 def rankings(
     store: Store, embedder: object, queries: dict[str, str], options: Options, limit: int = 20
 ) -> dict[str, list[str]]:
-    run = replace(options, limit=limit, min_score=0.0, today=TODAY)
-    return {
-        qid: [hit.path for hit in search(store, text, run, embedder).results]  # type: ignore[arg-type]
-        for qid, text in queries.items()
-    }
+    found = results(store, embedder, queries, options, limit)
+    return {qid: [hit.path for hit in hits] for qid, hits in found.items()}
 
 
 def table(rows: dict[str, dict[str, float]]) -> str:
@@ -318,6 +325,9 @@ OBSIDIAN_DIRECTIONS = (
 )
 
 
+_H2 = re.compile(r"^## (.+?)\s*$")
+
+
 def obsidian_questions(
     vault: Path, asked_in: str, answered_in: str, asks: Callable[[str], bool]
 ) -> tuple[dict[str, str], dict[str, set[str]], dict[str, str]]:
@@ -356,14 +366,53 @@ def eval_obsidian_help(path: Path, workdir: Path, embedder: LocalEmbedder) -> No
             only = note_filter(paths=[f"{answered_in}/"])
             rows = {}
             for mode in ("keyword", "vector", "hybrid", "rrf"):
-                ranked = rankings(store, cached, queries, Options(mode=mode, only=only), 10)
+                found = results(store, cached, queries, Options(mode=mode, only=only), 10)
+                ranked = {qid: [hit.path for hit in hits] for qid, hits in found.items()}
                 for kind in ("title", "heading"):
                     chosen = {q: r for q, r in qrels.items() if kinds[q] == kind}
                     rows[f"{mode}, {kind}s ({len(chosen)})"] = score_run(ranked, chosen)
+                if mode == "hybrid":
+                    holding, shown = sections_shown(vault, queries, qrels, found)
             print(
                 f"\n### Obsidian's help: a title or heading in {asked_in}, its page in {answered_in}\n"
             )
             print(table(rows))
+            print(
+                f"\nLines shown (hybrid): of the {holding} results holding the asked heading's "
+                f"section, {shown} show lines in it: {shown / max(holding, 1):.3f}"
+            )
+
+
+def sections_shown(
+    vault: Path, queries: dict[str, str], qrels: dict[str, set[str]], found: dict[str, list[Hit]]
+) -> tuple[int, int]:
+    """Of the results holding the section a heading question asks for, those whose lines shown
+    fall in it. The section is the same-numbered `## ` section of the other page, where both
+    pages have as many (a translation keeps its page's sections)."""
+    holding = shown = 0
+    for qid, text in queries.items():
+        kind, asked, _ = qid.split(":", 2)
+        [answer] = qrels[qid]
+        own, theirs = _sections(vault / asked), _sections(vault / answer)
+        if kind != "heading" or len(own) != len(theirs):
+            continue
+        number = [title for title, _, _ in own].index(text)
+        _, first, last = theirs[number]
+        for hit in found[qid]:
+            if hit.path == answer and hit.start_line <= last and hit.end_line >= first:
+                holding += 1
+                end = hit.snippet_start + hit.snippet.count("\n")
+                shown += hit.snippet_start <= last and end >= first
+                break
+    return holding, shown
+
+
+def _sections(note: Path) -> list[tuple[str, int, int]]:
+    """Each `## ` heading of the note with its section's first and last line."""
+    lines = note.read_text(encoding="utf-8").split("\n")
+    starts = [(i + 1, m.group(1)) for i, line in enumerate(lines) if (m := _H2.match(line))]
+    ends = [start - 1 for start, _ in starts[1:]] + [len(lines)]
+    return [(title, start, end) for (start, title), end in zip(starts, ends)]
 
 
 def _not_markdown(folder: str, names: list[str]) -> list[str]:
