@@ -64,7 +64,7 @@ def sense_word(sense: str) -> str:
     return " ".join(spelled) if 1 < len(spelled) <= LONGEST_PHRASE and plain_words else ""
 
 
-def acronym(sense: str) -> bool:
+def _acronym(sense: str) -> bool:
     """The sense is one word in capitals (`CUP`, China UnionPay; `ATM`)."""
     words = [w for w in _ASIDE.sub(" ", sense).split() if w.lower() not in _FILLER]
     return len(words) == 1 and bool(_ACRONYM.fullmatch(words[0]))
@@ -88,7 +88,7 @@ def senses(lines: Iterable[str]) -> set[tuple[str, str]]:
         for part in (part for sense in meanings.split("/") for part in sense.split(";")):
             word = sense_word(part)
             if word:
-                kept = acronyms if not part.islower() and acronym(part) else pairs
+                kept = acronyms if not part.islower() and _acronym(part) else pairs
                 kept.update((head, word) for head in heads)
     plain = {word for _, word in pairs}
     return pairs | {(head, word.upper() if word in plain else word) for head, word in acronyms}
@@ -213,7 +213,7 @@ def translations(
     return groups
 
 
-def capitals(text: str) -> set[str]:
+def written_in_capitals(text: str) -> set[str]:
     """The words the text writes in capitals, as a query's terms spell them (`my PINs` -> pin)."""
     return {word.lower() for word in _CAPITALS.findall(text)}
 
@@ -233,9 +233,9 @@ def _phrases(terms: Sequence[str], capitals: Collection[str]) -> dict[int, list[
             last = words[-1]
             singular = last[:-1] if len(last) > 3 and last.endswith("s") else last
             keys = [" ".join(words), " ".join([*words[:-1], singular])]
-            acronym = last[:-1] if last.endswith("s") and last[:-1] in capitals else last  # PINs
-            if length == 1 and acronym in capitals:
-                keys.append(acronym.upper())
+            bare = last[:-1] if last.endswith("s") and last[:-1] in capitals else last  # PINs
+            if length == 1 and bare in capitals:
+                keys.append(bare.upper())
             spans.setdefault(start, []).append(list(dict.fromkeys(keys)))
     return spans
 

@@ -18,7 +18,7 @@ from .config import Config, data_dir
 from .embedders import Embedder, Reranker
 from .errors import EmbeddingError, StoreError
 from .filters import NoteFilter
-from .glossary import capitals, segments, shared_glossary, translations
+from .glossary import segments, shared_glossary, translations, written_in_capitals
 from .ranking import (
     MIN_NOTES,
     Candidate,
@@ -317,7 +317,7 @@ def _glossed_leg(store: StoreReader, query: str, asked: str, options: Options, l
             legs.glosses = [words for _, words in segments(query, glossary)]
             terms = list(dict.fromkeys(w for words in legs.glosses for w in words))
         else:
-            legs.glosses = translations(legs.terms, glossary, capitals(query))
+            legs.glosses = translations(legs.terms, glossary, written_in_capitals(query))
             terms = [fts.cjk_phrase(w) for words in legs.glosses for w in words]
     except sqlite3.Error as exc:  # the file went bad under a running process
         log.warning("the Chinese-English glossary failed (%s): words of one script only", exc)

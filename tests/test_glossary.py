@@ -11,12 +11,12 @@ from memsync.glossary import (
     Glossary,
     build,
     cached_path,
-    capitals,
     open_glossary,
     segments,
     sense_word,
     senses,
     translations,
+    written_in_capitals,
 )
 
 LINES = [
@@ -118,8 +118,14 @@ def test_a_phrase_the_dictionary_holds_is_translated_whole(built: Path) -> None:
 def test_an_acronym_translates_only_a_word_the_question_writes_in_capitals(built: Path) -> None:
     glossary = Glossary(built)
     assert not any("银联" in words for words in translations(["coffee", "cup"], glossary))
-    assert any("银联" in words for words in translations(["cup"], glossary, capitals("CUP card")))
-    assert any("密码" in words for words in translations(["pins"], glossary, capitals("my PINs")))
+    assert any(
+        "银联" in words
+        for words in translations(["cup"], glossary, written_in_capitals("CUP card"))
+    )
+    assert any(
+        "密码" in words
+        for words in translations(["pins"], glossary, written_in_capitals("my PINs"))
+    )
     assert not any("密码" in words for words in translations(["pin"], glossary))  # a safety pin
     assert "atm" in dict(segments("取款机", glossary))["取款机"]  # no other word is `atm`
     assert "cup" in dict(segments("银联", glossary))["银联"]  # the keyword leg's case
