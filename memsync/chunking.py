@@ -13,7 +13,7 @@ import re
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 MAX_TOKENS = 400
 OVERLAP_TOKENS = 80
@@ -100,7 +100,12 @@ def _runs(text: str, limit: int = WINDOW_TOKENS, skip: int = 0) -> list[tuple[st
 def window_lines(text: str, overlap: int = 0) -> list[tuple[int, int]]:
     """The lines (0-based, the end excluded) of each window embed_inputs embeds of a chunk, in
     its order: where the chunk's nearest window to a question is, for the lines to show."""
-    return [(first, end) for _, first, end, _ in _runs(text, skip=_first_window(text, overlap))]
+    return [(first, end) for _, first, end, _ in _chunk_runs(text, overlap)]
+
+
+def _chunk_runs(text: str, overlap: int) -> list[tuple[str, int, int, str]]:
+    """A chunk's windows as embedded (_runs from its lead line on), with their lines."""
+    return _runs(text, skip=_first_window(text, overlap))
 
 
 def _first_window(text: str, overlap: int) -> int:
@@ -120,12 +125,18 @@ def embed_inputs(context: str, text: str, whole: bool = False, overlap: int = 0)
     to in front (those in effect where the chunk starts, then those the chunk opened), and a
     note's only chunk (`whole`) of at most WHOLE_TOKENS tokens also whole. A chunk scores by its
     best vector, and cites its whole line range."""
-    found = windows(text, skip=_first_window(text, overlap))
+    return _inputs(context, text, whole, _chunk_runs(text, overlap))
+
+
+def _inputs(
+    context: str, text: str, whole: bool, runs: list[tuple[str, int, int, str]]
+) -> list[str]:
+    """embed_inputs from the chunk's windows."""
     inputs = [
         embed_input(" > ".join(part for part in (context, opened) if part), window)
-        for opened, window in found
+        for opened, _, _, window in runs
     ]
-    if whole and len(found) > 1 and count_tokens(text) <= WHOLE_TOKENS:
+    if whole and len(runs) > 1 and count_tokens(text) <= WHOLE_TOKENS:
         inputs.append(embed_input(context, text))
     return inputs
 
@@ -144,7 +155,7 @@ class Chunk:
     def hash(self) -> str:
         """Of what the model sees: the key of the embedding cache (a chunk of one window hashes
         as its text did when a chunk had one vector, so those vectors are reused)."""
-        seen = "\x1e".join(embed_inputs(self.context, self.text, self.whole, self.overlap))
+        seen = "\x1e".join(_inputs(self.context, self.text, self.whole, self._windows))
         return hashlib.sha256(seen.encode("utf-8", "surrogatepass")).hexdigest()
 
     @property
@@ -152,7 +163,12 @@ class Chunk:
         """Its windows' lines as the index keeps them (`0-5 5-12`: 0-based, the end excluded, in
         the order of its vectors), so that a query shows the lines its nearest window holds
         without counting tokens (loading the tokenizer costs a query process 0.4 s)."""
-        return " ".join(f"{first}-{end}" for first, end in window_lines(self.text, self.overlap))
+        return " ".join(f"{first}-{end}" for _, first, end, _ in self._windows)
+
+    @cached_property
+    def _windows(self) -> list[tuple[str, int, int, str]]:
+        """Its windows, counted once for its hash and its spans."""
+        return _chunk_runs(self.text, self.overlap)
 
 
 def read_spans(spans: str) -> list[tuple[int, int]]:
