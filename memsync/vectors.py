@@ -56,7 +56,7 @@ def nearest_window(blob: bytes, query: np.ndarray, among: int) -> int:
     nearest `query`."""
     import numpy as np
 
-    rows = np.frombuffer(blob, dtype="<f4").reshape(-1, len(query))[:among]
+    rows = window_rows([blob], len(query))[1][:among]
     return int(np.argmax(unit_rows(rows) @ np.asarray(query, dtype=np.float32)))
 
 
