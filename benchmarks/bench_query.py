@@ -114,10 +114,17 @@ def build(
             # to another's chunks
             chunk_hash = f"{chunks}:{note}-{j}"
             # each window's lines, as an index records them (the text is one line)
-            spans = " ".join(["0-1"] * int(counts[note * per_note + j]))
+            window_lines = " ".join(["0-1"] * int(counts[note * per_note + j]))
             new.append(
                 NewChunk(
-                    j * 10 + 1, j * 10 + 10, chunk_hash, text, "", fts.index_text(text), 0, spans
+                    j * 10 + 1,
+                    j * 10 + 10,
+                    chunk_hash,
+                    text,
+                    "",
+                    fts.index_text(text),
+                    0,
+                    window_lines,
                 )
             )
         store.replace_file(FileRow(f"n{note // 100}/note{note}.md", str(note), 1, 1), new)

@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 MAX_TOKENS = 400
 OVERLAP_TOKENS = 80
@@ -53,17 +54,20 @@ def embed_input(context: str, text: str) -> str:
     return f"{context}\n\n{text}" if context else text
 
 
-def windows(text: str, limit: int = WINDOW_TOKENS, skip: int = 0) -> list[tuple[str, str]]:
+class Window(NamedTuple):
+    """A run of a chunk's lines embedded as one vector."""
+
+    opened: str  # the headings the chunk opened before it ("A > B")
+    first: int  # its lines in the chunk: 0-based, the end excluded
+    end: int
+    text: str
+
+
+def windows(text: str, limit: int = WINDOW_TOKENS, skip: int = 0) -> list[Window]:
     """A chunk's lines in runs of at most `limit` tokens (a longer line alone; headings, and
     lines with no letter or digit, stay with the lines after them), runs with no letter or digit
-    left out, each with the headings the chunk opened before it ("A > B"); never more than
-    MAX_WINDOWS (the last ones are joined). The first `skip` lines (embedded with the chunk
-    before) only open headings, unless nothing else is said."""
-    return [(opened, joined) for opened, _, _, joined in _runs(text, limit, skip)]
-
-
-def _runs(text: str, limit: int = WINDOW_TOKENS, skip: int = 0) -> list[tuple[str, int, int, str]]:
-    """windows, each with the lines it spans (0-based, the end excluded)."""
+    left out; never more than MAX_WINDOWS (the last ones are joined). The first `skip` lines
+    (embedded with the chunk before) only open headings, unless nothing else is said."""
     runs: list[tuple[str, int, list[str]]] = []
     size = 0
     opened: list[tuple[int, str]] = []  # (level, title) of the headings seen so far
@@ -84,28 +88,23 @@ def _runs(text: str, limit: int = WINDOW_TOKENS, skip: int = 0) -> list[tuple[st
             level = len(heading.group(1))
             opened = [(lv, t) for lv, t in opened if lv < level] + [(level, heading.group(2))]
     found = [
-        (opened_before, first, first + len(run), joined)
+        Window(opened_before, first, first + len(run), joined)
         for opened_before, first, run in runs
         if _WORDY.search(joined := "\n".join(run).strip("\n"))
     ]
     if not found and skip:
-        return _runs(text, limit)
+        return windows(text, limit)
     if len(found) > MAX_WINDOWS:
-        tail = "\n".join(window for _, _, _, window in found[MAX_WINDOWS - 1 :])
-        opened_before, first = found[MAX_WINDOWS - 1][:2]
-        found[MAX_WINDOWS - 1 :] = [(opened_before, first, found[-1][2], tail)]
-    return found or [("", 0, text.count("\n") + 1, text)]
+        tail = "\n".join(window.text for window in found[MAX_WINDOWS - 1 :])
+        kept = found[MAX_WINDOWS - 1]
+        found[MAX_WINDOWS - 1 :] = [kept._replace(end=found[-1].end, text=tail)]
+    return found or [Window("", 0, text.count("\n") + 1, text)]
 
 
-def window_lines(text: str, overlap: int = 0) -> list[tuple[int, int]]:
-    """The lines (0-based, the end excluded) of each window embed_inputs embeds of a chunk, in
-    its order: where the chunk's nearest window to a question is, for the lines to show."""
-    return [(first, end) for _, first, end, _ in _chunk_runs(text, overlap)]
-
-
-def _chunk_runs(text: str, overlap: int) -> list[tuple[str, int, int, str]]:
-    """A chunk's windows as embedded (_runs from its lead line on), with their lines."""
-    return _runs(text, skip=_first_window(text, overlap))
+def chunk_windows(text: str, overlap: int = 0) -> list[Window]:
+    """A chunk's windows as embed_inputs embeds them, in its order: from its lead line on (its
+    first `overlap` lines repeat the chunk before)."""
+    return windows(text, skip=_first_window(text, overlap))
 
 
 def _first_window(text: str, overlap: int) -> int:
@@ -125,18 +124,15 @@ def embed_inputs(context: str, text: str, whole: bool = False, overlap: int = 0)
     to in front (those in effect where the chunk starts, then those the chunk opened), and a
     note's only chunk (`whole`) of at most WHOLE_TOKENS tokens also whole. A chunk scores by its
     best vector, and cites its whole line range."""
-    return _inputs(context, text, whole, _chunk_runs(text, overlap))
+    return _inputs(context, text, whole, chunk_windows(text, overlap))
 
 
-def _inputs(
-    context: str, text: str, whole: bool, runs: list[tuple[str, int, int, str]]
-) -> list[str]:
+def _inputs(context: str, text: str, whole: bool, found: list[Window]) -> list[str]:
     """embed_inputs from the chunk's windows."""
     inputs = [
-        embed_input(" > ".join(part for part in (context, opened) if part), window)
-        for opened, _, _, window in runs
+        embed_input(" > ".join(part for part in (context, w.opened) if part), w.text) for w in found
     ]
-    if whole and len(runs) > 1 and count_tokens(text) <= WHOLE_TOKENS:
+    if whole and len(found) > 1 and count_tokens(text) <= WHOLE_TOKENS:
         inputs.append(embed_input(context, text))
     return inputs
 
@@ -159,21 +155,23 @@ class Chunk:
         return hashlib.sha256(seen.encode("utf-8", "surrogatepass")).hexdigest()
 
     @property
-    def spans(self) -> str:
+    def window_lines(self) -> str:
         """Its windows' lines as the index keeps them (`0-5 5-12`: 0-based, the end excluded, in
         the order of its vectors), so that a query shows the lines its nearest window holds
         without counting tokens (loading the tokenizer costs a query process 0.4 s)."""
-        return " ".join(f"{first}-{end}" for _, first, end, _ in self._windows)
+        return " ".join(f"{w.first}-{w.end}" for w in self._windows)
 
     @cached_property
-    def _windows(self) -> list[tuple[str, int, int, str]]:
-        """Its windows, counted once for its hash and its spans."""
-        return _chunk_runs(self.text, self.overlap)
+    def _windows(self) -> list[Window]:
+        """Its windows, counted once for its hash and its lines."""
+        return chunk_windows(self.text, self.overlap)
 
 
-def read_spans(spans: str) -> list[tuple[int, int]]:
-    """Chunk.spans, read back."""
-    return [(int(first), int(end)) for first, _, end in (s.partition("-") for s in spans.split())]
+def read_window_lines(recorded: str) -> list[tuple[int, int]]:
+    """Chunk.window_lines, read back."""
+    return [
+        (int(first), int(end)) for first, _, end in (s.partition("-") for s in recorded.split())
+    ]
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ VAULT_MIGRATIONS: list[str] = [
     # 4: how many of a chunk's first lines repeat the chunk before, which embeds them (a chunk's
     # windows cover its own lines and one line in front: chunking.embed_inputs)
     "ALTER TABLE chunks ADD COLUMN overlap INTEGER NOT NULL DEFAULT 0",
-    # 5: the lines of each of a chunk's windows (chunking.Chunk.spans), for the lines a query
+    # 5: the lines of each of a chunk's windows (chunking.Chunk.window_lines), for the lines a query
     # shows; NULL until `index` chunks the notes again (the chunker's rules say `spans`)
     "ALTER TABLE chunks ADD COLUMN windows TEXT",
 ]
@@ -480,7 +480,7 @@ class PgStore(Tables):
                     row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
                     key.model if key and blob else None, chunk.text, chunk.context,
                     blob, _mean(blob, dims), literal, length,
-                    now, chunk.overlap, chunk.spans,
+                    now, chunk.overlap, chunk.window_lines,
                 )
             )  # fmt: skip
         with self.conn.cursor() as cursor:

@@ -66,7 +66,7 @@ class Candidate:
     out_of_reach: bool = False
     glossed: bool = False  # its text score came from the question's words glossed in its script
     vectors: bytes | None = None  # its windows' (and a whole note's) vectors, as embedded
-    windows: str | None = None  # the lines of each (chunking.Chunk.spans), if recorded
+    window_lines: str | None = None  # the lines of each (chunking.Chunk.window_lines), if recorded
 
 
 # -- calibration ---------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from datetime import date
 import numpy as np
 
 from . import fts
-from .chunking import read_spans
+from .chunking import read_window_lines
 from .config import Config, data_dir
 from .embedders import Embedder, Reranker
 from .errors import EmbeddingError, StoreError
@@ -394,7 +394,7 @@ def _candidates(store: StoreReader, query: str, asked: str, legs: Legs) -> list[
             bm25=legs.gloss_bm25[row.id] if row.id in glossed else legs.bm25.get(row.id),
             cosine=legs.cosines.get(row.id),
             vectors=row.embedding,
-            windows=row.windows,
+            window_lines=row.window_lines,
         )
         for row in rows.values()
     ]
@@ -464,10 +464,10 @@ def _nearest_lines(candidate: Candidate, query_vector: np.ndarray | None) -> tup
     """The lines of the candidate's window nearest the question (0-based in its text, the end
     excluded; a short note's whole vector, which may score it, says no lines); None without
     vectors or their lines."""
-    if candidate.vectors is None or candidate.windows is None or query_vector is None:
+    if candidate.vectors is None or candidate.window_lines is None or query_vector is None:
         return None
-    spans = read_spans(candidate.windows)
-    return spans[nearest_window(candidate.vectors, query_vector, len(spans))]
+    lines = read_window_lines(candidate.window_lines)
+    return lines[nearest_window(candidate.vectors, query_vector, len(lines))]
 
 
 def _vector_unavailable(store: StoreReader, embedder: Embedder | None, unavailable: str) -> str:

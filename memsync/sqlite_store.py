@@ -90,7 +90,7 @@ MIGRATIONS: list[str] = [
     # 6: how many of a chunk's first lines repeat the chunk before, which embeds them (a chunk's
     # windows cover its own lines and one line in front: chunking.embed_inputs)
     "ALTER TABLE chunks ADD COLUMN overlap INTEGER NOT NULL DEFAULT 0",
-    # 7: the lines of each of a chunk's windows (chunking.Chunk.spans), for the lines a query
+    # 7: the lines of each of a chunk's windows (chunking.Chunk.window_lines), for the lines a query
     # shows; NULL until `index` chunks the notes again (the chunker's rules say `spans`)
     "ALTER TABLE chunks ADD COLUMN windows TEXT",
 ]
@@ -321,7 +321,7 @@ class SqliteStore(Tables):
                     "VALUES(?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
                     (row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
                      key.model if key and blob else None, chunk.text, chunk.context, blob, now,
-                     chunk.overlap, chunk.spans),
+                     chunk.overlap, chunk.window_lines),
                 )
             )[0]  # fmt: skip
             self.conn.execute(

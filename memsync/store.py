@@ -46,7 +46,7 @@ class NewChunk:
     context: str
     fts_text: str
     overlap: int = 0  # its first lines, repeated from the note's chunk before (which embeds them)
-    spans: str | None = None  # its windows' lines (chunking.Chunk.spans)
+    window_lines: str | None = None  # its windows' lines (chunking.Chunk.window_lines)
 
 
 class PendingChunk(NamedTuple):
@@ -106,7 +106,7 @@ class ChunkRow:
     end_line: int
     text: str
     embedding: bytes | None
-    windows: str | None = None  # its windows' lines (chunking.Chunk.spans), if recorded
+    window_lines: str | None = None  # its windows' lines (Chunk.window_lines), if recorded
 
 
 class StoreReader(Protocol):

@@ -149,7 +149,7 @@ def _new_chunks(note: Note, meta: metadata.NoteMeta) -> list[NewChunk]:
             c.context,
             fts.index_text(c.text),
             c.overlap,
-            c.spans,
+            c.window_lines,
         )
         for c in chunks
     ]

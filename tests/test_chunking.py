@@ -11,12 +11,13 @@ from memsync.chunking import (
     MAX_WINDOWS,
     WHOLE_TOKENS,
     WINDOW_TOKENS,
+    Window,
     chunk_text,
+    chunk_windows,
     count_tokens,
     embed_input,
     embed_inputs,
     split_lines,
-    window_lines,
     windows,
 )
 
@@ -116,7 +117,7 @@ def test_editing_one_paragraph_of_a_2000_line_note_changes_one_or_two_chunks() -
 def test_a_chunk_of_chat_is_embedded_as_windows_of_whole_turns() -> None:
     turns = [f"- **Speaker {i % 2}:** turn {i} says something about topic {i}" for i in range(30)]
     chunk = chunk_text("# Chat\n\n" + "\n".join(turns) + "\n")[0]
-    found = [window for _, window in windows(chunk.text)]
+    found = [w.text for w in windows(chunk.text)]
     assert len(found) > 1
     assert all(sum(count_tokens(line) for line in w.split("\n")) <= WINDOW_TOKENS for w in found)
     # whole lines, in order, every one of them once
@@ -150,13 +151,13 @@ def test_a_short_note_of_one_chunk_is_also_embedded_whole() -> None:
 
 def test_a_line_longer_than_a_window_is_a_window_alone_and_blank_runs_are_none() -> None:
     long_line = "word " * 300
-    assert [w for _, w in windows(f"short\n{long_line}\n\n\nend")] == ["short", long_line, "end"]
-    assert windows("\n\n") == [("", "\n\n")]  # nothing but blanks: the text itself
+    assert [w.text for w in windows(f"short\n{long_line}\n\n\nend")] == ["short", long_line, "end"]
+    assert [w.text for w in windows("\n\n")] == ["\n\n"]  # nothing but blanks: the text itself
 
 
 def test_windows_never_exceed_their_numbering() -> None:
     text = "\n".join(["word " * (WINDOW_TOKENS - 2)] * (MAX_WINDOWS + 5))
-    found = [w for _, w in windows(text)]
+    found = [w.text for w in windows(text)]
     assert len(found) == MAX_WINDOWS
     assert "\n".join(found) == text
 
@@ -166,17 +167,18 @@ def test_each_window_s_lines_are_known_in_the_order_embedded() -> None:
     chunks = chunk_text(_paragraphs(40))
     for chunk in chunks:
         lines = chunk.text.split("\n")
-        spans = window_lines(chunk.text, chunk.overlap)
+        found = chunk_windows(chunk.text, chunk.overlap)
         inputs = embed_inputs(chunk.context, chunk.text, overlap=chunk.overlap)
-        assert len(spans) == len(inputs)
-        for (first, end), embedded in zip(spans, inputs):
-            assert "\n".join(lines[first:end]).strip("\n") in embedded
+        assert len(found) == len(inputs)
+        for window, embedded in zip(found, inputs):
+            assert "\n".join(lines[window.first : window.end]).strip("\n") in embedded
     assert any(
-        chunk.overlap and window_lines(chunk.text, chunk.overlap)[0][0] > 0 for chunk in chunks
+        chunk.overlap and chunk_windows(chunk.text, chunk.overlap)[0].first > 0 for chunk in chunks
     )
     # the windows past MAX_WINDOWS, joined, span from the first of them to the last line
     text = "\n".join(["word " * (WINDOW_TOKENS - 2)] * (MAX_WINDOWS + 5))
-    assert window_lines(text)[-1] == (MAX_WINDOWS - 1, MAX_WINDOWS + 5)
+    last = chunk_windows(text)[-1]
+    assert (last.first, last.end) == (MAX_WINDOWS - 1, MAX_WINDOWS + 5)
 
 
 def test_a_chunk_of_one_window_hashes_as_its_text_did() -> None:
@@ -190,9 +192,12 @@ def test_a_chunk_of_one_window_hashes_as_its_text_did() -> None:
 def test_a_heading_stays_with_the_lines_after_it() -> None:
     """A title alone would be a vector of its own that every later window repeats in front."""
     abstract = "word " * 150
-    assert windows(f"# Title\n\n{abstract}") == [("", f"# Title\n\n{abstract}")]
+    assert windows(f"# Title\n\n{abstract}") == [Window("", 0, 3, f"# Title\n\n{abstract}")]
     found = windows(f"# A\n\n{abstract}\n## B\n\n{abstract}")
-    assert found == [("", f"# A\n\n{abstract}"), ("A", f"## B\n\n{abstract}")]
+    assert found == [
+        Window("", 0, 3, f"# A\n\n{abstract}"),
+        Window("A", 3, 6, f"## B\n\n{abstract}"),
+    ]
 
 
 def test_a_chunk_embeds_its_own_lines_and_one_line_of_the_overlap_before_them() -> None:
@@ -219,11 +224,11 @@ def test_a_chunk_embeds_its_own_lines_and_one_line_of_the_overlap_before_them() 
 
 
 def test_a_heading_in_the_overlap_still_leads_and_a_chunk_all_overlap_keeps_its_lines() -> None:
-    assert windows("# A\nb\nc", skip=1) == [("A", "b\nc")]
+    assert windows("# A\nb\nc", skip=1) == [Window("A", 1, 3, "b\nc")]
     assert embed_inputs("Chat", "## Later\nq\nreply", overlap=2) == ["Chat > Later\n\nq\nreply"]
     # the line in front is one that says something, not the blank line before a paragraph
     assert embed_inputs("", "a\nb\n\nc", overlap=3) == ["b\n\nc"]
-    assert windows("a\nb\n\n", skip=2) == [("", "a\nb")]
+    assert windows("a\nb\n\n", skip=2) == [Window("", 0, 4, "a\nb")]
 
 
 def _mixed_note(rng: random.Random) -> str:
@@ -264,7 +269,7 @@ def test_a_line_that_says_nothing_is_no_window_of_its_own() -> None:
     """The `---` closing a page's front matter, cut off from it by the window's size, was a
     window alone, and its vector sat near every short question."""
     text = "---\ntitle: one two three four five six seven eight\n---\nThe page itself, at length"
-    found = [window for _, window in windows(text, limit=10)]
+    found = [w.text for w in windows(text, limit=10)]
     # each rule goes with the line after it, as a heading does
     assert found == [
         "---\ntitle: one two three four five six seven eight",
@@ -272,6 +277,6 @@ def test_a_line_that_says_nothing_is_no_window_of_its_own() -> None:
     ]
     # a rule after the last line that fits: in no window
     assert [
-        w for _, w in windows("The page itself, at length, once more and again\n***", limit=10)
+        w.text for w in windows("The page itself, at length, once more and again\n***", limit=10)
     ] == ["The page itself, at length, once more and again"]
-    assert windows("---\n***") == [("", "---\n***")]  # nothing else: the chunk as it is
+    assert [w.text for w in windows("---\n***")] == ["---\n***"]  # nothing else: the chunk as it is

@@ -312,11 +312,13 @@ def test_a_vault_of_the_release_before_records_its_windows_lines_and_keeps_its_v
         store.conn.execute("ALTER TABLE chunks DROP COLUMN windows")  # type: ignore[attr-defined]
         store.record(schema_version=4, chunker=sync.INDEX_RULES.replace(" spans", ""))
     with where.open() as store:
-        assert all(row.windows is None for row in store.chunks(range(1, 100)).values())
+        assert all(row.window_lines is None for row in store.chunks(range(1, 100)).values())
         report = sync.index_vault(store, root, 1 << 20, hash_embedder)
         assert report.embedded == 0 and store.pending_count() == 0
         rows = sorted(store.chunks(range(1, 100)).values(), key=lambda row: row.start_line)
-        assert [row.windows for row in rows] == [chunk.spans for chunk in chunk_text(text)]
+        assert [row.window_lines for row in rows] == [
+            chunk.window_lines for chunk in chunk_text(text)
+        ]
 
 
 def test_the_embedding_cache_is_shared_by_the_vaults_of_a_database(

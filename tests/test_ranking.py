@@ -205,11 +205,11 @@ def test_the_lines_shown_are_the_nearest_window_s_even_when_the_whole_note_score
     chunk = replace(
         _c(1, 0.5, None, text="\n".join(f"line {i}" for i in range(9))),
         vectors=np.array([*windows, whole], dtype="<f4").tobytes(),
-        windows="0-3 3-6 6-9",
+        window_lines="0-3 3-6 6-9",
     )
     assert _nearest_lines(chunk, e[0]) == (3, 6)
     assert _nearest_lines(chunk, e[3]) == (6, 9)
-    assert _nearest_lines(replace(chunk, windows=None), e[0]) is None  # not recorded yet
+    assert _nearest_lines(replace(chunk, window_lines=None), e[0]) is None  # not recorded yet
     assert _nearest_lines(chunk, None) is None  # no vector leg
 
 

@@ -303,12 +303,14 @@ def test_an_index_without_its_windows_lines_records_them_and_keeps_its_vectors(
     root, db, text = _chat_index_of_schema(tmp_path, hash_embedder, 6)
     options = Options(mode="vector", min_score=0.0, limit=1)
     with SqliteStore(db) as store:
-        assert all(row.windows is None for row in store.chunks(range(1, 100)).values())
+        assert all(row.window_lines is None for row in store.chunks(range(1, 100)).values())
         assert search(store, "x47", options, hash_embedder).results  # no lines to go by: fine
         report = index_vault(store, root, 1 << 20, hash_embedder)
         assert report.embedded == 0 and store.pending_count() == 0
         rows = store.chunks(range(1, 100)).values()
-        assert all(row.windows == chunk.spans for row, chunk in zip(rows, chunk_text(text)))
+        assert all(
+            row.window_lines == chunk.window_lines for row, chunk in zip(rows, chunk_text(text))
+        )
         [hit] = search(store, "x47", options, hash_embedder).results
         assert "line 47 about x47" in hit.snippet
 

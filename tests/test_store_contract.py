@@ -164,7 +164,7 @@ def test_a_chunk_is_found_by_its_nearest_window_once(location: Location) -> None
         store.replace_file(
             FileRow("a.md", "x", 1, 1),
             [
-                NewChunk(1, 3, h0, "a\nb\nc", "", "a b c", spans="0-1 1-2 2-3"),
+                NewChunk(1, 3, h0, "a\nb\nc", "", "a b c", window_lines="0-1 1-2 2-3"),
                 NewChunk(4, 4, h1, "d", "", "d"),
             ],
         )
@@ -185,7 +185,7 @@ def test_a_chunk_is_found_by_its_nearest_window_once(location: Location) -> None
         assert list(sample.best_cosines(e[2])) == pytest.approx([1.0, 0.0])
         assert store.chunks([chat_id])[chat_id].embedding == chat
         # and the lines of each, for the lines a query shows
-        assert store.chunks([chat_id])[chat_id].windows == "0-1 1-2 2-3"
+        assert store.chunks([chat_id])[chat_id].window_lines == "0-1 1-2 2-3"
         store.remove_file("a.md")
         assert (
             store.vector_search(e[2], 5) == [] and store.sample_vectors(512).windows.shape[0] == 0
