@@ -57,6 +57,14 @@ def index_summary(report: Report, vault: str, model: str | None) -> str:
     return "\n".join(lines)
 
 
+def _skipped_on_disk(notes: int, others: int) -> str:
+    """So that the counts add up: a skipped link or folder is no note on disk."""
+    if not others:
+        return f" ({notes} skipped, listed below)" if notes else ""
+    entries = "1 other entry" if others == 1 else f"{others} other entries"
+    return (f" ({notes} skipped), " if notes else "; ") + f"{entries} skipped, listed below"
+
+
 def status_text(facts: dict[str, Any]) -> str:
     disk = facts["disk"]
     host = f" on {facts['vault_host']}" if facts.get("vault_host") else ""
@@ -70,9 +78,9 @@ def status_text(facts: dict[str, Any]) -> str:
     if facts["read_only"]:
         lines.append("access:   read-only for this user (queries are not refreshed)")
     if disk["present"]:
-        skipped = f" ({disk['skipped']} skipped, listed below)" if disk["skipped"] else ""
         lines.append(
-            f"files:    {facts['files_indexed']} indexed, {disk['files']} notes on disk{skipped}"
+            f"files:    {facts['files_indexed']} indexed, {disk['files']} notes on disk"
+            + _skipped_on_disk(disk["skipped_notes"], disk["skipped"] - disk["skipped_notes"])
         )
     elif elsewhere:
         lines.append(

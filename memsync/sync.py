@@ -488,7 +488,8 @@ class Drift:
     new: int
     changed: int
     removed: int
-    skipped: int
+    skipped: int  # everything skipped: notes (too large, binary) and other entries (links)
+    skipped_notes: int  # of `files`
 
     @property
     def behind(self) -> int:
@@ -507,6 +508,7 @@ def drift(root: Path, store: StoreReader) -> Drift:
         changed,
         len(work.removed),
         len(work.still_skipped) + len(found.skipped),
+        len(work.still_skipped),
     )
 
 

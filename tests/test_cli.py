@@ -36,6 +36,27 @@ def test_index_keyword_only_then_status_json(tmp_path: Path) -> None:
     assert "state:    up to date for keyword search" in text
 
 
+def test_status_counts_add_up_when_links_and_notes_are_skipped(tmp_path: Path) -> None:
+    """A skipped link is no note on disk: `2 indexed, 3 notes on disk (4 skipped)` read as if
+    notes had gone missing."""
+    vault = _vault(tmp_path / "notes")
+    (vault / "binary.md").write_bytes(b"\x00" * 100)
+    outside = write(tmp_path, "outside.md", "# Outside\n")
+    (vault / "link.md").symlink_to(outside)
+    (vault / "loop").symlink_to(vault)
+    assert _invoke("index", str(vault), "--provider", "none").exit_code == 0
+    text = _invoke("status", "--vault", str(vault)).output
+    assert (
+        "files:    2 indexed, 3 notes on disk (1 skipped), 2 other entries skipped, listed below"
+        in text
+    )
+    facts = json.loads(_invoke("status", "--vault", str(vault), "--json").output)
+    assert facts["disk"]["skipped"] == 3 and facts["disk"]["skipped_notes"] == 1
+    (vault / "binary.md").unlink()
+    text = _invoke("status", "--vault", str(vault)).output
+    assert "files:    2 indexed, 2 notes on disk; 2 other entries skipped, listed below" in text
+
+
 def test_index_of_a_vault_in_two_scripts_builds_the_glossary_once(tmp_path: Path) -> None:
     """Its questions across scripts read the glossary: built by `index` (3 s, once per
     machine), not in the middle of the first such question; a vault in one script never."""
