@@ -500,13 +500,17 @@ def drift(root: Path, store: StoreReader) -> Drift:
     """A stat-only walk of the vault against the index's files rows; reads no note, writes nothing."""
     found = scan(root, IgnoreRules(root))
     index = store.file_stats()
-    work = plan(found.files, index, store.skip_rows())
+    skips = store.skip_rows()
+    work = plan(found.files, index, skips)
     changed = sum(1 for p in work.to_read if p in index)
+    # a skipped file since deleted is still listed as skipped until a sync forgets it
+    present = found.files.keys() | {skip.path for skip in found.skipped}
+    gone = sum(1 for path in skips if path not in present and path not in index)
     return Drift(
         len(found.files),
         len(work.to_read) - changed,
         changed,
-        len(work.removed),
+        len(work.removed) + gone,
         len(work.still_skipped) + len(found.skipped),
         len(work.still_skipped),
     )
