@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import fts
+from .chunking import cut_window_lines
 from .metadata import front_matter_lines, note_date
 from .vectors import placed_scripts
 
@@ -476,8 +477,10 @@ def _unlisted_lines(c: Candidate, listed: Sequence[tuple[int, int]]) -> Candidat
         or len(lines) != c.end_line - c.start_line + 1
     ):
         return None
-    kept = "\n".join(lines[free[0] - c.start_line : free[-1] - c.start_line + 1])
-    return replace(c, start_line=free[0], end_line=free[-1], text=kept)
+    first, end = free[0] - c.start_line, free[-1] - c.start_line + 1
+    kept = "\n".join(lines[first:end])
+    window_lines = c.window_lines and cut_window_lines(c.window_lines, first, end)
+    return replace(c, start_line=free[0], end_line=free[-1], text=kept, window_lines=window_lines)
 
 
 def rank(

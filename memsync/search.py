@@ -463,11 +463,13 @@ def _hits(candidates: list[Candidate], query: str, options: Options, legs: Legs)
 def _nearest_lines(candidate: Candidate, query_vector: np.ndarray | None) -> tuple[int, int] | None:
     """The lines of the candidate's window nearest the question (0-based in its text, the end
     excluded; a short note's whole vector, which may score it, says no lines); None without
-    vectors or their lines."""
+    vectors or their lines, or where those lines are cut away (a result of its note above shows
+    them: leaning on the nearest of the rest showed the evidence turn 0.002 less often, LoCoMo)."""
     if candidate.vectors is None or candidate.window_lines is None or query_vector is None:
         return None
     lines = read_window_lines(candidate.window_lines)
-    return lines[nearest_window(candidate.vectors, query_vector, len(lines))]
+    nearest = lines[nearest_window(candidate.vectors, query_vector, len(lines))]
+    return nearest if nearest[1] > nearest[0] else None  # a cut chunk's may be cut away
 
 
 def _vector_unavailable(store: StoreReader, embedder: Embedder | None, unavailable: str) -> str:

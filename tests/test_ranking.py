@@ -7,6 +7,7 @@ from datetime import date
 import numpy as np
 import pytest
 
+from memsync.chunking import cut_window_lines
 from memsync.metadata import note_date
 from memsync.ranking import (
     OVERLAP,
@@ -15,6 +16,7 @@ from memsync.ranking import (
     calibrate_by_script,
     calibrate_cosine,
     decay_factor,
+    explain,
     fuse,
     identifiers,
     is_exact,
@@ -23,6 +25,7 @@ from memsync.ranking import (
     query_words,
     rank,
     snippet,
+    spread_notes,
 )
 from memsync.search import Options, _nearest_lines
 
@@ -211,6 +214,30 @@ def test_the_lines_shown_are_the_nearest_window_s_even_when_the_whole_note_score
     assert _nearest_lines(chunk, e[3]) == (6, 9)
     assert _nearest_lines(replace(chunk, window_lines=None), e[0]) is None  # not recorded yet
     assert _nearest_lines(chunk, None) is None  # no vector leg
+
+
+def test_a_chunk_cut_to_its_unlisted_lines_shows_its_nearest_window_among_them() -> None:
+    """A chunk overlapping a listed one of its note keeps its other lines; its windows' lines
+    were counted from where it started, so `--explain` named lines past the note's end (12-15
+    shown, `nearest window: lines 20-21`) and the snippet leaned on the wrong lines."""
+    e = np.eye(4, dtype="<f4")
+    text = "\n".join(f"line {n}" for n in range(6, 16))  # lines 6-15 of the note
+    later = replace(
+        _c(2, 0.5, None, path="a.md", text=text),
+        start_line=6,
+        end_line=15,
+        vectors=np.array([e[0], e[1], e[2]], dtype="<f4").tobytes(),
+        window_lines="0-4 4-8 8-10",  # lines 6-9, 10-13, 14-15
+    )
+    first = replace(_c(1, 0.9, None, path="a.md"), start_line=1, end_line=11)
+    cut = spread_notes([(first, 0.9, 0.9), (later, 0.5, 0.5)])[1][0]
+    assert (cut.start_line, cut.end_line) == (12, 15) and cut.window_lines == "0-0 0-2 2-4"
+    assert _nearest_lines(cut, e[2]) == (2, 4)  # lines 14-15
+    assert explain(cut, 0.3, 0.5, {}, {}, (2, 4))["nearest_window"] == [14, 15]
+    # the nearest window is cut away (the result above shows it): words alone choose
+    assert _nearest_lines(cut, e[0] + 0.1 * e[1]) is None
+    assert cut_window_lines("0-4 4-8 8-10", 6, 10) == "0-0 0-2 2-4"
+    assert cut_window_lines("0-4 4-8 8-10", 0, 5) == "0-4 4-5 5-5"
 
 
 def test_a_snippet_word_on_every_line_tells_none_of_them_apart() -> None:
