@@ -178,11 +178,11 @@ def cut_window_lines(recorded: str, first: int, end: int) -> str:
     """Chunk.window_lines of the chunk cut to its lines `first` to `end` (0-based, the end
     excluded), counted from `first`; a window outside them is left empty, so that each still
     names its vector."""
-    cut = []
-    for a, b in read_window_lines(recorded):
-        low = min(max(a, first), end) - first
-        cut.append((low, max(low, min(b, end) - first)))
-    return " ".join(f"{a}-{b}" for a, b in cut)
+
+    def kept(line: int) -> int:
+        return min(max(line, first), end) - first
+
+    return " ".join(f"{kept(a)}-{kept(b)}" for a, b in read_window_lines(recorded))
 
 
 @dataclass(frozen=True)
