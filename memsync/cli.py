@@ -353,7 +353,7 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
         from . import output
         from .memory import Memory, parse_location
 
-        path, start, end = parse_location(location)
+        path, start, end = parse_location(output.unescaped(location))
         config = _config(db=db, name=name)
         with Memory.open(config, vault) as memory:
             lines = memory.read(path, start, end, capped=False)

@@ -182,6 +182,17 @@ def visible(text: str) -> str:
     return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
 
 
+_ESCAPED = re.compile(r"\\(?:x([0-9a-f]{2})|([nr]))")
+
+
+def unescaped(text: str) -> str:
+    """A name as `visible` printed it, back: `memsync get` takes the `path:lines` that `query`
+    printed (a note's name holds no backslash: `/` is the one separator)."""
+    return _ESCAPED.sub(
+        lambda m: chr(int(m[1], 16)) if m[1] else {"n": "\n", "r": "\r"}[m[2]], text
+    )
+
+
 def _about(path: str, why: str, lead: str = "  ") -> str:
     """A skipped file or a note's warning, one line: its name may hold any character."""
     return visible(f"{lead}{path}: {why}")

@@ -9,6 +9,7 @@ from memsync.output import (
     search_text,
     tree_of,
     tree_text,
+    unescaped,
     visible,
     wants_color,
 )
@@ -103,6 +104,8 @@ def test_a_vault_too_large_to_list_whole_is_listed_as_deep_as_fits() -> None:
 def test_control_characters_are_shown_as_escapes_and_tabs_and_text_kept() -> None:
     assert visible("a\tb 端口 é") == "a\tb 端口 é"
     assert visible("x\x1b[31my\rz\nw\x7f\x9b\x00") == "x\\x1b[31my\\rz\\nw\\x7f\\x9b\\x00"
+    for name in ("x\x1b[31my\rz\nw\x7f\x9b\x00", "a\tb 端口 é.md", "plain/name.md"):
+        assert unescaped(visible(name)) == name  # what `get` reads back
 
 
 def test_the_mcp_tools_texts_show_control_characters_as_escapes_and_their_data_as_is() -> None:
