@@ -213,7 +213,9 @@ class MemoryServer:
         relative to the vault, as memory_search returns it."""
 
         def work(memory: Memory) -> CallToolResult:
-            text, data = output.lines_result(memory.read(path, start_line, end_line))
+            # the name as the text of memory_search shows it, or as its data gives it
+            lines = memory.read(output.unescaped(path), start_line, end_line)
+            text, data = output.lines_result(lines)
             return _result(text, data)
 
         return self.call("memory_get", work)

@@ -272,6 +272,24 @@ def test_paths_outside_the_notes_are_refused_and_the_server_goes_on(
         assert (tmp_path / "outside.md").read_text() == "SECRET outside the vault\n"
 
 
+def test_a_name_with_a_control_character_is_read_as_the_search_text_shows_it(
+    tmp_path: Path,
+) -> None:
+    """The text an agent reads shows `new\\nline.md`; reading that name back works, as the
+    structured name does."""
+    vault = _vault(tmp_path / "notes")
+    write(vault, "new\nline.md", "# Quokkas\n\nquokkas smile\n")
+    db = tmp_path / "i.sqlite"
+    result = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
+    assert result.exit_code == 0, result.output
+    with in_process(db) as tool:
+        _, text, data = tool("memory_search", query="quokkas")
+        assert "new\\nline.md" in text and data["results"][0]["path"] == "new\nline.md"
+        for name in ("new\\nline.md", "new\nline.md"):
+            error, _, lines = tool("memory_get", path=name, start_line=3, end_line=3)
+            assert not error and lines["text"] == "quokkas smile"
+
+
 @pytest.mark.parametrize(
     "query, why", [("  ", "the query is empty"), ("ssh port " * 20_000, "179,999 characters long")]
 )
