@@ -17,8 +17,15 @@ from .errors import AmbiguousIndex, MemsyncError
 def _fail(exc: MemsyncError) -> None:
     if os.environ.get("MEMSYNC_RAISE_ERRORS"):
         raise exc
-    click.echo(f"memsync: error: {exc}", err=True)
+    click.echo(_one_line(f"memsync: error: {exc}"), err=True)
     sys.exit(2 if isinstance(exc, AmbiguousIndex) else 1)
+
+
+def _one_line(message: str) -> str:
+    """An error may quote a note's name or an argument: its control characters as escapes."""
+    from .output import visible
+
+    return visible(message)
 
 
 def run(action: Callable[[], Any]) -> Any:
@@ -35,7 +42,7 @@ def run(action: Callable[[], Any]) -> Any:
             raise
         if not isinstance(exc, (OSError, RuntimeError)):
             raise  # a bug: its traceback is what a report needs
-        click.echo(f"memsync: error: {exc.__class__.__name__}: {exc}", err=True)
+        click.echo(_one_line(f"memsync: error: {exc.__class__.__name__}: {exc}"), err=True)
         sys.exit(1)
 
 

@@ -113,7 +113,7 @@ class MemoryServer:
                 if isinstance(exc, StoreError) and exc.reopen:  # a server restarted, a disk
                     log.warning("%s: %s; the index is opened again on the next call", name, exc)
                     self.close()
-                raise ToolError(str(exc)) from None
+                raise ToolError(output.visible(str(exc))) from None  # a name may hold a newline
             except Exception as exc:
                 log.exception("%s failed", name)
                 raise ToolError(

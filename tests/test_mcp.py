@@ -288,6 +288,8 @@ def test_a_name_with_a_control_character_is_read_as_the_search_text_shows_it(
         for name in ("new\\nline.md", "new\nline.md"):
             error, _, lines = tool("memory_get", path=name, start_line=3, end_line=3)
             assert not error and lines["text"] == "quokkas smile"
+        error, text, _ = tool("memory_get", path="gone\nline.md")
+        assert error and "gone\\nline.md" in text and "\n" not in text  # one line
 
 
 @pytest.mark.parametrize(

@@ -208,6 +208,10 @@ def test_control_characters_of_notes_and_their_names_reach_no_terminal(tmp_path:
     assert files == "evil\\x1b[2J\\nname.md\n"
     numbered = _run("get", name, "--vault", str(vault)).output
     assert "3 | wombat \\x1b]52" in numbered and "\x07" not in numbered
+    # an error quoting a name stays one line
+    missing = _run("get", "gone\\nname.md", "--vault", str(vault))
+    assert missing.exit_code == 1 and missing.stderr.count("\n") == 1
+    assert "gone\\nname.md" in missing.stderr
     # the location as query printed it, pasted back
     assert _run("get", "evil\\x1b[2J\\nname.md:3", "--vault", str(vault)).output == (
         "3 | wombat \\x1b]52;c;ZWNobyBvd25lZA==\\x07 and \\x08hidden\n"
