@@ -123,9 +123,8 @@ def build(
                     text,
                     "",
                     fts.index_text(text),
-                    0,
-                    window_lines,
-                )
+                    window_lines=window_lines,
+                )  # fmt: skip
             )
         store.replace_file(FileRow(f"n{note // 100}/note{note}.md", str(note), 1, 1), new)
     text_done = time.perf_counter()

@@ -183,14 +183,13 @@ def visible(text: str) -> str:
 
 
 _ESCAPED = re.compile(r"\\(?:x([0-9a-f]{2})|([nr]))")
+_UNESCAPES = {escape[1]: char for char, escape in _ESCAPES.items()}
 
 
 def unescaped(text: str) -> str:
     """A name as `visible` printed it, back: `memsync get` takes the `path:lines` that `query`
     printed (a note's name holds no backslash: `/` is the one separator)."""
-    return _ESCAPED.sub(
-        lambda m: chr(int(m[1], 16)) if m[1] else {"n": "\n", "r": "\r"}[m[2]], text
-    )
+    return _ESCAPED.sub(lambda m: chr(int(m[1], 16)) if m[1] else _UNESCAPES[m[2]], text)
 
 
 def _about(path: str, why: str, lead: str = "  ") -> str:
