@@ -334,7 +334,7 @@ def query(
             for notice in outcome.notices:
                 click.echo(f"memsync: note: {notice}", err=True)
             for path in dict.fromkeys(hit.path for hit in outcome.results):
-                click.echo(output.visible(path))
+                click.echo(output.visible_name(path))
         else:
             color = output.wants_color(sys.stdout.isatty(), dict(os.environ))
             if outcome.results or outcome.notices:
@@ -365,7 +365,7 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
         with Memory.open(config, vault) as memory:
             lines = memory.read(path, start, end, capped=False)
         if lines.copy:
-            click.echo(f"memsync: note: {output.visible(lines.path)}: {lines.copy}", err=True)
+            click.echo(f"memsync: note: {output.visible_name(lines.path)}: {lines.copy}", err=True)
         if lines.end_line >= lines.start_line:
             click.echo(lines.text if raw else output.numbered(lines))
 

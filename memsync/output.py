@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import unicodedata
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -171,25 +172,48 @@ def vaults_text(facts: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f]")
-_ESCAPES = {"\n": "\\n", "\r": "\\r"}
+def _is_hidden(char: str) -> bool:
+    """A character a terminal would run or draw misleadingly: controls (tabs kept) and format
+    characters such as bidi overrides, ZWJ and ZWNJ kept since scripts need them to join."""
+    category = unicodedata.category(char)
+    return (category == "Cc" and char != "\t") or (category == "Cf" and char not in "\u200c\u200d")
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\\": "\\\\"}
+
+
+def _escape(char: str) -> str:
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    return f"\\x{ord(char):02x}" if ord(char) <= 0xFF else f"\\u{{{ord(char):x}}}"
 
 
 def visible(text: str) -> str:
-    """Control characters of a note's text or name as escapes (`\\x1b`, `\\r`; tabs kept): a
-    terminal would run them (colours, its title, the clipboard through OSC 52, a carriage return
-    that hides the start of a line), and a newline in a file name would break `path:line`."""
-    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+    """Control and format characters of a note's text as escapes (`\\x1b`, `\\r`, `\\u{202e}`;
+    tabs kept): a terminal would run them (colours, its title, the clipboard through OSC 52, a
+    carriage return or a bidi override that hides or reorders what a line says)."""
+    return "".join(_escape(char) if _is_hidden(char) else char for char in text)
 
 
-_ESCAPED = re.compile(r"\\(?:x([0-9a-f]{2})|([nr]))")
+def visible_name(name: str) -> str:
+    """A note's name as `visible` shows text, its backslashes doubled too, so that `unescaped`
+    gives back exactly this name (a name may hold a backslash on Linux and macOS)."""
+    return "".join(_escape(char) if _is_hidden(char) or char == "\\" else char for char in name)
+
+
+_ESCAPED = re.compile(r"\\(?:x([0-9a-f]{2})|u\{([0-9a-f]{1,6})\}|([nr\\]))")
 _UNESCAPES = {escape[1]: char for char, escape in _ESCAPES.items()}
 
 
+def _unescape(match: re.Match[str]) -> str:
+    code = match[1] or match[2]
+    return chr(int(code, 16)) if code else _UNESCAPES[match[3]]
+
+
 def unescaped(text: str) -> str:
-    """A name as `visible` printed it, back: `memsync get` takes the `path:lines` that `query`
-    printed (a note's name holds no backslash: `/` is the one separator)."""
-    return _ESCAPED.sub(lambda m: chr(int(m[1], 16)) if m[1] else _UNESCAPES[m[2]], text)
+    """A name as `visible_name` printed it, back: `memsync get` takes the `path:lines` that
+    `query` printed; a backslash that starts no escape stays as it is."""
+    return _ESCAPED.sub(_unescape, text)
 
 
 def _about(path: str, why: str, lead: str = "  ") -> str:
@@ -257,7 +281,7 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
     for notice in outcome.notices:
         lines.append(f"note: {notice}")
     for rank, hit in enumerate(outcome.results, start=1):
-        where = f"{visible(hit.path)}:{hit.start_line}-{hit.end_line}"
+        where = f"{visible_name(hit.path)}:{hit.start_line}-{hit.end_line}"
         if links is not None:
             where = hyperlink(where, links / hit.path)
         if color:
@@ -359,7 +383,7 @@ def search_text(result: SearchResult) -> str:
         lines.append(f"no notes match {result['query']!r}")
     for rank, hit in enumerate(result["results"], start=1):
         both = ", keyword and meaning" if hit["hybrid_match"] else ""
-        lines.append(f"{rank}. {visible(hit['citation'])} (score {hit['score']:.2f}{both})")
+        lines.append(f"{rank}. {visible_name(hit['citation'])} (score {hit['score']:.2f}{both})")
         first = hit["snippet_start_line"]
         lines += [
             f"   {first + i} | {visible(line)}" for i, line in enumerate(hit["snippet"].split("\n"))
@@ -440,8 +464,8 @@ def tree_text(tree: Tree) -> str:
             folder = "/".join(parts[:depth])
             if folder not in shown:
                 shown.add(folder)
-                lines.append("  " * (depth - base - 1) + visible(parts[depth - 1]) + "/")
-        lines.append("  " * (len(parts) - base - 1) + visible(parts[-1]) + detail)
+                lines.append("  " * (depth - base - 1) + visible_name(parts[depth - 1]) + "/")
+        lines.append("  " * (len(parts) - base - 1) + visible_name(parts[-1]) + detail)
     if tree["more"]:
         lines.append(f"({tree['more']})")
     return "\n".join(lines)
@@ -449,7 +473,7 @@ def tree_text(tree: Tree) -> str:
 
 def lines_result(lines: Lines) -> tuple[str, NoteLines]:
     """memory_get's text (numbered lines, and how to read on when the read was cut) and data."""
-    text = numbered(lines) or f"{visible(lines.path)} is empty"
+    text = numbered(lines) or f"{visible_name(lines.path)} is empty"
     if lines.rest():
         text += f"\n({lines.rest()})"
     if lines.copy:

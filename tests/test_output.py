@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import unicodedata
+
 from memsync.notes import Lines
 from memsync.output import (
     MOST_TREE_ENTRIES,
@@ -11,6 +13,7 @@ from memsync.output import (
     tree_text,
     unescaped,
     visible,
+    visible_name,
     wants_color,
 )
 from memsync.search import Hit, Outcome
@@ -129,3 +132,16 @@ def test_the_mcp_tools_texts_show_control_characters_as_escapes_and_their_data_a
     shown, data = lines_result(lines)
     assert shown == "1 | # Evil\n2 | wombat \\x1b[2J"
     assert data["text"] == "# Evil\nwombat \x1b[2J" and data["path"] == "evil\nname.md"
+
+
+def test_a_name_round_trips_through_its_escapes_and_shows_no_hidden_character():
+    odd = ["new\\nline.md", "new\nline.md", "back\\x2e\\x2e.md", "a\u202eb.md", "x\\", "\\\\n",
+           "é\u200dz\u200c\t.md", "\x00\x9b\u2066\ufeff.md", "\\u{202e}.md", "\\q\\.md"]
+    names = odd + [a + b for a in odd for b in odd]
+    for name in names:
+        shown = visible_name(name)
+        assert unescaped(shown) == name
+        assert not any(unicodedata.category(c) == "Cc" and c != "\t" for c in shown)
+        assert not any(unicodedata.category(c) == "Cf" and c not in "\u200c\u200d" for c in shown)
+    assert visible_name("new\\nline.md") != visible_name("new\nline.md")
+    assert visible("a\u202eb") == "a\\u{202e}b"
