@@ -36,6 +36,7 @@ from pydantic import Field
 from . import output
 from .config import Config
 from .errors import IndexNotFound, MemsyncError, StoreError
+from .notes import Lines
 from .memory import MAX_QUERY_CHARS, Memory, search_options
 from .output import NoteLines, SearchResult, Tree, Written
 
@@ -54,6 +55,29 @@ def _result(text: str, structured: Any) -> CallToolResult:
         content=[TextContent(type="text", text=text)], structured_content=structured
     )
 
+
+
+def _read(memory: Memory, path: str, start: int | None, end: int | None) -> Lines | None:
+    try:
+        return memory.read(path, start, end)
+    except MemsyncError:
+        return None
+
+
+def _read_either_form(memory: Memory, path: str, start: int | None, end: int | None) -> Lines:
+    """A note named `path` as memory_search's data gives it, else as its text shows it escaped;
+    refused when the two forms name two different notes."""
+    escaped = output.unescaped(path)
+    if escaped == path:
+        return memory.read(path, start, end)
+    literal = _read(memory, path, start, end)
+    other = _read(memory, escaped, start, end)
+    if literal is not None and other is not None:
+        raise MemsyncError(
+            f"{output.visible_name(path)} names two notes (as given and with its escapes read): "
+            "give the path exactly as memory_search's data shows it"
+        )
+    return literal or other or memory.read(path, start, end)
 
 class MemoryServer:
     """The tools over one index, opened on first use and kept open (vectors in memory)."""
@@ -213,8 +237,7 @@ class MemoryServer:
         relative to the vault, as memory_search returns it."""
 
         def work(memory: Memory) -> CallToolResult:
-            # the name as the text of memory_search shows it, or as its data gives it
-            lines = memory.read(output.unescaped(path), start_line, end_line)
+            lines = _read_either_form(memory, path, start_line, end_line)
             text, data = output.lines_result(lines)
             return _result(text, data)
 

@@ -299,7 +299,7 @@ def note_path(rel: object) -> str:
         raise ArgumentError("a note's path relative to the vault is required, e.g. projects/x.md")
     if "\0" in rel:
         raise ArgumentError("the path contains a NUL byte")
-    if "\\" in rel:
+    if "\\" in rel and os.sep == "\\":  # a name may hold a backslash on Linux and macOS
         raise ArgumentError(f"{rel!r}: use / between folders")
     text = rel.strip()
     if text.startswith(("/", "~")) or (len(text) > 1 and text[1] == ":"):

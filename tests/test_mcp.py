@@ -292,6 +292,27 @@ def test_a_name_with_a_control_character_is_read_as_the_search_text_shows_it(
         assert error and "gone\\nline.md" in text and "\n" not in text  # one line
 
 
+def test_a_name_with_a_real_backslash_is_read_literally_and_two_readings_are_refused(
+    tmp_path: Path,
+) -> None:
+    vault = _vault(tmp_path / "notes")
+    write(vault, "back\\x2e\\x2e.md", "# Wombats\n\nwombats dig\n")
+    write(vault, "new\\nline.md", "# Real backslash\n\nbackslash note\n")
+    write(vault, "new\nline.md", "# Newline\n\nnewline note\n")
+    db = tmp_path / "i.sqlite"
+    result = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
+    assert result.exit_code == 0, result.output
+    with in_process(db) as tool:
+        error, _, lines = tool("memory_get", path="back\\x2e\\x2e.md", start_line=3, end_line=3)
+        assert not error and lines["text"] == "wombats dig"
+        _, text, data = tool("memory_search", query="wombats")
+        assert "back\\\\x2e\\\\x2e.md" in text  # the text form doubles the backslashes
+        error, _, lines = tool("memory_get", path="back\\\\x2e\\\\x2e.md", start_line=3, end_line=3)
+        assert not error and lines["text"] == "wombats dig"
+        error, text, _ = tool("memory_get", path="new\\nline.md")
+        assert error and "two notes" in text and "\n" not in text
+
+
 @pytest.mark.parametrize(
     "query, why", [("  ", "the query is empty"), ("ssh port " * 20_000, "179,999 characters long")]
 )
