@@ -17,6 +17,7 @@ import re
 import sqlite3
 import tempfile
 import threading
+import time
 from collections.abc import Collection, Iterable, Sequence
 from contextlib import closing, suppress
 from pathlib import Path
@@ -94,30 +95,61 @@ def senses(lines: Iterable[str]) -> set[tuple[str, str]]:
     return pairs | {(head, word.upper() if word in plain else word) for head, word in acronyms}
 
 
+def _connect(path: Path) -> sqlite3.Connection:
+    """The file opened for reading; a damaged or foreign file fails here, where its first page
+    shows it, not in the middle of a query."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        db.execute("SELECT headword, word FROM sense LIMIT 1").fetchall()
+    except sqlite3.Error:
+        db.close()
+        raise
+    return db
+
+
+def _rows(db: sqlite3.Connection, sql: str, keys: list[str]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for start in range(0, len(keys), 500):  # under SQLite's limit of bound values
+        batch = keys[start : start + 500]
+        for key, value in db.execute(sql.format(marks=",".join("?" * len(batch))), batch):
+            found.setdefault(key, []).append(value)
+    return found
+
+
 class Glossary:
     """Both directions, read from the cached SQLite file."""
 
     def __init__(self, path: Path) -> None:
-        self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        self._path = path
         self._lock = threading.Lock()  # one per process, shared by a server's query threads
-        try:  # a damaged or foreign file fails here, not in the middle of a query
-            self._db.execute("SELECT headword, word FROM sense LIMIT 1").fetchall()
-        except sqlite3.Error:
-            self._db.close()
-            raise
+        self._db = _connect(path)
+        self._rebuilt = False
+        self._notice = ""
 
     def _grouped(self, sql: str, keys: Iterable[str]) -> dict[str, list[str]]:
-        """`sql`'s (key, value) rows for `keys`, as key -> its values."""
+        """`sql`'s (key, value) rows for `keys`, as key -> its values. A database error is damage
+        past what opening read (a lookup reads only the pages it needs): the file is built anew
+        once per process and the lookup tried again."""
         unique = list(set(keys))
-        found: dict[str, list[str]] = {}
         with self._lock:
-            for start in range(0, len(unique), 500):  # under SQLite's limit of bound values
-                batch = unique[start : start + 500]
-                for key, value in self._db.execute(
-                    sql.format(marks=",".join("?" * len(batch))), batch
-                ):
-                    found.setdefault(key, []).append(value)
-        return found
+            try:
+                return _rows(self._db, sql, unique)
+            except sqlite3.DatabaseError as exc:
+                if self._rebuilt:
+                    raise
+                self._rebuilt = True
+                self._db.close()
+                log.info("the Chinese-English glossary at %s is damaged (%s): built anew", self._path, exc)
+                build(self._path)
+                self._db = _connect(self._path)
+                self._notice = f"the Chinese-English glossary was damaged ({exc}) and is built anew"
+                return _rows(self._db, sql, unique)
+
+    def take_notice(self) -> str:
+        """What happened to the file since the last call ("" when nothing did), said once."""
+        with self._lock:
+            notice, self._notice = self._notice, ""
+        return notice
 
     def glosses(self, headwords: Iterable[str]) -> dict[str, list[str]]:
         """Headword -> its English words, for those of `headwords` the dictionary holds (in lower
@@ -271,6 +303,7 @@ def build(path: Path) -> None:
     if source is None:
         raise OSError(f"{_DICTIONARY} is not installed")
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(path.parent)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".cedict-", suffix=".tmp")
     os.close(handle)
     try:
@@ -295,6 +328,18 @@ def build(path: Path) -> None:
     _remove_others(path)
 
 
+ABANDONED_AFTER = 3600  # seconds: no build takes this long, so its temporary file was left behind
+
+
+def _remove_abandoned(folder: Path) -> None:
+    """The temporary files of builds killed midway; another builder's fresh one is left alone."""
+    now = time.time()
+    for leftover in folder.glob(".cedict-*.tmp"):
+        with suppress(OSError):  # another cleaner, or a builder's rename, was first
+            if now - leftover.stat().st_mtime > ABANDONED_AFTER:
+                leftover.unlink()
+
+
 _CACHED = re.compile(r"cedict-.+-rules\d+\.sqlite")  # cached_path's names (indexes live in vaults/)
 
 
@@ -309,37 +354,50 @@ def _remove_others(path: Path) -> None:
 
 
 def open_glossary(folder: Path) -> Glossary | None:
-    """The glossary, built into `folder` on first use (and again over a damaged file); None,
-    logged, when the dictionary is not installed or the file cannot be written or read: Chinese
-    questions then find English notes by their vectors alone, as English ones Chinese notes."""
+    """The glossary, built into `folder` on first use (and again over a damaged file); None when
+    the dictionary is not installed or the file cannot be written or read (unavailable() then
+    says why): Chinese questions then find English notes by their vectors alone, as English
+    ones Chinese notes."""
     path = cached_path(folder)
     if path is None:
         return None
+    _WHY.pop(folder, None)
     for attempt in range(2):
         try:
             if not path.exists():
                 log.info("building the Chinese-English glossary at %s (once)", path)
                 build(path)
-            return Glossary(path)
-        except sqlite3.DatabaseError as exc:
+            opened = Glossary(path)
             if attempt:
-                _no_glossary(path, exc)
+                opened._notice = "the Chinese-English glossary was damaged and is built anew"
+            return opened
+        except sqlite3.DatabaseError as exc:
+            if attempt or not path.is_file():
+                _no_glossary(folder, path, exc)
                 return None
-            path.unlink(missing_ok=True)  # damaged: built anew
+            with suppress(OSError):  # what cannot be removed fails the next attempt
+                path.unlink()  # damaged: built anew
         except (OSError, sqlite3.Error) as exc:
-            _no_glossary(path, exc)
+            _no_glossary(folder, path, exc)
             return None
     return None
 
 
-def _no_glossary(path: Path, exc: Exception) -> None:
-    log.warning(
-        "no Chinese-English glossary at %s (%s): a question finds notes in the other language "
-        "by meaning only, not by their words; make that folder writable, or set MEMSYNC_HOME "
-        "to one that is",
-        path,
-        exc,
+_WHY: dict[Path, str] = {}  # by folder: why open_glossary found no glossary there
+
+
+def unavailable(folder: Path) -> str:
+    """Why `folder` has no glossary, as a notice ("" when it has one or no dictionary)."""
+    return _WHY.get(folder, "")
+
+
+def _no_glossary(folder: Path, path: Path, exc: Exception) -> None:
+    _WHY[folder] = (
+        f"no Chinese-English glossary at {path} ({exc}): words of one script only, a question "
+        "finds notes in the other language by meaning only; make that folder writable, or set "
+        "MEMSYNC_HOME to one that is"
     )
+    log.info("%s", _WHY[folder])
 
 
 @functools.cache

@@ -18,7 +18,13 @@ from .config import Config, data_dir
 from .embedders import Embedder, Reranker
 from .errors import EmbeddingError, StoreError
 from .filters import NoteFilter
-from .glossary import segments, shared_glossary, translations, written_in_capitals
+from .glossary import (
+    segments,
+    shared_glossary,
+    translations,
+    unavailable,
+    written_in_capitals,
+)
 from .ranking import (
     MIN_NOTES,
     Candidate,
@@ -192,7 +198,7 @@ def search(
         if keyword is not None:
             keyword.result()
     if legs.ran_text and asked == "latin" and "cjk" in _sampled_scripts(store, legs):
-        _glossed_leg(store, query, asked, options, legs)  # the vault holds Chinese: now known
+        _glossed_leg(store, query, asked, options, legs, keyword_notices)  # holds Chinese
     outcome.notices += keyword_notices
     outcome.mode = resolved_mode(options.mode, legs.ran_vector, legs.ran_text)
     candidates = _candidates(store, query, asked, legs)
@@ -297,7 +303,7 @@ def _keyword_legs(
     vector leg as the keyword leg is (a long question's glosses cost 55 ms at 100k chunks)."""
     _keyword_leg(store, query, options, legs, notices)
     if legs.ran_text and asked == "cjk":
-        _glossed_leg(store, query, asked, options, legs)
+        _glossed_leg(store, query, asked, options, legs, notices)
 
 
 def _sampled_scripts(store: StoreReader, legs: Legs) -> set[str]:
@@ -305,12 +311,15 @@ def _sampled_scripts(store: StoreReader, legs: Legs) -> set[str]:
     return {kind for kind, _ in legs.backdrop} or store.sample_scripts(SAMPLE_CHUNKS)
 
 
-def _glossed_leg(store: StoreReader, query: str, asked: str, options: Options, legs: Legs) -> None:
+def _glossed_leg(
+    store: StoreReader, query: str, asked: str, options: Options, legs: Legs, notices: list[str]
+) -> None:
     """The keyword leg across scripts: a Chinese question's words glossed in English, an English
     question's words translated to Chinese (glossary), searched as any of them, for the chunks
     in the other script, which no word of the question could match."""
     glossary = shared_glossary(data_dir())
     if glossary is None:
+        notices += filter(None, [unavailable(data_dir())])
         return
     try:
         if asked == "cjk":
@@ -319,10 +328,12 @@ def _glossed_leg(store: StoreReader, query: str, asked: str, options: Options, l
         else:
             legs.glosses = translations(legs.terms, glossary, written_in_capitals(query))
             terms = [fts.cjk_phrase(w) for words in legs.glosses for w in words]
-    except sqlite3.Error as exc:  # the file went bad under a running process
-        log.warning("the Chinese-English glossary failed (%s): words of one script only", exc)
+    except (OSError, sqlite3.Error) as exc:  # damaged again, or not rebuilt
+        notices.append(f"the Chinese-English glossary failed ({exc}): words of one script only")
         legs.glosses = []
         return
+    finally:
+        notices += filter(None, [glossary.take_notice()])
     if terms:
         pool = pool_size(options.limit)
         rows, legs.best_gloss_bm25 = store.keyword_search(terms, True, pool, options.only)

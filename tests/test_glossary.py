@@ -154,14 +154,11 @@ def test_building_removes_the_glossaries_of_other_rules_and_versions(tmp_path: P
     assert not any(f.exists() for f in older)
 
 
-def test_no_place_to_build_it_means_no_glossary_and_a_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_no_place_to_build_it_means_no_glossary_and_a_notice(tmp_path: Path) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    with caplog.at_level(logging.WARNING, logger="memsync.glossary"):
-        assert open_glossary(blocked) is None
-    assert "no Chinese-English glossary" in caplog.text
+    assert open_glossary(blocked) is None
+    assert "no Chinese-English glossary" in glossary.unavailable(blocked)
 
 
 def test_without_the_dictionary_there_is_no_glossary_and_nothing_is_written(
@@ -185,3 +182,28 @@ def test_two_builders_at_once_leave_one_whole_file(tmp_path: Path) -> None:
     glossary = Glossary(path)
     assert dict(segments("预算", glossary)) == {"预算": ["budget"]}
     glossary.close()
+
+
+def test_a_build_removes_a_killed_build_s_old_temporary_file_but_not_a_fresh_one(
+    tmp_path: Path,
+) -> None:
+    import os
+    import time
+
+    old, fresh = tmp_path / ".cedict-old.tmp", tmp_path / ".cedict-fresh.tmp"
+    old.write_bytes(b"half")
+    fresh.write_bytes(b"half")
+    hours_ago = time.time() - 2 * glossary.ABANDONED_AFTER
+    os.utime(old, (hours_ago, hours_ago))
+    path = cached_path(tmp_path)
+    assert path is not None
+    build(path)
+    assert not old.exists() and fresh.exists()
+
+
+def test_a_folder_at_its_path_means_no_glossary_and_a_notice(tmp_path: Path) -> None:
+    path = cached_path(tmp_path)
+    assert path is not None
+    path.mkdir()
+    assert open_glossary(tmp_path) is None
+    assert "one script only" in glossary.unavailable(tmp_path)
