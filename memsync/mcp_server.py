@@ -36,8 +36,7 @@ from pydantic import Field
 from . import output
 from .config import Config
 from .errors import IndexNotFound, MemsyncError, StoreError
-from .notes import Lines
-from .memory import MAX_QUERY_CHARS, Memory, search_options
+from .memory import MAX_QUERY_CHARS, Lines, Memory, search_options
 from .output import NoteLines, SearchResult, Tree, Written
 
 log = logging.getLogger("memsync.mcp")

@@ -34,7 +34,8 @@ from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, Vault
 from .filters import note_filter, path_globs
 from .glossary import cached_path, shared_glossary
 from .locate import Location, for_vault, locate
-from .notes import Lines, parse_location
+from .notes import Lines as Lines  # re-exported: the faces name what read() returns
+from .notes import parse_location
 from .origin import Origin, check_writer, this_host
 from .ranking import query_words
 from .search import SAMPLE_CHUNKS, Options, Outcome, search
