@@ -241,9 +241,9 @@ class Memory:
         today = date.today().isoformat()
         rules = IgnoreRules(root)
         rel = checked_path(root, path or f"daily/{today}.md", rules, existing=False)
-        notes.check_writable(root, rel, tuple(protect))
+        notes.check_writable(rel, tuple(protect))
         heading = f"# {today}" if path is None else ""
-        written = notes.write_note(root, rel, text, mode, heading)
+        written = notes.write_note(root, rel, text, mode, heading, tuple(protect))
         return {
             "path": rel,
             "start_line": written.start_line,

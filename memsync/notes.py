@@ -7,12 +7,12 @@ import fnmatch
 import hashlib
 import os
 import re
-import tempfile
 import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from . import confined
 from .errors import ArgumentError
 from .vault import SkipFile, fold, read_note, shown
 
@@ -144,9 +144,9 @@ def _hidden_character(char: str) -> bool:
     return kind == "Cc" or (kind == "Cf" and char not in "\u200c\u200d")
 
 
-def check_writable(root: Path, rel: str, patterns: tuple[str, ...]) -> None:
-    """An agent's write target: refused if its name hides characters, or if it, or the name the
-    file has on disk, is protected. `rel` must come from vault.checked_path."""
+def check_writable(rel: str, patterns: tuple[str, ...]) -> None:
+    """An agent's write target, by its name: refused if the name hides characters or is
+    protected (write_note checks the name the file has on disk too)."""
     hidden = [c for c in rel if _hidden_character(c)]
     if hidden:
         codes = ", ".join(dict.fromkeys(f"U+{ord(c):04X}" for c in hidden))
@@ -154,8 +154,7 @@ def check_writable(root: Path, rel: str, patterns: tuple[str, ...]) -> None:
             f"{shown(rel)!r} holds invisible or control characters ({codes}): memsync does not "
             "let an agent write such a name"
         )
-    on_disk = os.path.relpath(os.path.realpath(root / rel), os.path.realpath(root))
-    if protected(rel, patterns) or protected(on_disk.replace(os.sep, "/"), patterns):
+    if protected(rel, patterns):
         raise ArgumentError(f"{rel} is protected: memsync does not let an agent write it")
 
 
@@ -171,21 +170,51 @@ def check_content(content: object) -> str:
     return content
 
 
-def write_note(root: Path, rel: str, content: str, mode: str, heading: str = "") -> WrittenLines:
+def write_note(
+    root: Path,
+    rel: str,
+    content: str,
+    mode: str,
+    heading: str = "",
+    patterns: tuple[str, ...] = (),
+) -> WrittenLines:
     """Write an agent's text into a note and return the line range it now holds. `append` adds at
     the end (a missing note is created, `heading` first), `create` fails if the note exists,
     `replace` rewrites an existing one. Line endings and permissions of an existing note are kept.
+    The note is reached through descriptors walked inside the vault (a symlink inside it leads to
+    the note it names, one leading out is refused), so the write lands in the vault or nowhere.
     `rel` must come from vault.checked_path."""
     if mode not in WRITE_MODES:
         raise ArgumentError(f"mode must be one of {', '.join(WRITE_MODES)}, not {mode!r}")
-    path = root / rel
     try:
-        old = path.read_bytes()
-        _refuse_read_only(path, rel)
-    except FileNotFoundError:
-        old = None
-    except OSError as exc:
-        raise ArgumentError(f"cannot write {rel}: {exc.strerror or exc}") from None
+        place = confined.locate(root, rel, make_folders=mode != "replace")
+    except FileNotFoundError:  # a folder on its way is missing, and replace makes none
+        raise ArgumentError(f"no note at {rel}: use mode create") from None
+    except (confined.Refused, OSError) as exc:
+        raise _refusal(rel, exc) from None
+    with place:
+        try:
+            return _write_at(place, rel, content, mode, heading, patterns)
+        except (confined.Refused, OSError) as exc:  # a folder this user may not write, a full disk
+            raise _refusal(rel, exc) from None
+
+
+def _refusal(rel: str, exc: Exception) -> ArgumentError:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return ArgumentError(f"cannot write {rel}: {reason}")
+
+
+def _write_at(
+    place: confined.Place,
+    rel: str,
+    content: str,
+    mode: str,
+    heading: str,
+    patterns: tuple[str, ...],
+) -> WrittenLines:
+    if place.real != rel and protected(place.real, patterns):
+        raise ArgumentError(f"{rel} is protected: memsync does not let an agent write it")
+    old, old_mode = _current(place, rel)
     if mode == "create" and old is not None:
         raise ArgumentError(f"{rel} exists: use mode append or replace")
     if mode == "replace" and old is None:
@@ -204,44 +233,22 @@ def write_note(root: Path, rel: str, content: str, mode: str, heading: str = "")
         before += newline
     start = before.count("\n") + 1
     added = body.count("\n")
-    text = before + body.replace("\n", newline)
-    if old is None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    data = text.encode("utf-8")
-    try:
-        _replace_atomically(path, data, None if old is None else os.stat(path).st_mode)
-    except OSError as exc:  # a folder this user may not write, a full disk
-        raise ArgumentError(f"cannot write {rel}: {exc.strerror or exc}") from None
+    data = (before + body.replace("\n", newline)).encode("utf-8")
+    place.replace(data, NEW_FILE_MODE if old_mode is None else old_mode)
     first = start + (2 if old is None and heading else 0)
     return WrittenLines(first, start + added - 1, hashlib.sha256(data).hexdigest())
 
 
-def _refuse_read_only(path: Path, rel: str) -> None:
-    """A note without a write bit is never written, by root either: replacing it needs only the
-    folder's permission, so the bits are checked, not the failure of a write."""
-    if not os.stat(path).st_mode & 0o222 or not os.access(path, os.W_OK):
-        raise ArgumentError(f"{rel} is read-only: memsync does not write a read-only note")
-
-
-def _replace_atomically(path: Path, data: bytes, mode: int | None) -> None:
-    """The new bytes land whole or not at all: a crash leaves the old note or the new one."""
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".memsync-", suffix=".tmp")
+def _current(place: confined.Place, rel: str) -> tuple[bytes | None, int | None]:
+    """The note's bytes and mode now, or (None, None) when there is none. A note without a write
+    bit is never written, by root either: replacing it needs only the folder's permission, so the
+    bits are checked, not the failure of a write."""
     try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, (mode & 0o7777) if mode is not None else NEW_FILE_MODE)
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
-    if os.name == "posix":  # the rename itself made durable; Windows cannot open a folder
-        folder = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+        fd = place.open_file()
+    except FileNotFoundError:
+        return None, None
+    with open(fd, "rb") as handle:
+        st = os.fstat(handle.fileno())
+        if not place.writable(st):
+            raise ArgumentError(f"{rel} is read-only: memsync does not write a read-only note")
+        return handle.read(), st.st_mode

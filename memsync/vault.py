@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
+from . import confined
 from .errors import ArgumentError, VaultError
 
 NOTE_SUFFIXES = (".md", ".markdown")
@@ -71,15 +72,19 @@ class IgnoreRules:
 
     def __init__(self, root: Path) -> None:
         self._spec = None
-        ignore_file = root / IGNORE_FILE
-        if ignore_file.is_file():
-            import pathspec
+        try:  # read like a note: a symlink to outside the vault is not followed there
+            with confined.locate(root, IGNORE_FILE) as place:
+                fd = place.open_file()
+            with open(fd, encoding="utf-8", errors="replace") as handle:
+                lines = handle.read().splitlines()
+        except (confined.Refused, OSError):
+            return
+        import pathspec
 
-            try:
-                lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
-                self._spec = pathspec.GitIgnoreSpec.from_lines([fold(line) for line in lines])
-            except (OSError, ValueError):
-                self._spec = None
+        try:
+            self._spec = pathspec.GitIgnoreSpec.from_lines([fold(line) for line in lines])
+        except ValueError:
+            self._spec = None
 
     def skips_dir(self, rel: str) -> bool:
         name = rel.rsplit("/", 1)[-1]
@@ -160,6 +165,15 @@ def _inside(real: str, root_real: str) -> bool:
     return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
 
 
+def _realpath(path: str) -> str | None:
+    """The real path, or None when the path changed while it was resolved (a link swapped in and
+    out makes realpath fail with EINVAL)."""
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return None
+
+
 def _relative(real: str, root_real: str) -> str:
     """A real path inside the vault as a vault-relative path with `/` ("." for the vault)."""
     return os.path.relpath(real, root_real).replace(os.sep, "/")
@@ -191,8 +205,10 @@ def _judge_file(
         return None
     if not is_utf8(rel):
         return Skip(shown(rel), "file name is not valid UTF-8: rename the file to index it")
+    real = _realpath(path) if is_link else None
     if is_link:
-        real = os.path.realpath(path)
+        if real is None:
+            return Skip(rel, "changed while being read: a symlink on its way was swapped")
         if not _inside(real, root_real):
             return Skip(rel, "symlink to a file outside the vault")
     try:
@@ -203,7 +219,7 @@ def _judge_file(
         if exc.errno == errno.ELOOP:
             return Skip(rel, "symlink loop")
         return Skip(rel, f"cannot stat: {exc.strerror}")
-    if is_link:
+    if real is not None:
         target = _relative(real, root_real)
         if target != rel and not rules.skips_path(target):
             return Skip(rel, f"another name for {target}, which is indexed under its own name")
@@ -262,7 +278,10 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
             if not is_link:  # no need to ask the kernel: the parent's real path + name
                 stack.append((entry.path, rel, os.path.join(folder_real, entry.name)))
                 continue
-            real = os.path.realpath(entry.path)
+            real = _realpath(entry.path)
+            if real is None:
+                result.skipped.append(Skip(rel, "changed while being listed: a symlink was swapped"))
+                continue
             if not _inside(real, root_real):
                 result.skipped.append(Skip(rel, "symlink to a folder outside the vault"))
                 continue
@@ -284,7 +303,7 @@ def note_at(root: Path, rel: str, rules: IgnoreRules) -> FileStat | Skip | None:
         return None
     root_real = os.path.realpath(root)
     path = os.path.join(root_real, rel)
-    through_link = os.path.realpath(path) != path  # the file, or a folder on its way, is a symlink
+    through_link = _realpath(path) != path  # the file, or a folder on its way, is a symlink
     return _judge_file(root_real, rel, path, rules, through_link)
 
 
@@ -344,16 +363,18 @@ def checked_path(root: Path, rel: object, rules: IgnoreRules, *, existing: bool 
     folder = os.path.dirname(path)
     while not os.path.lexists(folder):  # the nearest folder that exists must be the vault's own
         folder = os.path.dirname(folder)
-    if os.path.realpath(folder) != folder or not _inside(folder, root_real):
+    if _realpath(folder) != folder or not _inside(folder, root_real):
         raise ArgumentError(f"{clean}: a folder on its way is a symlink")
     return clean
 
 
 def read_note(root: Path, rel: str, max_bytes: int) -> Note:
-    """Read a note's bytes once (bounded), hash them and decode; raise SkipFile with the reason."""
-    path = root / rel
+    """Read a note's bytes once (bounded) through a descriptor walked inside the vault, hash them
+    and decode; raise SkipFile with the reason."""
     try:
-        with open(path, "rb") as handle:
+        with confined.locate(root, rel) as place:
+            fd = place.open_file()
+        with open(fd, "rb") as handle:
             st = os.fstat(handle.fileno())
             if st.st_size > max_bytes:
                 raise SkipFile(
@@ -361,7 +382,9 @@ def read_note(root: Path, rel: str, max_bytes: int) -> Note:
                     f"{max_bytes / 1048576:g} MB)"
                 )
             data = handle.read(max_bytes + 1)
-    except FileNotFoundError:
+    except confined.Refused as refused:
+        raise SkipFile(str(refused), lasting=False) from None
+    except (FileNotFoundError, NotADirectoryError):
         raise SkipFile("vanished before it could be read", lasting=False) from None
     except PermissionError:
         raise SkipFile("permission denied", lasting=False) from None

@@ -175,3 +175,14 @@ def test_utf16_notes_are_decoded_and_say_so(tmp_path: Path) -> None:
     (tmp_path / "fake.md").write_bytes(b"\xff\xfe\x00\xd8")  # a BOM, then a lone surrogate
     with pytest.raises(SkipFile, match="binary"):
         read_note(tmp_path, "fake.md", 1 << 20)
+
+
+def test_an_ignore_file_linked_from_outside_the_vault_is_not_read(tmp_path: Path) -> None:
+    root = tmp_path / "vault"
+    write(root, "drafts/x.md", "# X\n")
+    write(tmp_path, "elsewhere/rules", "drafts/\n")
+    (root / ".memsyncignore").symlink_to(tmp_path / "elsewhere/rules")
+    assert not IgnoreRules(root).skips_folder("drafts")
+    (root / ".memsyncignore").unlink()
+    write(root, ".memsyncignore", "drafts/\n")
+    assert IgnoreRules(root).skips_folder("drafts")
