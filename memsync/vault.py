@@ -280,7 +280,9 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
                 continue
             real = _realpath(entry.path)
             if real is None:
-                result.skipped.append(Skip(rel, "changed while being listed: a symlink was swapped"))
+                result.skipped.append(
+                    Skip(rel, "changed while being listed: a symlink was swapped")
+                )
                 continue
             if not _inside(real, root_real):
                 result.skipped.append(Skip(rel, "symlink to a folder outside the vault"))
