@@ -175,6 +175,22 @@ def test_a_query_says_when_the_vault_folder_is_gone(keyword_vault: Path, tmp_pat
     assert "the vault folder is not there now (moved, deleted or not mounted)" in status
 
 
+def test_a_gone_vault_folder_named_by_vault_is_answered_from_its_index(
+    keyword_vault: Path, tmp_path: Path
+) -> None:
+    keyword_vault.rename(tmp_path / "moved")
+    found = _run("query", "OPS-1432", "--vault", str(keyword_vault), "--files")
+    assert found.exit_code == 0 and found.stdout == "tech/redis.md\n"
+    assert f"the vault folder {keyword_vault} is not there now" in found.stderr
+    got = _run("get", "tech/redis.md:3", "--vault", str(keyword_vault))
+    assert got.exit_code == 0 and "3 | The staging Redis listens on port 6380." in got.stdout
+    assert f"the vault folder {keyword_vault} is not there now" in got.stderr
+    status = _run("status", "--vault", str(keyword_vault))
+    assert status.exit_code == 0 and "the vault folder is not there now" in status.stdout
+    never = _run("query", "x", "--vault", str(tmp_path / "never-indexed"))
+    assert never.exit_code == 1 and "vault not found" in never.stderr
+
+
 def test_the_vault_around_the_cwd_is_used(
     keyword_vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
