@@ -313,7 +313,7 @@ class Memory:
         """Loaded once per model: a long-lived server must not reload it for every query."""
         key = self.store.model_key()
         if self._embedder is None or self._embedder[0] != key:
-            embedder, why = embedder_for_index(self.config, key)
+            embedder, why = embedder_for_index(self.config, key, self.location.shared)
             self._embedder = (key, embedder, why)
         return self._embedder[1], self._embedder[2]
 

@@ -281,6 +281,24 @@ def test_vector_leg_down_is_said_not_hidden(
     assert waits and waits[0] == 0.5  # the provider was retried with backoff
 
 
+def test_an_endpoint_s_password_never_reaches_a_notice(
+    keyword_vault: Path, embedding_server: EmbeddingServer
+) -> None:
+    port = embedding_server.url.rpartition(":")[2]
+    embedding_server.close()  # its port is free: nothing answers there
+    env = {"MEMSYNC_RERANK_URL": f"http://ana:S3cr%2Ft@127.0.0.1:{port}/rerank?api_key=Qk-77"}
+    result = CliRunner().invoke(main, ["query", "6380", "--vault", str(keyword_vault)], env=env)
+    assert result.exit_code == 0 and "tech/redis.md" in result.stdout
+    assert f"results not reranked: cannot reach http://ana@127.0.0.1:{port}/rerank" in (
+        result.output
+    )
+    assert "S3cr" not in result.output and "Qk-77" not in result.output
+    unsure = {"MEMSYNC_RERANK_URL": f"http://ana:S3cr/t@127.0.0.1:{port}/rerank"}
+    refused = CliRunner().invoke(main, ["query", "6380", "--vault", str(keyword_vault)], env=unsure)
+    assert refused.exit_code == 1 and "MEMSYNC_RERANK_URL cannot be read" in refused.output
+    assert "S3cr" not in refused.output and refused.output.count("\n") == 1
+
+
 def test_when_the_text_cannot_be_refreshed_the_query_says_results_may_be_stale(
     keyword_vault: Path, tmp_path: Path
 ) -> None:
