@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .redact import is_conninfo, redact
 from .vault import is_utf8, shown
 
 if sys.version_info >= (3, 11):
@@ -76,7 +77,8 @@ RESERVED_NAMES = frozenset({"public", "memsync", "information_schema"})
 
 
 def is_postgres(db: str) -> bool:
-    return db.startswith(POSTGRES_SCHEMES)
+    """A postgresql:// URL or a libpq `host=... dbname=...` string, not a SQLite file."""
+    return db.startswith(POSTGRES_SCHEMES) or is_conninfo(db)
 
 
 def checked_name(name: str) -> str:
@@ -96,7 +98,7 @@ class Config:
 
     provider: str = "auto"
     model: str | None = None
-    db: str | None = None  # a SQLite file, or a postgresql:// URL
+    db: str | None = None  # a SQLite file, a postgresql:// URL or a libpq key=value string
     name: str | None = None  # the vault's name in a PostgreSQL database
     max_file_mb: float = 10.0
     batch_size: int = 32
@@ -145,13 +147,18 @@ class Config:
             )
         if self.rerank_url is not None and not self.rerank_url.startswith(("http://", "https://")):
             raise ConfigError(
-                f"rerank_url must be an http:// or https:// URL, not {self.rerank_url!r}",
+                f"rerank_url must be an http:// or https:// URL, not {redact(self.rerank_url)!r}",
                 ("rerank_url",),
             )
         for name, allowed in RANGES.items():
             value = getattr(self, name)
             if not allowed.admits(value):
                 raise ConfigError(f"{name} must be {allowed}, not {value!r}", (name,))
+        if self.db is not None and "://" in self.db and not is_postgres(self.db):
+            raise ConfigError(
+                f"db must be a SQLite file or a postgresql:// URL, not {redact(self.db)!r}",
+                ("db",),
+            )
         if self.name is not None:
             checked_name(self.name)
         if self.vector_weight + self.text_weight == 0:

@@ -24,6 +24,7 @@ from .errors import (
     EmbeddingResponseError,
     EmbeddingUnavailable,
 )
+from .redact import redacted
 from .store import ModelKey
 from .vectors import normalise
 
@@ -39,6 +40,7 @@ DEFAULT_MODELS = {
     "openai": "text-embedding-3-small",
     "ollama": "nomic-embed-text",
 }
+REMOTE_PROVIDERS = ("openai", "ollama")  # they send text over HTTP, maybe off this machine
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
@@ -139,14 +141,27 @@ class HttpService:
     ) -> None:
         import httpx
 
-        self.base_url = base_url.rstrip("/")
+        endpoint = redacted(base_url.rstrip("/"))
+        if not endpoint.certain:
+            raise EmbeddingConfigError(
+                f"{self.url_setting} cannot be read as one URL (it is not shown: it may hold a "
+                "password): percent-encode any @ / ? # in its user name and password"
+            )
+        # the URL without its credentials, which go with every request instead: whatever prints
+        # or logs base_url shows no secret
+        self.base_url = endpoint.shown
+        # of the URL as configured, credentials and all: the key its vectors are recorded under
+        self._fingerprint = hashlib.sha256(base_url.rstrip("/").encode()).hexdigest()[:16]
         self._sleep = sleep or pause
         self._secret = api_key
         self.total_timeout: float | None = None  # all attempts of one request together (queries)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        login = None if endpoint.password is None else (endpoint.user or "", endpoint.password)
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
             headers=headers,
+            auth=login,
+            params=dict(endpoint.secrets),
             transport=transport,  # type: ignore[arg-type]
         )
 
@@ -242,7 +257,7 @@ class HttpEmbedder(HttpService, Embedder):
 
     @property
     def provider_key(self) -> str:
-        return hashlib.sha256(self.base_url.encode()).hexdigest()[:16]
+        return self._fingerprint
 
     def describe(self) -> str:
         return f"{self.provider} {self.model} at {self.base_url}"
@@ -494,15 +509,25 @@ def make_embedder(
     raise EmbeddingConfigError(f"unknown provider {provider!r}")
 
 
-def embedder_for_index(config: Config, key: ModelKey | None) -> tuple[Embedder | None, str]:
+def embedder_for_index(
+    config: Config, key: ModelKey | None, shared: bool = False
+) -> tuple[Embedder | None, str]:
     """The embedder that made an index's vectors, to embed a query in the same space; none when
-    the user chose provider `none` (then no query text leaves the machine)."""
+    the user chose provider `none` (then no query text leaves the machine), nor for a `shared`
+    index (a team's) made by a remote service this reader's own settings do not name: its writer's
+    choice, or an API key in the environment, is not this reader's consent to send queries there."""
     if key is None:
         return None, "the index has no vectors"
     if config.provider == "none":
         return None, "provider is none: no embedding calls"
     if key.provider not in DEFAULT_MODELS:
         return None, f"unknown provider {key.provider!r} in the index"
+    if shared and key.provider in REMOTE_PROVIDERS and config.provider != key.provider:
+        return None, (
+            f"the index was embedded by {key.provider}, which this reader's settings do not name: "
+            f'set provider = "{key.provider}" in the config file (or MEMSYNC_PROVIDER='
+            f"{key.provider}) to send queries there and search by meaning too"
+        )
     try:
         embedder = make_embedder(replace(config, model=key.model), key.provider, for_queries=True)
     except EmbeddingError as exc:

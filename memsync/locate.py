@@ -175,6 +175,8 @@ def locate(config: Config, vault: Path | None, cwd: Path | None = None) -> Locat
         return SqliteLocation(db)
     if vault is not None:
         db = default_db_path(vault)
+        if not db.exists() and not vault.is_dir():
+            raise IndexNotFound(f"vault not found: {vault}")
         if not db.exists():
             raise IndexNotFound(f"{vault} is not indexed yet: run memsync index {vault}")
         return SqliteLocation(db)

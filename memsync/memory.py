@@ -132,6 +132,13 @@ def search_options(
     return replace(Options.from_settings(config), only=only, explain=explain, **chosen)
 
 
+def _named_vault(vault: Path) -> Path:
+    """A reader's --vault: the folder, or its real path where it is gone (moved, deleted, a
+    drive not mounted), which still names its index: a reader answers from it."""
+    path = vault.expanduser()
+    return vault_root(path) if path.exists() else Path(os.path.realpath(path))
+
+
 class Memory:
     """One vault's index, opened for answering: search, read, tree, status, and an agent's write."""
 
@@ -147,7 +154,7 @@ class Memory:
         """The index a reading command means: --db/--name, --vault, the vault around the current
         folder, or the only one (IndexNotFound/AmbiguousIndex say which exist)."""
         return cls(
-            config, locate(config, vault_root(vault) if vault else None), long_lived=long_lived
+            config, locate(config, _named_vault(vault) if vault else None), long_lived=long_lived
         )
 
     def __enter__(self) -> Memory:
@@ -210,6 +217,8 @@ class Memory:
         text, when = indexed
         stamp = datetime.fromtimestamp(when).strftime("%Y-%m-%d %H:%M") if when else "?"
         copy = f"the indexed copy, indexed at {stamp}"
+        if root is not None and not root.is_dir():
+            copy += f"; the vault folder {root} is not there now"
         return notes.lines_of(rel, text, start, end, capped, copy)
 
     def tree(self, folder: str = "") -> tuple[str, list[tuple[str, int, int, int]]]:
@@ -304,7 +313,7 @@ class Memory:
         """Loaded once per model: a long-lived server must not reload it for every query."""
         key = self.store.model_key()
         if self._embedder is None or self._embedder[0] != key:
-            embedder, why = embedder_for_index(self.config, key)
+            embedder, why = embedder_for_index(self.config, key, self.location.shared)
             self._embedder = (key, embedder, why)
         return self._embedder[1], self._embedder[2]
 

@@ -29,7 +29,7 @@ from .config import EF_SEARCH
 from .errors import IndexNotFound, MemsyncError, StoreError
 from .filters import NoteFilter
 from .pg_bm25 import Bm25, Scorer, phrases_of, top_any, tsquery, tsvector_of
-from .redact import redact, scrub
+from .redact import redact, redacted, scrub
 from .sql_tables import Tables
 from .store import (
     SOURCE,
@@ -180,7 +180,7 @@ def connect(url: str) -> psycopg.Connection[Any]:
             f"a postgresql:// index needs psycopg and pgvector ({exc.name} is missing): "
             "pip install 'memsync[postgres]'"
         ) from exc
-    shown = redact(url)
+    shown = redacted(url)
     try:
         conn = psycopg.connect(url, autocommit=True, connect_timeout=10, application_name="memsync")
         # as SQLite's WAL with synchronous=NORMAL: a commit does not wait for the disk; a server
@@ -189,9 +189,11 @@ def connect(url: str) -> psycopg.Connection[Any]:
         conn.execute("SET synchronous_commit = off")
         return conn
     except psycopg.Error as exc:
+        # libpq quotes what it read, and where it cut a URL otherwise that may be a password's part
+        why = f" ({first_line(exc)})" if shown.certain else ""
         raise StoreError(
-            f"cannot connect to {shown} ({first_line(exc)}): check that the server runs and that "
-            "the URL, user and password (PGPASSWORD, ~/.pgpass) are right"
+            f"cannot connect to {shown.shown}{why}: check that the server runs and that the URL, "
+            "user and password (PGPASSWORD, ~/.pgpass) are right"
         ) from exc
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync.config import default_db_path, load_config
+from memsync.config import default_db_path, is_postgres, load_config
 from memsync.errors import ConfigError
 
 
@@ -57,3 +57,17 @@ def test_the_default_index_is_outside_the_vault_and_one_per_vault(tmp_path: Path
     assert default_db_path(one) != default_db_path(two)
     assert not str(default_db_path(one)).startswith(str(one))
     assert default_db_path(one).name.startswith("notes-")
+
+
+def test_a_db_or_reranker_setting_is_refused_without_its_password() -> None:
+    """A libpq key=value string is a PostgreSQL --db, not a file; a URL of another scheme is
+    neither, and neither error shows the password."""
+    assert is_postgres("host=db user=ana password=Kv-53cret dbname=notes")
+    assert not is_postgres("notes.sqlite") and not is_postgres("/tmp/x=1.sqlite")
+    for bad in (
+        {"db": "postgresq://ana:Kv-53cret@db/notes"},
+        {"rerank_url": "htps://ana:Kv-53cret@rerank.example/rerank"},
+    ):
+        with pytest.raises(ConfigError) as refused:
+            load_config(**bad)
+        assert "Kv-53cret" not in str(refused.value) and "ana@" in str(refused.value)

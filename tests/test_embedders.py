@@ -153,6 +153,56 @@ def test_provider_key_is_a_fingerprint_not_the_key(embedding_server: EmbeddingSe
     assert embedder.key.provider_key == _openai(embedding_server, api_key="other").key.provider_key
 
 
+def test_an_endpoint_s_credentials_go_with_each_request_and_are_never_shown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """user:password@ and an api_key parameter in an endpoint's URL: sent as before, absent from
+    what describes the embedder, its errors and its log lines; a URL that cannot be cut with
+    certainty is refused without any part of it."""
+    import base64
+
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"data": [{"index": 0, "embedding": [1.0, 0.0]}]})
+
+    url = "http://ana:pw%23S3cr@127.0.0.1:9/v1?api_key=Qk-77"
+    options = {"batch_size": 2, "timeout": 1.0, "sleep": lambda s: None}
+    mock = httpx.MockTransport(answer)
+    embedder = OpenAIEmbedder(url, "m", transport=mock, **options)  # type: ignore[arg-type]
+    assert embedder.embed_documents(["a"]).shape == (1, 2)
+    login = base64.b64encode(b"ana:pw#S3cr").decode()
+    assert seen[0].headers["Authorization"] == f"Basic {login}"
+    assert str(seen[0].url) == "http://ana@127.0.0.1:9/v1/embeddings?api_key=Qk-77"
+    assert embedder.describe() == "openai m at http://ana@127.0.0.1:9/v1"
+    with caplog.at_level(logging.WARNING), pytest.raises(EmbeddingUnavailable) as down:
+        OpenAIEmbedder(url, "m", **options).embed_documents(["a"])  # type: ignore[arg-type]
+    assert "cannot reach http://ana@127.0.0.1:9/v1" in str(down.value)
+    for unsure in ("http://ana:pw#S3cr@127.0.0.1:9/v1", "http://ana:p@S3cr@127.0.0.1:9/v1"):
+        with pytest.raises(EmbeddingConfigError, match="OPENAI_BASE_URL cannot be read") as bad:
+            OpenAIEmbedder(unsure, "m", **options)  # type: ignore[arg-type]
+        assert "S3cr" not in str(bad.value)
+    shown = str(down.value) + caplog.text
+    assert caplog.text and "S3cr" not in shown and "Qk-77" not in shown
+
+
+def test_a_team_index_of_a_remote_provider_is_queried_only_when_this_reader_names_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memsync.embedders import embedder_for_index
+    from memsync.store import ModelKey
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-exported-for-something-else")
+    key = ModelKey("openai", "text-embedding-3-small", "f")
+    embedder, why = embedder_for_index(load_config(), key, shared=True)
+    assert embedder is None and 'set provider = "openai"' in why and "MEMSYNC_PROVIDER" in why
+    assert embedder_for_index(load_config(provider="openai"), key, shared=True)[0] is not None
+    assert embedder_for_index(load_config(), key)[0] is not None  # the user's own index
+    ollama = ModelKey("ollama", "nomic-embed-text", "f")
+    assert embedder_for_index(load_config(provider="local"), ollama, shared=True)[0] is None
+
+
 def test_an_unreachable_server_error_says_which_setting_points_at_it() -> None:
     embedder = OllamaEmbedder(
         "http://127.0.0.1:9", "m", batch_size=2, timeout=1.0, sleep=lambda s: None

@@ -59,7 +59,10 @@ def test_readers_find_the_vault_around_the_folder_or_the_only_one_or_say_which_e
     with pytest.raises(AmbiguousIndex, match="several vaults are indexed"):
         locate(config, None, cwd=tmp_path)
     assert locate(config, tmp_path / "a") == SqliteLocation(a)
+    (tmp_path / "c").mkdir()
     with pytest.raises(IndexNotFound, match="is not indexed yet"):
         locate(config, tmp_path / "c")
+    with pytest.raises(IndexNotFound, match="vault not found"):  # nor a folder there
+        locate(config, tmp_path / "d")
     with pytest.raises(IndexNotFound, match="no index at"):
         locate(load_config(db=str(tmp_path / "none.sqlite")), None)

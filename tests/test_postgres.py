@@ -13,14 +13,14 @@ from pathlib import Path
 import psycopg
 import pytest
 from click.testing import CliRunner
-from conftest import HashEmbedder, drop_vault, write
+from conftest import EmbeddingServer, HashEmbedder, drop_vault, write
 
 from memsync import sync
 from memsync.cli import main
 from memsync.errors import LockError, MemsyncError, StoreError
 from memsync.filters import NoteFilter, note_filter
 from memsync.locate import PostgresLocation
-from memsync.redact import redact
+from memsync.redact import UNREADABLE, redact, scrub
 from memsync.store import StoreReader
 from memsync.sync import Report, Syncer
 
@@ -238,6 +238,85 @@ def test_redact_drops_the_password_from_every_form_of_url() -> None:
         "postgresql:///postgres?host=/sock&user=u"
     )
     assert redact("postgresql:///notes") == "postgresql:///notes"
+
+
+def test_redact_hides_every_part_that_could_hold_a_password() -> None:
+    """A password holding `#`, `/`, `?`, `@` or `[` unencoded: what precedes the last `@` is
+    hidden, and the whole URL when a query may hold that `@`; key=value strings lose `password`."""
+    assert redact("postgresql://ana:p#a/s?x@db/notes") == "postgresql://***@db/notes"
+    assert redact("postgresql://ana:p@q@db:5433/notes?sslmode=require") == (
+        "postgresql://***@db:5433/notes?sslmode=require"
+    )
+    assert redact("postgresql://ana:p[x]@db/notes") == "postgresql://ana@db/notes"
+    assert redact("postgresql://db/notes?password=a@b&sslmode=require") == "postgresql://***"
+    assert redact("postgresql://db/notes?password=a#b&sslmode=require") == (
+        "postgresql://db/notes?sslmode=require"
+    )
+    assert redact("https://ana:pw@rerank.example/rerank?api_key=k1&v=2") == (
+        "https://ana@rerank.example/rerank?v=2"
+    )
+    assert redact("host=db user=ana password='a b\\' c' dbname=notes") == (
+        "host=db user=ana dbname=notes"
+    )
+    assert redact("host=db password='unterminated dbname=notes") == UNREADABLE
+    assert scrub("quoted: 'a b' c' and 'k1'") == "quoted: '***' and '***'"
+
+
+def test_a_password_libpq_reads_unencoded_is_never_shown(tmp_path: Path, pg_url: str) -> None:
+    """`#`, `?` and `[` in a URL's password (libpq takes them as it is written), one holding `/`
+    (libpq cuts the URL there), and a key=value string as --db: shown without any part of it."""
+    root = _vault(tmp_path / "pw", "vault")
+    odd = pg_url.replace("postgres:@", "postgres:Zq#9?w[4@")
+    host = pg_url.partition("host=")[2]
+    pairs = f"host={host} user=postgres password='Kv 53cret' dbname=postgres"
+    try:
+        runs = [
+            _invoke("index", str(root), "--db", odd, "--name", "pw", "--provider", "none"),
+            _invoke("status", "--db", odd),
+            _invoke("status", "--db", odd, "--name", "pw"),
+            _invoke("query", "port", "--db", odd, "--name", "pw"),
+            _invoke("status", "--db", pairs, "--name", "pw", "--json"),
+            _invoke("query", "port", "--db", pairs, "--name", "pw"),
+        ]
+        assert all(run.exit_code == 0 for run in runs), [run.output for run in runs]
+        assert f"postgresql://***@/postgres?host={host} (vault pw)" in runs[2].output
+        assert json.loads(runs[4].output)["db"] == (
+            f"host={host} user=postgres dbname=postgres (vault pw)"
+        )
+        assert "vault.md" in runs[5].output
+        slash = pg_url.replace("postgres:@", "postgres:Zq/9w@")
+        failed = [
+            _invoke("status", "--db", slash),
+            _invoke("status", "--db", "host=/nowhere user=u password=Kv-53cret dbname=x"),
+            _invoke("query", "port", "--db", f"host={host} password='Kv 53cret"),
+        ]
+        assert [run.exit_code for run in failed] == [1, 1, 1]
+        assert "cannot connect to postgresql://***@/postgres?host=" in failed[0].output
+        for run in runs + failed:
+            assert not [part for part in ("Zq", "9w", "w[4", "53cret") if part in run.output]
+            assert "Traceback" not in run.output
+    finally:
+        drop_vault(pg_url, "pw")
+
+
+def test_a_reader_sends_queries_to_a_remote_provider_only_when_its_settings_name_it(
+    tmp_path: Path, pg_vault: tuple[str, str], embedding_server: EmbeddingServer
+) -> None:
+    url, name = pg_vault
+    root = _vault(tmp_path / "team", "vault")
+    env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "sk-exported"}
+    args = ["--db", url, "--name", name]
+    indexed = CliRunner().invoke(main, ["index", str(root), *args, "--provider", "openai"], env=env)
+    assert indexed.exit_code == 0, indexed.output
+    sent = len(embedding_server.requests)
+    query = ["query", "service port", *args, "--json"]
+    keyword = json.loads(CliRunner().invoke(main, query, env=env).stdout)
+    assert len(embedding_server.requests) == sent  # the query text went nowhere
+    assert keyword["mode"] == "keyword" and keyword["results"][0]["path"] == "vault.md"
+    assert 'set provider = "openai"' in " ".join(keyword["notices"])
+    named = CliRunner().invoke(main, query, env={**env, "MEMSYNC_PROVIDER": "openai"})
+    assert json.loads(named.stdout)["mode"] == "hybrid"
+    assert len(embedding_server.requests) == sent + 1
 
 
 def test_names_that_are_not_safe_schemas_are_refused(tmp_path: Path, pg_url: str) -> None:

@@ -175,6 +175,22 @@ def test_a_query_says_when_the_vault_folder_is_gone(keyword_vault: Path, tmp_pat
     assert "the vault folder is not there now (moved, deleted or not mounted)" in status
 
 
+def test_a_gone_vault_folder_named_by_vault_is_answered_from_its_index(
+    keyword_vault: Path, tmp_path: Path
+) -> None:
+    keyword_vault.rename(tmp_path / "moved")
+    found = _run("query", "OPS-1432", "--vault", str(keyword_vault), "--files")
+    assert found.exit_code == 0 and found.stdout == "tech/redis.md\n"
+    assert f"the vault folder {keyword_vault} is not there now" in found.stderr
+    got = _run("get", "tech/redis.md:3", "--vault", str(keyword_vault))
+    assert got.exit_code == 0 and "3 | The staging Redis listens on port 6380." in got.stdout
+    assert f"the vault folder {keyword_vault} is not there now" in got.stderr
+    status = _run("status", "--vault", str(keyword_vault))
+    assert status.exit_code == 0 and "the vault folder is not there now" in status.stdout
+    never = _run("query", "x", "--vault", str(tmp_path / "never-indexed"))
+    assert never.exit_code == 1 and "vault not found" in never.stderr
+
+
 def test_the_vault_around_the_cwd_is_used(
     keyword_vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -263,6 +279,24 @@ def test_vector_leg_down_is_said_not_hidden(
     assert "ran keyword search; hybrid was asked for" in human.stdout
     assert "503" in human.stdout and "tech/redis.md:1-4" in human.stdout
     assert waits and waits[0] == 0.5  # the provider was retried with backoff
+
+
+def test_an_endpoint_s_password_never_reaches_a_notice(
+    keyword_vault: Path, embedding_server: EmbeddingServer
+) -> None:
+    port = embedding_server.url.rpartition(":")[2]
+    embedding_server.close()  # its port is free: nothing answers there
+    env = {"MEMSYNC_RERANK_URL": f"http://ana:S3cr%2Ft@127.0.0.1:{port}/rerank?api_key=Qk-77"}
+    result = CliRunner().invoke(main, ["query", "6380", "--vault", str(keyword_vault)], env=env)
+    assert result.exit_code == 0 and "tech/redis.md" in result.stdout
+    assert f"results not reranked: cannot reach http://ana@127.0.0.1:{port}/rerank" in (
+        result.output
+    )
+    assert "S3cr" not in result.output and "Qk-77" not in result.output
+    unsure = {"MEMSYNC_RERANK_URL": f"http://ana:S3cr/t@127.0.0.1:{port}/rerank"}
+    refused = CliRunner().invoke(main, ["query", "6380", "--vault", str(keyword_vault)], env=unsure)
+    assert refused.exit_code == 1 and "MEMSYNC_RERANK_URL cannot be read" in refused.output
+    assert "S3cr" not in refused.output and refused.output.count("\n") == 1
 
 
 def test_when_the_text_cannot_be_refreshed_the_query_says_results_may_be_stale(
