@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import ArgumentError
+from .errors import ArgumentError, os_reason
 from .vault import SkipFile, fold, read_note, shown
 
 MAX_LINES = 400  # lines one read returns
@@ -185,7 +185,7 @@ def write_note(root: Path, rel: str, content: str, mode: str, heading: str = "")
     except FileNotFoundError:
         old = None
     except OSError as exc:
-        raise ArgumentError(f"cannot write {rel}: {exc.strerror or exc}") from None
+        raise ArgumentError(f"cannot write {rel}: {os_reason(exc)}") from None
     if mode == "create" and old is not None:
         raise ArgumentError(f"{rel} exists: use mode append or replace")
     if mode == "replace" and old is None:
@@ -211,7 +211,7 @@ def write_note(root: Path, rel: str, content: str, mode: str, heading: str = "")
     try:
         _replace_atomically(path, data, None if old is None else os.stat(path).st_mode)
     except OSError as exc:  # a folder this user may not write, a full disk
-        raise ArgumentError(f"cannot write {rel}: {exc.strerror or exc}") from None
+        raise ArgumentError(f"cannot write {rel}: {os_reason(exc)}") from None
     first = start + (2 if old is None and heading else 0)
     return WrittenLines(first, start + added - 1, hashlib.sha256(data).hexdigest())
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -341,6 +342,42 @@ def test_a_database_error_after_opening_is_one_line_exit_1(
     result = CliRunner().invoke(main, ["index", str(vault), "--provider", "none"])
     assert result.exit_code == 1 and result.output.count("\n") == 1
     assert "the disk that holds the index is full: free some space" in result.output
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB file system of its own (tmpfs), which a test can fill; mounting needs root."""
+    import subprocess
+
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small file system here: {mounted.stderr.decode().strip()}")
+    yield folder
+    subprocess.run(["umount", str(folder)], check=True)
+
+
+def _fill(disk: Path) -> None:
+    with open(disk / "filler", "wb", buffering=0) as out, pytest.raises(OSError):
+        while True:
+            out.write(b"\0" * 65536)
+
+
+def test_a_full_disk_is_called_full_naming_the_index(tmp_path: Path, small_disk: Path) -> None:
+    """SQLite reports a full disk met while making its shared memory file as an I/O error, and a
+    new index failed on its lock file with a bare OSError."""
+    vault = _vault(tmp_path / "notes")
+    kept, new = small_disk / "kept.sqlite", small_disk / "new.sqlite"
+    assert memsync("index", str(vault), "--provider", "none", "--db", str(kept)).returncode == 0
+    _fill(small_disk)
+    write(vault, "b.md", "# Beta\n\nA note written while the index's disk was full.\n")
+    for db in (kept, new):
+        done = memsync("index", str(vault), "--provider", "none", "--db", str(db))
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+        assert str(db) in done.stderr and "is full: free some space" in done.stderr
 
 
 def test_openai_without_a_key_fails_at_once_naming_the_variable(tmp_path: Path) -> None:
