@@ -380,6 +380,17 @@ def test_a_full_disk_is_called_full_naming_the_index(tmp_path: Path, small_disk:
         assert str(db) in done.stderr and "is full: free some space" in done.stderr
 
 
+def test_a_retried_provider_is_said_like_memsync_s_other_messages(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    vault = _vault(tmp_path / "notes")
+    embedding_server.script = [(503, {"Retry-After": "0"})]
+    env = {"OPENAI_API_KEY": "key", "OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
+    done = memsync("index", str(vault), "--provider", "openai", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "memsync: openai answered 503; retry 1 in 0.0s\n"
+
+
 def test_openai_without_a_key_fails_at_once_naming_the_variable(tmp_path: Path) -> None:
     vault = _vault(tmp_path / "notes")
     result = CliRunner().invoke(main, ["index", str(vault), "--provider", "openai"])
