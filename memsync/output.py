@@ -28,16 +28,22 @@ def as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
+def _span(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
 def _ago(seconds: float | None) -> str:
     if seconds is None:
         return "never"
-    if seconds < 90:
-        return f"{seconds:.0f}s ago"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min ago"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h ago"
-    return f"{seconds / 86400:.0f} days ago"
+    if seconds < 0:  # the clock was set back since, or the writer's machine runs ahead of this one
+        return "just now (the clock here is behind the time recorded)"
+    return f"{_span(seconds)} ago"
 
 
 def index_summary(report: Report, vault: str, model: str | None) -> str:
@@ -99,7 +105,7 @@ def status_text(facts: dict[str, Any]) -> str:
     writer = facts["writer"]
     if writer:
         started = writer.get("started")
-        uptime = f", up {_ago(time.time() - float(started)).replace(' ago', '')}" if started else ""
+        uptime = f", up {_span(max(time.time() - float(started), 0.0))}" if started else ""
         runs_on = f" on {writer['host']}" if writer.get("host") else ""
         detail = (
             f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{runs_on}{uptime})"

@@ -105,6 +105,18 @@ def test_status_never_says_up_to_date_when_disk_differs(tmp_path: Path) -> None:
     assert "up to date" not in text and "1 new, 1 changed" in text
 
 
+def test_status_after_the_clock_went_back_gives_no_negative_age(tmp_path: Path) -> None:
+    import sqlite3
+    import time
+
+    vault, db = _vault(tmp_path / "notes"), tmp_path / "i.sqlite"
+    assert memsync("index", str(vault), "--provider", "none", "--db", str(db)).returncode == 0
+    with sqlite3.connect(db) as conn:  # synced a few years ahead of this machine's clock
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'last_sync'", (time.time() + 1e8,))
+    text = memsync("status", "--db", str(db)).stdout
+    assert "synced:   just now (the clock here is behind the time recorded)\n" in text
+
+
 def test_status_says_when_an_older_memsync_chunked_the_index(tmp_path: Path) -> None:
     """After an upgrade whose rules chunk or embed notes differently, the notes still match
     the files rows, but `index` has work to do: status must not call that up to date."""
