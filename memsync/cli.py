@@ -437,10 +437,15 @@ def watch(
         config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
         memsync_log = _log_to(log_file, level, "watchdog")
-        watcher = Watcher.for_vault(config, vault, replace)
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: watcher.request_stop())
-        watcher.run()
+        try:
+            watcher = Watcher.for_vault(config, vault, replace)
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, lambda *_: watcher.request_stop())
+            watcher.run()
+        except MemsyncError as exc:
+            if log_file:  # whoever reads the log learns why it ends (stderr says it anyway)
+                memsync_log.error("stopped: %s", exc)
+            raise
         memsync_log.info("stopped")
 
     run(action)
