@@ -3,6 +3,7 @@ Imports stay lazy so that `memsync query` starts fast."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -117,6 +118,20 @@ class Commands(click.Group):
 @click.version_option(package_name="memsync")
 def main() -> None:
     """A fresh, offline, searchable index of your Markdown notes."""
+    _warnings_as_messages()
+
+
+def _warnings_as_messages() -> None:
+    """A warning memsync logs (a provider retried) reads like memsync's other messages on stderr;
+    watch and mcp put their own log in its place."""
+    memsync_log = logging.getLogger("memsync")
+    if not any(isinstance(h, _Message) for h in memsync_log.handlers):
+        memsync_log.addHandler(_Message(logging.WARNING))
+
+
+class _Message(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(_one_line(f"memsync: {record.getMessage()}"), err=True)
 
 
 def writer_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -415,7 +430,6 @@ def watch(
     """Keep VAULT's index in step with every edit until SIGINT/SIGTERM."""
 
     def action() -> None:
-        import logging
         import signal
 
         from .watcher import Watcher
@@ -423,10 +437,15 @@ def watch(
         config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
         memsync_log = _log_to(log_file, level, "watchdog")
-        watcher = Watcher.for_vault(config, vault, replace)
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: watcher.request_stop())
-        watcher.run()
+        try:
+            watcher = Watcher.for_vault(config, vault, replace)
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, lambda *_: watcher.request_stop())
+            watcher.run()
+        except MemsyncError as exc:
+            if log_file:  # whoever reads the log learns why it ends (stderr says it anyway)
+                memsync_log.error("stopped: %s", exc)
+            raise
         memsync_log.info("stopped")
 
     run(action)
@@ -459,7 +478,6 @@ def mcp(
     """Serve the vault to an AI agent over MCP on stdio until stdin closes or SIGTERM/SIGINT."""
 
     def action() -> None:
-        import logging
         import signal
 
         try:
@@ -491,8 +509,6 @@ MAX_LOG_LINE = 500  # characters: a library's message naming thousands of paths 
 
 def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
     """memsync's log (and the named libraries') on stderr or appended to a file, never stdout."""
-    import logging
-
     class ShortLines(logging.Formatter):
         def format(self, record: logging.LogRecord) -> str:
             return "\n".join(
@@ -505,6 +521,8 @@ def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
     handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(ShortLines("%(asctime)s %(levelname)s %(message)s"))
     memsync_log = logging.getLogger("memsync")
+    for message in [h for h in memsync_log.handlers if isinstance(h, _Message)]:
+        memsync_log.removeHandler(message)
     memsync_log.addHandler(handler)
     memsync_log.setLevel(level)
     memsync_log.propagate = False  # a library's root handler must not print it twice

@@ -24,6 +24,8 @@ transports raise httpx's own errors, so callers above the store catch memsync's 
 
 from __future__ import annotations
 
+import errno
+
 
 class MemsyncError(Exception):
     """Base of every error memsync reports to the user."""
@@ -85,3 +87,13 @@ class EmbeddingResponseError(EmbeddingError):
 
 class EmbeddingUnavailable(EmbeddingError):
     pass
+
+
+DISK_FULL = "the disk is full: free some space, then run this again"
+
+
+def os_reason(exc: OSError) -> str:
+    """What an operating system error means for the user: a full disk says so, and what to do."""
+    if exc.errno == errno.ENOSPC:
+        return DISK_FULL
+    return exc.strerror or str(exc)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import LockError
+from .errors import LockError, StoreError, os_reason
 from .origin import this_host
 
 # the file lock itself, behind one seam: flock on POSIX (per open file, dropped when its process
@@ -188,8 +188,11 @@ class FileLock(WriterLock):
 
     def _try(self) -> bool:
         if self._handle is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = open(self.path, "a+")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._handle = open(self.path, "a+")
+            except OSError as exc:
+                raise self._failed(exc) from exc
         return _try_lock(self._handle)
 
     def _holder(self) -> dict[str, Any]:
@@ -197,10 +200,16 @@ class FileLock(WriterLock):
 
     def _write(self, facts: dict[str, Any]) -> None:
         assert self._handle is not None
-        self._handle.seek(0)
-        self._handle.truncate()
-        self._handle.write(json.dumps(facts))  # "a+": a write always goes to the end
-        self._handle.flush()
+        try:
+            self._handle.seek(0)
+            self._handle.truncate()
+            self._handle.write(json.dumps(facts))  # "a+": a write always goes to the end
+            self._handle.flush()
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def _failed(self, exc: OSError) -> StoreError:
+        return StoreError(f"cannot write lock file {self.path}: {os_reason(exc)}")
 
     def lost(self) -> str | None:
         """The lock file or the database deleted (an index removed by hand while its watcher

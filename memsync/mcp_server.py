@@ -9,9 +9,11 @@ argument is a tool error (`isError`) of one line; nothing an agent sends stops t
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -24,14 +26,17 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import (
+    INVALID_REQUEST,
     PARSE_ERROR,
     CallToolResult,
     ErrorData,
     JSONRPCError,
+    JSONRPCNotification,
     TextContent,
     ToolAnnotations,
+    jsonrpc_message_adapter,
 )
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from . import output
 from .config import Config
@@ -341,8 +346,8 @@ def without_lone_surrogates(line: str) -> str:
         return line  # only an escape can spell a lone surrogate: stdin is decoded with replacement
     try:
         message = json.loads(line)
-    except ValueError:
-        return line  # not JSON: answered as a parse error
+    except (ValueError, RecursionError):
+        return line  # not JSON, or too deep to read: answered with an error
     cleaned = _replace_surrogates(message)
     return line if cleaned == message else json.dumps(cleaned, ensure_ascii=False) + "\n"
 
@@ -367,25 +372,81 @@ class _StdinLines:
         return without_lone_surrogates(self.raw.readline().decode("utf-8", "replace"))
 
 
+# a JSON text's tokens: a string, a bracket or separator, or a bare scalar (number, true, null)
+_JSON_TOKENS = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[{}\[\],:]|[^\s{}\[\],:"]+)')
+
+
+def _message(line: str) -> SessionMessage | JSONRPCError:
+    """Pure: one of the client's lines as the message it holds, or the error that answers it. The
+    SDK's transport answered no line it could not take as a message, and took a request whose id
+    is neither an integer nor a string for a notification, which nobody answers."""
+    try:
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError as exc:
+        return _refusal(line, exc.errors()[0])
+    if isinstance(message, JSONRPCNotification) and _top_level_id(line) is not None:
+        return _error(None, INVALID_REQUEST, "Invalid Request: an id is an integer or a string")
+    return SessionMessage(message)
+
+
+def _refusal(line: str, problem: Any) -> JSONRPCError:
+    """The answer to a line that is no message, with its id where one can be read (JSON-RPC's
+    null where not)."""
+    request_id = _answerable_id(_top_level_id(line))
+    if problem["type"] != "json_invalid":
+        return _error(request_id, INVALID_REQUEST, "Invalid Request: not a JSON-RPC message")
+    if "recursion limit" in problem["msg"]:  # valid JSON, maybe, but deeper than the SDK reads
+        return _error(request_id, INVALID_REQUEST, "Invalid Request: nested too deeply")
+    return _error(None, PARSE_ERROR, "Parse error")
+
+
+def _error(request_id: int | str | None, code: int, message: str) -> JSONRPCError:
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+
+
+def _top_level_id(line: str) -> str | None:
+    """Pure: the text of the value of a JSON object's own "id" key, None without one; read token
+    by token, so that a request nested too deeply to parse whole still has its id read."""
+    depth, last_two = 0, ("", "")
+    for match in _JSON_TOKENS.finditer(line):
+        token = match.group(1)
+        if depth == 1:
+            if last_two == ('"id"', ":"):
+                return token
+            last_two = (last_two[1], token)
+        depth += (token in ("{", "[")) - (token in ("}", "]"))
+    return None
+
+
+def _answerable_id(token: str | None) -> int | str | None:
+    """An id an answer may carry: JSON-RPC's integer or string; None for any other."""
+    try:
+        value = json.loads(token) if token is not None else None
+    except ValueError:
+        return None  # an object or array
+    valid = isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    return value if valid else None
+
+
 async def _serve_stdio(app: MCPServer) -> None:
-    """MCPServer.run("stdio"), except that every line gets an answer: one that is not JSON-RPC
-    gets a JSON-RPC parse error (-32700), which the SDK's stdio transport does not send."""
+    """MCPServer.run("stdio"), except that memsync reads the lines itself so that every line gets
+    an answer: one that holds no message the server can take gets a JSON-RPC error."""
     lowlevel = app._lowlevel_server  # the SDK's own run_stdio_async does the same
-    stdin = anyio.wrap_file(cast(TextIO, _StdinLines(sys.stdin.buffer)))  # it reads lines only
-    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+    lines = anyio.wrap_file(cast(TextIO, _StdinLines(sys.stdin.buffer)))  # it reads lines only
+    no_lines = anyio.wrap_file(io.StringIO())  # the transport's own reader is left without any
+    async with stdio_server(stdin=no_lines) as (unread, write_stream):
+        unread.close()
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
         async def forward() -> None:
             async with send:
-                async for item in read_stream:
-                    if not isinstance(item, Exception):
-                        await send.send(item)
+                async for line in lines:
+                    message = _message(line)
+                    if isinstance(message, SessionMessage):
+                        await send.send(message)
                         continue
-                    log.warning("a line that is not JSON-RPC: answered with a parse error")
-                    error = ErrorData(code=PARSE_ERROR, message="Parse error")
-                    await write_stream.send(
-                        SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error))
-                    )
+                    log.warning("a line that holds no request: answered %s", message.error.message)
+                    await write_stream.send(SessionMessage(message))
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(forward)

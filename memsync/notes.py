@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from . import confined
-from .errors import ArgumentError
+from .errors import ArgumentError, os_reason
 from .vault import SkipFile, fold, read_note, shown
 
 MAX_LINES = 400  # lines one read returns
@@ -200,7 +200,7 @@ def write_note(
 
 
 def _refusal(rel: str, exc: Exception) -> ArgumentError:
-    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
     return ArgumentError(f"cannot write {rel}: {reason}")
 
 

@@ -28,16 +28,22 @@ def as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
+def _span(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
 def _ago(seconds: float | None) -> str:
     if seconds is None:
         return "never"
-    if seconds < 90:
-        return f"{seconds:.0f}s ago"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min ago"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h ago"
-    return f"{seconds / 86400:.0f} days ago"
+    if seconds < 0:  # the clock was set back since, or the writer's machine runs ahead of this one
+        return "just now (the clock here is behind the time recorded)"
+    return f"{_span(seconds)} ago"
 
 
 def index_summary(report: Report, vault: str, model: str | None) -> str:
@@ -69,6 +75,8 @@ def _skipped_on_disk(notes: int, others: int) -> str:
 def status_text(facts: dict[str, Any]) -> str:
     disk = facts["disk"]
     host = f" on {facts['vault_host']}" if facts.get("vault_host") else ""
+    # a shared index made before hosts were recorded does not say which machine its notes are on
+    notes_on = host or " on the machine that indexed them"
     lines = [f"vault:    {facts['vault'] or '(unknown)'}{host}", f"index:    {facts['db']}"]
     elsewhere = disk.get("here") is False
     if facts["model"]:
@@ -84,9 +92,8 @@ def status_text(facts: dict[str, Any]) -> str:
             + _skipped_on_disk(disk["skipped_notes"], disk["skipped"] - disk["skipped_notes"])
         )
     elif elsewhere:
-        lines.append(
-            f"files:    {facts['files_indexed']} indexed; the notes are{host}, not on this machine"
-        )
+        indexed = facts["files_indexed"]
+        lines.append(f"files:    {indexed} indexed; the notes are{notes_on}, not on this one")
     else:
         lines.append(
             f"files:    {facts['files_indexed']} indexed; the vault folder is not there now"
@@ -98,10 +105,10 @@ def status_text(facts: dict[str, Any]) -> str:
     writer = facts["writer"]
     if writer:
         started = writer.get("started")
-        uptime = f", up {_ago(time.time() - float(started)).replace(' ago', '')}" if started else ""
-        host = f" on {writer['host']}" if writer.get("host") else ""
+        uptime = f", up {_span(max(time.time() - float(started), 0.0))}" if started else ""
+        runs_on = f" on {writer['host']}" if writer.get("host") else ""
         detail = (
-            f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{host}{uptime})"
+            f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{runs_on}{uptime})"
         )
         if writer.get("last_event"):
             detail += f", last event {_ago(time.time() - float(writer['last_event']))}"
@@ -123,7 +130,7 @@ def status_text(facts: dict[str, Any]) -> str:
     elif facts["text_up_to_date"] and not facts["model"]:
         state = "up to date for keyword search (no embedding model has run: memsync index VAULT)"
     elif elsewhere:
-        state = f"not compared here: the vault's notes are{host}, where its writer runs"
+        state = f"not compared here: the vault's notes are{notes_on}, where its writer runs"
     elif not disk["present"]:
         state = (
             "the vault folder is not there now (moved, deleted or not mounted): cannot compare "

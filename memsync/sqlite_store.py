@@ -8,6 +8,7 @@ vectors (from chunks.embedding) and `vector_backend` says so.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import fts
-from .errors import StoreError
+from .errors import StoreError, os_reason
 from .filters import NoteFilter
 from .sql_tables import Tables
 from .store import (
@@ -129,11 +130,13 @@ def _vec_extension() -> str:
     return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
 
 
-def describe(exc: BaseException) -> str:
-    """What a database error means for the user and what to do, in one line."""
+def describe(exc: BaseException, system_errno: int = 0) -> str:
+    """What a database error means for the user and what to do, in one line. `system_errno`: the
+    connection's last operating system error (SQLite reports a full disk met while growing its
+    shared memory file as an I/O error)."""
     import apsw
 
-    if isinstance(exc, apsw.FullError):
+    if isinstance(exc, apsw.FullError) or system_errno == errno.ENOSPC:
         return "the disk that holds the index is full: free some space, then run this again"
     if isinstance(exc, apsw.ReadOnlyError):
         return "the index is read-only for this user: run writers as the index's owner"
@@ -191,11 +194,17 @@ class SqliteStore(Tables):
             if not self.read_only:
                 self.conn.execute("PRAGMA synchronous=NORMAL")
         except apsw.Error as exc:
-            raise StoreError(f"cannot open index {self.path}: {describe(exc)}") from exc
+            problem = describe(exc, self._system_errno())
+            raise StoreError(f"cannot open index {self.path}: {problem}") from exc
         except OSError as exc:
-            raise StoreError(f"cannot create index {self.path}: {exc.strerror}") from exc
+            raise StoreError(f"cannot create index {self.path}: {os_reason(exc)}") from exc
         self.vec_version = self._load_vec()
         self._migrate()
+
+    def _system_errno(self) -> int:
+        """The operating system error behind the connection's last failure, 0 before it opened."""
+        conn = getattr(self, "conn", None)  # unset while the connection itself was failing
+        return int(conn.system_errno) if conn is not None else 0
 
     def _into_wal(self) -> None:
         """WAL mode, retried while a reader has a new index open: SQLite answers BUSY at once to

@@ -532,7 +532,7 @@ def behind_notice(store: StoreWriter, location: Location, root: Path) -> str:
 def refresh_text(store: StoreWriter, location: Location, root: Path, max_file_bytes: int) -> str:
     """Before a query: if no watcher keeps this index fresh, sync the text (stat-only when nothing
     changed; never embeds). Returns a notice when the index could not be refreshed."""
-    from .errors import LockError
+    from .errors import LockError, StoreError
     from .lock import QUERY_REFRESH
 
     if store.read_only:
@@ -541,8 +541,8 @@ def refresh_text(store: StoreWriter, location: Location, root: Path, max_file_by
         lock = location.writer_lock(QUERY_REFRESH).acquire()
     except LockError:
         return ""  # a watcher (or an index run) is keeping it fresh
-    except OSError as exc:
-        return f"could not check the vault for changes ({exc.strerror}); results may be stale"
+    except StoreError as exc:  # no lock file can be made beside the index
+        return f"could not check the vault for changes ({exc}); results may be stale"
     try:
         Syncer(store, root, max_file_bytes, owner=Owner.of(location)).sync_all(Report())
         return ""

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,18 @@ def test_status_never_says_up_to_date_when_disk_differs(tmp_path: Path) -> None:
     assert not facts["text_up_to_date"]
     text = _invoke("status", "--vault", str(vault)).output
     assert "up to date" not in text and "1 new, 1 changed" in text
+
+
+def test_status_after_the_clock_went_back_gives_no_negative_age(tmp_path: Path) -> None:
+    import sqlite3
+    import time
+
+    vault, db = _vault(tmp_path / "notes"), tmp_path / "i.sqlite"
+    assert memsync("index", str(vault), "--provider", "none", "--db", str(db)).returncode == 0
+    with sqlite3.connect(db) as conn:  # synced a few years ahead of this machine's clock
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'last_sync'", (time.time() + 1e8,))
+    text = memsync("status", "--db", str(db)).stdout
+    assert "synced:   just now (the clock here is behind the time recorded)\n" in text
 
 
 def test_status_says_when_an_older_memsync_chunked_the_index(tmp_path: Path) -> None:
@@ -341,6 +354,53 @@ def test_a_database_error_after_opening_is_one_line_exit_1(
     result = CliRunner().invoke(main, ["index", str(vault), "--provider", "none"])
     assert result.exit_code == 1 and result.output.count("\n") == 1
     assert "the disk that holds the index is full: free some space" in result.output
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB file system of its own (tmpfs), which a test can fill; mounting needs root."""
+    import subprocess
+
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small file system here: {mounted.stderr.decode().strip()}")
+    yield folder
+    subprocess.run(["umount", str(folder)], check=True)
+
+
+def _fill(disk: Path) -> None:
+    with open(disk / "filler", "wb", buffering=0) as out, pytest.raises(OSError):
+        while True:
+            out.write(b"\0" * 65536)
+
+
+def test_a_full_disk_is_called_full_naming_the_index(tmp_path: Path, small_disk: Path) -> None:
+    """SQLite reports a full disk met while making its shared memory file as an I/O error, and a
+    new index failed on its lock file with a bare OSError."""
+    vault = _vault(tmp_path / "notes")
+    kept, new = small_disk / "kept.sqlite", small_disk / "new.sqlite"
+    assert memsync("index", str(vault), "--provider", "none", "--db", str(kept)).returncode == 0
+    _fill(small_disk)
+    write(vault, "b.md", "# Beta\n\nA note written while the index's disk was full.\n")
+    for db in (kept, new):
+        done = memsync("index", str(vault), "--provider", "none", "--db", str(db))
+        assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+        assert str(db) in done.stderr and "is full: free some space" in done.stderr
+
+
+def test_a_retried_provider_is_said_like_memsync_s_other_messages(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    vault = _vault(tmp_path / "notes")
+    embedding_server.script = [(503, {"Retry-After": "0"})]
+    env = {"OPENAI_API_KEY": "key", "OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
+    done = memsync("index", str(vault), "--provider", "openai", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "memsync: openai answered 503; retry 1 in 0.0s\n"
 
 
 def test_openai_without_a_key_fails_at_once_naming_the_variable(tmp_path: Path) -> None:

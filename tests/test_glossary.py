@@ -207,3 +207,47 @@ def test_a_folder_at_its_path_means_no_glossary_and_a_notice(tmp_path: Path) -> 
     path.mkdir()
     assert open_glossary(tmp_path) is None
     assert "one script only" in glossary.unavailable(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("spoiled", "said"),
+    [
+        ("a folder at its path", "no Chinese-English glossary at"),
+        ("damaged", "the Chinese-English glossary was damaged and is built anew"),
+    ],
+)
+def test_what_befell_the_glossary_is_said_by_query_json_and_memory_search(
+    tmp_path: Path, spoiled: str, said: str
+) -> None:
+    """A real `memsync query --json` and a real MCP server's memory_search, each asked in
+    Chinese of a vault with English notes, list the glossary's notice among their notices."""
+    import json
+
+    from conftest import memsync, write
+    from test_mcp import calls
+
+    from memsync.config import data_dir
+
+    vault, db = tmp_path / "notes", tmp_path / "i.sqlite"
+    write(vault, "budget.md", "# Budget\n\nThe budget for the heron project is approved.\n")
+    write(vault, "笔记.md", "# 笔记\n\n测试服务器的SSH端口是2222。\n")
+    assert memsync("index", str(vault), "--provider", "none", "--db", str(db)).returncode == 0
+    path = cached_path(data_dir())
+    assert path is not None
+    path.unlink()  # the session's glossary, linked here for this test
+
+    def spoil() -> None:
+        if spoiled == "damaged":
+            path.write_bytes(b"not a database" * 100)
+        else:
+            path.mkdir(exist_ok=True)
+
+    question = ["--db", str(db)]
+    spoil()
+    found = memsync("query", "预算", *question, "--mode", "keyword", "--json")
+    assert any(said in notice for notice in json.loads(found.stdout)["notices"]), found.stdout
+    spoil()  # built anew by that query
+    [(error, text, searched)] = calls(
+        question, ("memory_search", {"query": "预算", "mode": "keyword"})
+    )
+    assert not error and any(said in notice for notice in searched["notices"]), text

@@ -595,36 +595,29 @@ def test_the_server_reconnects_after_postgresql_drops_its_connections(
     assert first and after  # the call that met the dropped connection may fail, the next works
 
 
-def test_every_line_gets_an_answer_lone_surrogates_and_lines_that_are_not_json_included(
-    indexed: tuple[Path, Path],
-) -> None:
-    _, db = indexed
-    hello = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"},
-        },
-    }
+HELLO = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
 
-    def call(number: int, tool: str, arguments: dict[str, Any]) -> str:
-        params = {"name": tool, "arguments": arguments}
-        return json.dumps(
-            {"jsonrpc": "2.0", "id": number, "method": "tools/call", "params": params}
-        )
 
-    lines = [
-        json.dumps(hello),
-        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        call(2, "memory_search", {"query": "\ud800 redis port", "mode": "keyword"}),
-        "this is not json",
-        call(3, "memory_search", {"query": "port", "since": "99999m"}),
-        call(4, "memory_get", {"path": "\udfff.md"}),
-        call(5, "memory_status", {}),
-    ]
+def _raw_call(request_id: object, tool: str, arguments: dict[str, Any]) -> str:
+    params = {"name": tool, "arguments": arguments}
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    return json.dumps(message)
+
+
+def _raw_answers(db: Path, lines: list[str], count: int) -> list[Any]:
+    """The first `count` lines `memsync mcp` writes for these lines (after the initialize
+    handshake), then stdin closed: the server must exit 0 without a traceback."""
+    started = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    handshake = [json.dumps(HELLO), json.dumps(started)]
     server = subprocess.Popen(
         [sys.executable, "-m", "memsync", "mcp", "--db", str(db)],
         stdin=subprocess.PIPE,
@@ -634,16 +627,31 @@ def test_every_line_gets_an_answer_lone_surrogates_and_lines_that_are_not_json_i
         env=_env(),
     )
     assert server.stdin is not None and server.stdout is not None
-    server.stdin.write("\n".join(lines) + "\n")
+    server.stdin.write("\n".join(handshake + lines) + "\n")
     server.stdin.flush()
     timer = threading.Timer(60, server.kill)  # a missing answer fails the test, not the suite
     timer.start()
-    answers = [json.loads(server.stdout.readline() or "null") for _ in range(6)]
+    answers = [json.loads(server.stdout.readline() or "null") for _ in range(count + 1)]
     timer.cancel()
     _, stderr = server.communicate(timeout=30)  # closes stdin: the server exits
     assert server.returncode == 0 and "Traceback" not in stderr
+    return answers[1:]
+
+
+def test_every_line_gets_an_answer_lone_surrogates_and_lines_that_are_not_json_included(
+    indexed: tuple[Path, Path],
+) -> None:
+    _, db = indexed
+    lines = [
+        _raw_call(2, "memory_search", {"query": "\ud800 redis port", "mode": "keyword"}),
+        "this is not json",
+        _raw_call(3, "memory_search", {"query": "port", "since": "99999m"}),
+        _raw_call(4, "memory_get", {"path": "\udfff.md"}),
+        _raw_call(5, "memory_status", {}),
+    ]
+    answers = _raw_answers(db, lines, 5)
     by_id = {a.get("id"): a for a in answers if a}
-    assert sorted(by_id, key=str) == [1, 2, 3, 4, 5, None]
+    assert sorted(by_id, key=str) == [2, 3, 4, 5, None]
     assert by_id[None]["error"]["code"] == -32700
     assert by_id[2]["result"]["isError"] is False
     assert by_id[2]["result"]["structuredContent"]["results"][0]["path"] == "tech/redis.md"
@@ -651,3 +659,35 @@ def test_every_line_gets_an_answer_lone_surrogates_and_lines_that_are_not_json_i
     assert "'99999m' is not a date: use YYYY-MM-DD" in by_id[3]["result"]["content"][0]["text"]
     assert by_id[4]["result"]["isError"] is True
     assert by_id[5]["result"]["isError"] is False
+
+
+def test_a_request_with_an_invalid_id_or_nested_too_deeply_gets_an_error_answer(
+    indexed: tuple[Path, Path],
+) -> None:
+    """A JSON-RPC id is an integer or a string: the SDK took a request with another for a
+    notification and answered nothing; one nested deeper than it parses was a parse error with
+    id null, its own id readable at its top level."""
+    _, db = indexed
+    # with an escape, which the lone-surrogate pass reads
+    deep = '{"x":' * 5000 + '"caf\\u00e9"' + "}" * 5000
+    lines = [
+        _raw_call({"an": "object"}, "memory_status", {}),
+        _raw_call(1.5, "memory_status", {}),
+        '{"jsonrpc": "2.0", "method": "tools/call", "params": ' + deep + ', "id": "deep"}',
+        '{"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": [' + deep + "]}}",
+        json.dumps({"jsonrpc": "2.0", "id": 7}),
+        _raw_call(8, "memory_status", {}),
+    ]
+    answers = _raw_answers(db, lines, 6)
+    errors = [(a["id"], a["error"]["code"], a["error"]["message"]) for a in answers if "error" in a]
+    assert sorted(errors, key=str) == sorted(
+        [
+            (None, -32600, "Invalid Request: an id is an integer or a string"),
+            (None, -32600, "Invalid Request: an id is an integer or a string"),
+            ("deep", -32600, "Invalid Request: nested too deeply"),
+            (6, -32600, "Invalid Request: nested too deeply"),
+            (7, -32600, "Invalid Request: not a JSON-RPC message"),
+        ],
+        key=str,
+    )
+    assert [a["id"] for a in answers if "result" in a] == [8]

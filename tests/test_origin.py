@@ -175,6 +175,21 @@ def test_a_reader_never_writes_a_shared_vault_and_says_when_it_is_behind_on_the_
     assert _files(url, name) == ["extra.md", "other.md", "shared.md"]
 
 
+def test_status_of_a_shared_vault_whose_host_was_never_recorded_says_where_its_notes_are(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    url, name = pg_vault
+    assert _index(_notes(tmp_path / "notes", "redis"), url, name).returncode == 0
+    with psycopg.connect(url) as conn:  # as an index made before hosts were recorded
+        conn.execute(f'DELETE FROM "{name}".meta WHERE key = %s', (HOST_KEY,))
+    text = memsync("status", "--db", url, "--name", name).stdout
+    assert [line for line in text.splitlines() if line.startswith(("files:", "state:"))] == [
+        "files:    3 indexed; the notes are on the machine that indexed them, not on this one",
+        "state:    not compared here: the vault's notes are on the machine that indexed them, "
+        "where its writer runs",
+    ]
+
+
 def test_an_agent_reads_a_shared_vault_without_writing_it_and_writes_only_on_its_host(
     tmp_path: Path, pg_vault: tuple[str, str]
 ) -> None:

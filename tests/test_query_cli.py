@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import EmbeddingServer, write
+from conftest import EmbeddingServer, memsync, write
 from test_fts import HOSTILE
 
 from memsync.cli import main
@@ -236,6 +236,30 @@ def test_control_characters_of_notes_and_their_names_reach_no_terminal(tmp_path:
     assert "\x07 and \x08hidden" in raw  # --raw: the lines as in the file
     payload = json.loads(_run("query", "wombat", "--vault", str(vault), "--json").output)
     assert payload["results"][0]["path"] == name  # JSON escapes them itself
+
+
+def test_get_of_a_name_as_query_printed_it_reads_that_very_note(tmp_path: Path) -> None:
+    """A name with a real backslash (`new\\nline.md`, as on Linux and macOS) beside one with a
+    real newline: each printed name, pasted back into a real `memsync get`, reads its own note."""
+    vault = tmp_path / "notes"
+    notes = {"new\\nline.md": "a backslash", "new\nline.md": "a newline"}
+    for name, holds in list(notes.items()):
+        try:
+            write(vault, name, f"# Odd name\n\nzebra in the note with {holds}\n")
+        except OSError:  # a file system that refuses a newline in a name
+            del notes[name]
+    base = ["--vault", str(vault)]
+    assert memsync("index", str(vault), "--provider", "none").returncode == 0
+    printed = {"new\\nline.md": "new\\\\nline.md", "new\nline.md": "new\\nline.md"}
+    files = memsync("query", "zebra", *base, "--files").stdout.splitlines()
+    assert sorted(files) == sorted(printed[name] for name in notes)
+    text = memsync("query", "zebra", *base).stdout
+    for name, holds in notes.items():
+        location = f"{printed[name]}:1-3"
+        assert location in text.split()
+        expected = f"3 | zebra in the note with {holds}"
+        assert memsync("get", printed[name], *base).stdout.splitlines()[2] == expected
+        assert memsync("get", location, *base).stdout.splitlines()[2] == expected
 
 
 def test_hybrid_with_vectors_and_decay_prefers_the_newer_daily_note(

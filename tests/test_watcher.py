@@ -270,6 +270,20 @@ class WatchProcess:
             self.process.stderr.close()  # type: ignore[union-attr]
 
 
+def test_why_a_watcher_stopped_reaches_its_log_file(vault: Path, tmp_path: Path) -> None:
+    db, log_file = tmp_path / "i.sqlite", tmp_path / "watch.log"
+    watcher = WatchProcess(vault, db, "--provider", "none", "--log-file", str(log_file))
+    wait_until(lambda: log_file.exists() and "reconcile (start)" in log_file.read_text())
+    (tmp_path / "i.sqlite.lock").unlink()  # its lock file removed by hand
+    write(vault, "new.md", "# New\n\nan edit after it\n")
+    assert watcher.process.wait(30) == 1
+    watcher.finish()
+    said = "lost the writer lock on"
+    assert said in "".join(watcher.log)
+    last = log_file.read_text().splitlines()[-1]
+    assert " ERROR stopped: " in last and said in last
+
+
 def test_sigterm_exits_0_and_a_killed_watchers_lock_is_taken_over(
     vault: Path, tmp_path: Path
 ) -> None:
