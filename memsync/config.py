@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .redact import is_conninfo, redact
-from .vault import is_utf8, shown
+from .text import is_utf8, shown
 
 if sys.version_info >= (3, 11):
     import tomllib

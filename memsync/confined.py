@@ -32,7 +32,8 @@ class Refused(Exception):
     is the reason, shown to the user."""
 
 
-def _inside(real: str, root_real: str) -> bool:
+def inside(real: str, root_real: str) -> bool:
+    """Whether a real path is the vault's root or below it."""
     return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
 
 
@@ -214,7 +215,7 @@ def _from_root(target: str, root_real: str) -> list[str]:
         real = os.path.realpath(target)  # only where to walk: every name is checked on the way
     except (OSError, ValueError):
         raise Refused("a symlink on its way cannot be followed") from None
-    if not _inside(real, root_real):
+    if not inside(real, root_real):
         raise Refused("a symlink on its way leads outside the vault")
     return _parts(os.path.relpath(real, root_real).replace(os.sep, "/"))
 
@@ -226,7 +227,7 @@ def _locate_by_name(root_real: str, rel: str, make_folders: bool) -> Place:
         real = os.path.realpath(path)
     except (OSError, ValueError):
         raise Refused("changed while being read") from None
-    if not _inside(real, root_real) or real == root_real:
+    if not inside(real, root_real) or real == root_real:
         raise Refused("a symlink on its way leads outside the vault")
     parts = _parts(os.path.relpath(real, root_real).replace(os.sep, "/"))
     if make_folders:

@@ -1,7 +1,7 @@
 """`memsync mcp`: the vault as an agent's memory, over MCP on stdio. The only module that imports
 `mcp`; every tool validates, makes one call on the library face (memory) and renders (output).
 
-Agent input is untrusted: every path goes through vault.checked_path (inside the vault, a note
+Agent input is untrusted: every path goes through notes.checked_path (inside the vault, a note
 memsync indexes), writes exist only with --writable and never touch protected notes. A bad
 argument is a tool error (`isError`) of one line; nothing an agent sends stops the server.
 """

@@ -35,14 +35,14 @@ from .filters import note_filter, path_globs
 from .glossary import cached_path, shared_glossary
 from .locate import Location, for_vault, locate
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
-from .notes import parse_location
+from .notes import checked_path, note_path, parse_location
 from .origin import Origin, check_writer, this_host
 from .ranking import query_words
 from .search import SAMPLE_CHUNKS, Options, Outcome, search
 from .status import gather, vaults_in
 from .store import ModelKey
 from .sync import ProgressFactory, Report, Syncer, behind_notice, index_vault, refresh_text
-from .vault import IgnoreRules, checked_path, note_path, vault_root
+from .vault import IgnoreRules, vault_root
 
 __all__ = [
     "Indexed",

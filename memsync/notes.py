@@ -12,9 +12,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from . import confined
+from . import confined, vault
 from .errors import ArgumentError, os_reason
-from .vault import SkipFile, fold, read_note, shown
+from .text import fold, shown
+from .vault import SkipFile, read_note
 
 MAX_LINES = 400  # lines one read returns
 MAX_BYTES = 64 * 1024  # bytes one read returns
@@ -72,6 +73,63 @@ class WrittenLines(NamedTuple):
     sha256: str  # of the note's bytes now: what the index must hold once it has seen the write
 
 
+MAX_PATH_BYTES = 1024  # a vault-relative path an agent may name; a part is at most 255 bytes
+
+
+def note_path(rel: object) -> str:
+    """Pure: an untrusted vault-relative path in its one spelling (`/` between folders, no `.`),
+    or ArgumentError when it could never name a note inside a vault (`..`, absolute, `~`, NUL,
+    too long, not Markdown)."""
+    if not isinstance(rel, str) or not rel.strip():
+        raise ArgumentError("a note's path relative to the vault is required, e.g. projects/x.md")
+    if "\0" in rel:
+        raise ArgumentError("the path contains a NUL byte")
+    if "\\" in rel and os.sep == "\\":  # a name may hold a backslash on Linux and macOS
+        raise ArgumentError(f"{rel!r}: use / between folders")
+    text = rel.strip()
+    if text.startswith(("/", "~")) or (len(text) > 1 and text[1] == ":"):
+        raise ArgumentError(f"{rel!r} must be relative to the vault (no leading /, ~ or drive)")
+    parts = [part for part in text.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise ArgumentError(f"{rel!r} must not contain '..'")
+    if not parts:
+        raise ArgumentError(f"{rel!r} names no note")
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES or any(
+        len(part.encode("utf-8", "surrogatepass")) > 255 for part in parts
+    ):
+        raise ArgumentError("the path is too long")
+    clean = "/".join(parts)
+    if not parts[-1].lower().endswith(vault.NOTE_SUFFIXES):
+        raise ArgumentError(f"{clean} is not a Markdown note (.md or .markdown)")
+    return clean
+
+
+def checked_path(
+    root: Path, rel: object, rules: vault.IgnoreRules, *, existing: bool = True
+) -> str:
+    """An untrusted vault-relative path (an agent's) as the note it names, or ArgumentError saying
+    why not: never outside the vault (`..`, absolute, `~`, a symlink out), never hidden, ignored
+    or other than Markdown. `existing=False` also admits a note still to be created."""
+    clean = note_path(rel)
+    if rules.skips_path(clean):
+        raise ArgumentError(
+            f"{clean} is hidden or ignored (.memsyncignore): memsync does not index it"
+        )
+    verdict = vault.note_at(root, clean, rules)
+    if isinstance(verdict, vault.Skip):
+        raise ArgumentError(f"{clean}: {verdict.reason}")
+    if verdict is not None:
+        return clean
+    if existing:
+        raise ArgumentError(
+            f"no note at {clean}: give its path inside the vault, as query prints it"
+        )
+    reason = vault.why_not_creatable(root, clean)
+    if reason:
+        raise ArgumentError(f"{clean}: {reason}")
+    return clean
+
+
 def parse_location(location: str) -> tuple[str, int | None, int | None]:
     """`path`, `path:N` or `path:N-M`, exactly as `memsync query` prints a result."""
     path, sep, lines = location.rpartition(":")
@@ -91,7 +149,7 @@ def read_lines(
 ) -> Lines:
     """Lines start..end (1-based, inclusive; whole note by default) of a note, read from disk now;
     `capped` (an agent's read): at most MAX_LINES lines and MAX_BYTES bytes.
-    `rel` must come from vault.checked_path."""
+    `rel` must come from checked_path."""
     try:
         note = read_note(root, rel, max_file_bytes)
     except SkipFile as skip:
@@ -183,7 +241,7 @@ def write_note(
     `replace` rewrites an existing one. Line endings and permissions of an existing note are kept.
     The note is reached through descriptors walked inside the vault (a symlink inside it leads to
     the note it names, one leading out is refused), so the write lands in the vault or nowhere.
-    `rel` must come from vault.checked_path."""
+    `rel` must come from checked_path."""
     if mode not in WRITE_MODES:
         raise ArgumentError(f"mode must be one of {', '.join(WRITE_MODES)}, not {mode!r}")
     try:

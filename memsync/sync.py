@@ -31,7 +31,8 @@ from .store import (
     StoreReader,
     StoreWriter,
 )
-from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan, shown
+from .text import shown
+from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan
 from .vectors import to_blob
 
 if TYPE_CHECKING:

@@ -7,13 +7,13 @@ import errno
 import hashlib
 import os
 import stat as stat_mod
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from . import confined
-from .errors import ArgumentError, VaultError
+from .errors import VaultError
+from .text import fold, is_utf8, shown
 
 NOTE_SUFFIXES = (".md", ".markdown")
 SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
@@ -56,14 +56,6 @@ class SkipFile(Exception):
 class Scan:
     files: dict[str, FileStat] = field(default_factory=dict)
     skipped: list[Skip] = field(default_factory=list)
-
-
-def fold(name: str) -> str:
-    """A name as a case-insensitive file system (macOS, Windows) compares it: `Drafts`, `DRAFTS`
-    and fullwidth `ＤＲＡＦＴＳ` are one name. Ignore and protect rules compare folded names."""
-    if name.isascii():  # nearly every name, and a C-speed path
-        return name.lower()
-    return unicodedata.normalize("NFKC", name).casefold()
 
 
 class IgnoreRules:
@@ -109,46 +101,6 @@ class IgnoreRules:
         return (bool(parent) and self.skips_folder(parent)) or self.skips_file(rel)
 
 
-def subfolders(root: Path, rel: str) -> list[str]:
-    """The folders in a vault folder (not symlinks to one), vault-relative, by name."""
-    try:
-        with os.scandir(root / rel) as entries:
-            names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
-    except OSError:
-        return []
-    return [f"{rel}/{name}" if rel else name for name in names]
-
-
-def watch_roots(root: Path, rules: IgnoreRules) -> list[tuple[str, bool]]:
-    """The fewest folder watches that see every indexed folder and no skipped one, as
-    (vault-relative folder, recursive); "" is the vault. A folder with no skipped folder anywhere
-    below it is watched as one tree; any other folder alone, its subfolders planned alike. A
-    git vault is then a handful of watches, none of them on .git/objects."""
-    order: list[str] = []  # folders, each before its subfolders
-    kept: dict[str, list[str]] = {}  # folder -> its subfolders that are not skipped
-    clean: dict[str, bool] = {}  # no skipped folder anywhere below
-    stack = [""]
-    while stack:  # iterative: a vault may be deeper than Python's recursion limit
-        rel = stack.pop()
-        order.append(rel)
-        children = subfolders(root, rel)
-        kept[rel] = [c for c in children if not rules.skips_dir(c)]
-        clean[rel] = len(kept[rel]) == len(children)
-        stack += kept[rel]
-    for rel in reversed(order):  # subfolders first
-        clean[rel] = clean[rel] and all(clean[c] for c in kept[rel])
-    plan: list[tuple[str, bool]] = []
-    split: set[str] = set()  # planned folders watched alone
-    for rel in order:
-        parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
-        if rel and parent not in split:
-            continue  # inside a tree watched whole
-        plan.append((rel, clean[rel]))
-        if not clean[rel]:
-            split.add(rel)
-    return plan
-
-
 def vault_root(path: str | os.PathLike[str]) -> Path:
     root = Path(path).expanduser()
     if not root.exists():
@@ -159,10 +111,6 @@ def vault_root(path: str | os.PathLike[str]) -> Path:
     if not is_utf8(str(real)):  # the index keeps the vault's path, and its notes', as text
         raise VaultError(f"the vault's path {shown(str(real))} is not UTF-8: rename the folder")
     return real
-
-
-def _inside(real: str, root_real: str) -> bool:
-    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
 
 
 def _realpath(path: str) -> str | None:
@@ -179,23 +127,6 @@ def _relative(real: str, root_real: str) -> str:
     return os.path.relpath(real, root_real).replace(os.sep, "/")
 
 
-def shown(rel: str) -> str:
-    """A path as text that can be printed and stored: bytes that are not UTF-8 as \\xNN escapes."""
-    return os.fsencode(rel).decode("utf-8", "backslashreplace")
-
-
-def is_utf8(text: str) -> bool:
-    """Whether a name or an argument is text, not the surrogate escapes Python reads bytes that
-    are not UTF-8 as (a file name on disk, a word from a terminal in another encoding)."""
-    if text.isascii():  # nearly every name, and a C-speed check
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _judge_file(
     root_real: str, rel: str, path: str, rules: IgnoreRules, is_link: bool
 ) -> FileStat | Skip | None:
@@ -209,7 +140,7 @@ def _judge_file(
     if is_link:
         if real is None:
             return Skip(rel, "changed while being read: a symlink on its way was swapped")
-        if not _inside(real, root_real):
+        if not confined.inside(real, root_real):
             return Skip(rel, "symlink to a file outside the vault")
     try:
         st = os.stat(path)
@@ -284,7 +215,7 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
                     Skip(rel, "changed while being listed: a symlink was swapped")
                 )
                 continue
-            if not _inside(real, root_real):
+            if not confined.inside(real, root_real):
                 result.skipped.append(Skip(rel, "symlink to a folder outside the vault"))
                 continue
             target = _relative(real, root_real)
@@ -309,65 +240,20 @@ def note_at(root: Path, rel: str, rules: IgnoreRules) -> FileStat | Skip | None:
     return _judge_file(root_real, rel, path, rules, through_link)
 
 
-MAX_PATH_BYTES = 1024  # a vault-relative path an agent may name; a part is at most 255 bytes
-
-
-def note_path(rel: object) -> str:
-    """Pure: an untrusted vault-relative path in its one spelling (`/` between folders, no `.`),
-    or ArgumentError when it could never name a note inside a vault (`..`, absolute, `~`, NUL,
-    too long, not Markdown)."""
-    if not isinstance(rel, str) or not rel.strip():
-        raise ArgumentError("a note's path relative to the vault is required, e.g. projects/x.md")
-    if "\0" in rel:
-        raise ArgumentError("the path contains a NUL byte")
-    if "\\" in rel and os.sep == "\\":  # a name may hold a backslash on Linux and macOS
-        raise ArgumentError(f"{rel!r}: use / between folders")
-    text = rel.strip()
-    if text.startswith(("/", "~")) or (len(text) > 1 and text[1] == ":"):
-        raise ArgumentError(f"{rel!r} must be relative to the vault (no leading /, ~ or drive)")
-    parts = [part for part in text.split("/") if part not in ("", ".")]
-    if ".." in parts:
-        raise ArgumentError(f"{rel!r} must not contain '..'")
-    if not parts:
-        raise ArgumentError(f"{rel!r} names no note")
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES or any(
-        len(part.encode("utf-8", "surrogatepass")) > 255 for part in parts
-    ):
-        raise ArgumentError("the path is too long")
-    clean = "/".join(parts)
-    if not parts[-1].lower().endswith(NOTE_SUFFIXES):
-        raise ArgumentError(f"{clean} is not a Markdown note (.md or .markdown)")
-    return clean
-
-
-def checked_path(root: Path, rel: object, rules: IgnoreRules, *, existing: bool = True) -> str:
-    """An untrusted vault-relative path (an agent's) as the note it names, or ArgumentError saying
-    why not: never outside the vault (`..`, absolute, `~`, a symlink out), never hidden, ignored
-    or other than Markdown. `existing=False` also admits a note still to be created."""
-    clean = note_path(rel)
-    if rules.skips_path(clean):
-        raise ArgumentError(
-            f"{clean} is hidden or ignored (.memsyncignore): memsync does not index it"
-        )
-    verdict = note_at(root, clean, rules)
-    if isinstance(verdict, Skip):
-        raise ArgumentError(f"{clean}: {verdict.reason}")
-    if verdict is not None:
-        return clean
-    if existing:
-        raise ArgumentError(
-            f"no note at {clean}: give its path inside the vault, as query prints it"
-        )
+def why_not_creatable(root: Path, rel: str) -> str | None:
+    """Why a new note cannot be made at `rel`, or None: something other than a note is there, or
+    the nearest folder on its way that exists is a symlink (the note would live under another
+    name than the one it is indexed by)."""
     root_real = os.path.realpath(root)
-    path = os.path.join(root_real, clean)
+    path = os.path.join(root_real, rel)
     if os.path.lexists(path):
-        raise ArgumentError(f"{clean} exists but is not a note file")
+        return "something other than a note file is there"
     folder = os.path.dirname(path)
-    while not os.path.lexists(folder):  # the nearest folder that exists must be the vault's own
+    while not os.path.lexists(folder):
         folder = os.path.dirname(folder)
-    if _realpath(folder) != folder or not _inside(folder, root_real):
-        raise ArgumentError(f"{clean}: a folder on its way is a symlink")
-    return clean
+    if _realpath(folder) != folder or not confined.inside(folder, root_real):
+        return "a folder on its way is a symlink"
+    return None
 
 
 def read_note(root: Path, rel: str, max_bytes: int) -> Note:

@@ -29,7 +29,8 @@ from .origin import Owner, check_writer
 from .output import visible
 from .store import StoreWriter
 from .sync import Report, Syncer, embed_pending
-from .vault import IGNORE_FILE, IgnoreRules, subfolders, vault_root, watch_roots
+from .vault import IGNORE_FILE, IgnoreRules, vault_root
+from .watch_plan import subfolders, watch_roots
 
 log = logging.getLogger("memsync.watch")
 
@@ -297,7 +298,7 @@ class Watcher:
         return False
 
     def _start_observer(self, sink: _EventSink) -> None:
-        """Watch the vault's indexed folders (vault.watch_roots): hidden and ignored folders get
+        """Watch the vault's indexed folders (watch_plan.watch_roots): hidden and ignored folders get
         no inotify watch, so a .git/objects or node_modules cannot exhaust the user's limit."""
         from watchdog.observers import Observer
 

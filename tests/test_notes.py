@@ -8,8 +8,16 @@ import pytest
 from conftest import as_nobody, write
 
 from memsync.errors import ArgumentError
-from memsync.notes import check_writable, parse_location, protected, read_lines, write_note
-from memsync.vault import IgnoreRules, checked_path, fold
+from memsync.notes import (
+    check_writable,
+    checked_path,
+    parse_location,
+    protected,
+    read_lines,
+    write_note,
+)
+from memsync.text import fold
+from memsync.vault import IgnoreRules
 
 
 @pytest.mark.parametrize(
@@ -121,3 +129,17 @@ def test_read_lines_and_locations(tmp_path: Path) -> None:
     assert parse_location("a.md") == ("a.md", None, None)
     with pytest.raises(ArgumentError, match="out of range"):
         read_lines(tmp_path, "a.md", 5, 6, 1 << 20)
+
+
+def test_a_new_note_is_refused_where_a_folder_sits_or_a_folder_on_its_way_is_a_symlink(
+    tmp_path: Path,
+) -> None:
+    rules = IgnoreRules(tmp_path)
+    (tmp_path / "taken.md").mkdir()
+    with pytest.raises(ArgumentError, match="taken.md: something other than a note file is there"):
+        checked_path(tmp_path, "taken.md", rules, existing=False)
+    write(tmp_path, "real/a.md", "# A\n")
+    (tmp_path / "alias").symlink_to("real")
+    with pytest.raises(ArgumentError, match="a folder on its way is a symlink"):
+        checked_path(tmp_path, "alias/new/b.md", rules, existing=False)
+    assert checked_path(tmp_path, "real/new/b.md", rules, existing=False) == "real/new/b.md"

@@ -155,6 +155,7 @@ PURE = {
     "filters": set(),
     "vectors": {"numpy"},
     "redact": set(),
+    "text": set(),
 }
 
 
