@@ -145,7 +145,7 @@ def _judge_file(
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return Skip(rel, "broken symlink") if is_link else None
+        return Skip(rel, "broken symlink") if os.path.islink(path) else None  # else: not there
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return Skip(rel, "symlink loop")
