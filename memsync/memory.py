@@ -30,6 +30,7 @@ from .embedders import (
     make_reranker,
     resolve_provider,
 )
+from .embedding import ProgressFactory
 from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, VaultTaken
 from .filters import note_filter, path_globs
 from .glossary import cached_path, shared_glossary
@@ -41,7 +42,7 @@ from .ranking import query_words
 from .search import SAMPLE_CHUNKS, Options, Outcome, search
 from .status import gather, vaults_in
 from .store import ModelKey
-from .sync import ProgressFactory, Report, Syncer, behind_notice, index_vault, refresh_text
+from .sync import Report, Syncer, behind_notice, index_vault, refresh_text
 from .vault import IgnoreRules, vault_root
 
 __all__ = [

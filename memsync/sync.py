@@ -16,24 +16,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import fts, metadata
-from .chunking import CHUNKER, chunk_text, embed_inputs
+from .chunking import CHUNKER, chunk_text
 from .embedders import Embedder
-from .errors import EmbeddingError, EmbeddingResponseError, VaultError
+from .embedding import Progress, ProgressFactory, embed_pending
+from .errors import EmbeddingError, VaultError
 from .origin import Owner
 from .store import (
     FileFacts,
     FileRow,
-    ModelKey,
     NewChunk,
     NoteWrite,
-    PendingChunk,
     SkipRow,
     StoreReader,
     StoreWriter,
 )
 from .text import shown
 from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan
-from .vectors import to_blob
 
 if TYPE_CHECKING:
     from .locate import Location
@@ -52,10 +50,6 @@ def rules_current(meta: Mapping[str, str]) -> bool:
 # notes written per transaction: a transaction (and on PostgreSQL a round trip) per note was most
 # of a first index's time; a batch is still all or nothing, so a crash leaves no half note
 BATCH_NOTES, BATCH_CHUNKS = 100, 500
-
-Progress = Callable[[int], None]
-# opens a progress display for (label, total) and returns its update function
-ProgressFactory = Callable[[str, int], Progress]
 
 
 @dataclass(frozen=True)
@@ -374,86 +368,6 @@ class Syncer:
             progress(len(batch))
 
 
-def embed_pending(
-    store: StoreWriter,
-    embedder: Embedder,
-    report: Report,
-    progress: ProgressFactory | None = None,
-    should_stop: Callable[[], bool] = lambda: False,
-    adopt_new_size: bool = False,
-) -> None:
-    """Give every chunk without a vector one, cache first, then the model, a batch at a time.
-
-    A model that answers with another vector size than the index holds is a provider error, unless
-    `adopt_new_size` (an explicit `memsync index`): then every vector is made again at the new size.
-    """
-    key = embedder.key
-    if store.model_key() != key or store.dims() is None:
-        sample = store.pending_chunks(1, any_chunk=True)
-        if not sample:
-            return
-        probe = embedder.embed_documents(_inputs(sample[0])[:1])
-        store.set_model(key, int(probe.shape[1]))  # a new model: every old vector goes
-    dims = store.dims() or 0
-    total = store.pending_count()
-    update = progress("Embedding chunks", total) if progress and total else None
-    with store.loading_vectors(total):
-        _embed_rounds(store, embedder, key, dims, report, update, should_stop, adopt_new_size)
-    report.pending = store.pending_count()
-
-
-def _inputs(chunk: PendingChunk) -> list[str]:
-    """What the model reads for a stored chunk: the inputs its hash was computed from."""
-    return embed_inputs(chunk.context, chunk.text, chunk.whole, chunk.overlap)
-
-
-def _embed_rounds(
-    store: StoreWriter,
-    embedder: Embedder,
-    key: ModelKey,
-    dims: int,
-    report: Report,
-    update: Progress | None,
-    should_stop: Callable[[], bool],
-    adopt_new_size: bool,
-) -> None:
-    while not should_stop():
-        # a few batches a round (as many as the provider takes at once): a watcher stops between
-        batch = store.pending_chunks(embedder.batch_size * embedder.in_flight)
-        if not batch:
-            break
-        blobs = store.cached_embeddings(key, [chunk.hash for chunk in batch])
-        missing = {c.hash: _inputs(c) for c in batch if c.hash not in blobs}
-        if missing:
-            vectors = embedder.embed_documents([w for inputs in missing.values() for w in inputs])
-            if vectors.shape[1] != dims:
-                if not adopt_new_size:
-                    raise EmbeddingResponseError(
-                        f"{embedder.describe()} now returns {vectors.shape[1]}-dimension vectors "
-                        f"but the index holds {dims}: if the model behind that name changed, stop "
-                        "the watcher and run memsync index VAULT to embed every chunk again"
-                    )
-                log.warning(
-                    "%s changed size %d -> %d: embedding every chunk again",
-                    embedder.describe(),
-                    dims,
-                    vectors.shape[1],
-                )
-                store.set_model(key, int(vectors.shape[1]))
-                dims = int(vectors.shape[1])
-                continue
-            at = 0
-            for chunk_hash, inputs in missing.items():  # a chunk's windows, one blob
-                blobs[chunk_hash] = to_blob(vectors[at : at + len(inputs)])
-                at += len(inputs)
-        stored = store.store_embeddings(key, [(c.id, c.hash, blobs[c.hash]) for c in batch], dims)
-        report.embedded += stored
-        if update:
-            update(len(batch))
-        if stored == 0 and store.model_key() != key:
-            break  # someone switched the model under us; stop rather than loop
-
-
 def index_vault(
     store: StoreWriter,
     root: Path,
@@ -469,12 +383,13 @@ def index_vault(
     syncer.sync_all(report, progress)
     if embedder is not None:
         try:
-            embed_pending(store, embedder, report, progress, adopt_new_size=True)
+            done = embed_pending(store, embedder, progress, adopt_new_size=True)
         except EmbeddingError as exc:
             raise type(exc)(
                 f"{exc}. The text is indexed (keyword search works); {store.pending_count()} "
                 "chunks still need vectors: run memsync index again"
             ) from exc
+        report.embedded, report.pending = done.embedded, done.pending
     if report.changed or report.removed:
         store.prune_cache()
     report.seconds = time.monotonic() - started

@@ -23,12 +23,13 @@ from typing import Any
 from .config import Config
 from .debounce import Debouncer
 from .embedders import Embedder, make_embedder
+from .embedding import embed_pending
 from .errors import EmbeddingError, LockError, MemsyncError, StoreError
 from .locate import Location, for_vault
 from .origin import Owner, check_writer
 from .output import visible
 from .store import StoreWriter
-from .sync import Report, Syncer, embed_pending
+from .sync import Report, Syncer
 from .vault import IGNORE_FILE, IgnoreRules, vault_root
 from .watch_plan import subfolders, watch_roots
 
@@ -150,10 +151,9 @@ class Embedding(threading.Thread):
             self.wake.clear()
             wait = None
             try:
-                report = Report()
-                embed_pending(store, self.embedder, report, should_stop=self.stop.is_set)
-                if report.embedded:
-                    log.info("embedded %d chunks (%d waiting)", report.embedded, report.pending)
+                done = embed_pending(store, self.embedder, should_stop=self.stop.is_set)
+                if done.embedded:
+                    log.info("embedded %d chunks (%d waiting)", done.embedded, done.pending)
                 if self.failures:
                     self.publish(embedding_error=None)
                     log.info("embedding works again")

@@ -9,10 +9,11 @@ from conftest import HashEmbedder, write
 
 from memsync import sync
 from memsync.chunking import MAX_TOKENS, count_tokens, embed_inputs, windows
+from memsync.embedding import embed_pending
 from memsync.locate import Location
 from memsync.store import NoteWrite
 from memsync.store import StoreWriter as Store
-from memsync.sync import Report, Syncer, embed_pending, index_vault, match_moves, plan
+from memsync.sync import Report, Syncer, index_vault, match_moves, plan
 from memsync.vault import FileStat
 
 MB = 1 << 20
@@ -237,7 +238,7 @@ def test_a_short_note_of_one_chunk_gets_a_vector_of_its_whole_from_its_stored_ro
     write(root, "people/li.md", f"# Li\n\n{facts}\n")
     with location.open(create=True) as store:
         index_vault(store, root, MB, None)
-        embed_pending(store, hash_embedder, Report())
+        embed_pending(store, hash_embedder)
         rows = store.chunks([i for i, _ in store.vector_search(other_query(store), 1000)])
         person = [r for r in rows.values() if r.path == "people/li.md"]
         assert len(person) == 1 and len(windows(person[0].text)) > 1
@@ -256,9 +257,8 @@ def test_keyword_only_run_leaves_chunks_pending_until_a_model_runs(
     with location.open(create=True) as store:
         report = index_vault(store, root, MB, None)
         assert report.pending == store.counts()["chunks"] > 0
-        later = Report()
-        embed_pending(store, hash_embedder, later)
-        assert later.pending == 0 and store.model_key() == hash_embedder.key
+        later = embed_pending(store, hash_embedder)
+        assert later.pending == 0 and later.embedded == report.pending and store.model_key() == hash_embedder.key
 
 
 def test_changing_the_model_reembeds_and_never_mixes_vectors(
@@ -399,7 +399,7 @@ def test_a_model_that_changes_size_is_an_error_unless_indexing_adopts_it(
     write(root, "notes/new.md", "# New\n\nfresh words\n")
     Syncer(store, root, MB).sync_all(Report())
     with pytest.raises(EmbeddingResponseError, match="now returns 32-dimension vectors"):
-        embed_pending(store, smaller, Report())
+        embed_pending(store, smaller)
     assert store.dims() == 64 and store.pending_count() > 0
     report = _index(store, root, smaller)  # `memsync index`: every vector again, at 32
     assert store.dims() == 32 and report.pending == 0

@@ -453,11 +453,11 @@ def test_the_embedding_worker_survives_a_size_change_and_any_error_and_says_so(
         real = watcher_module.embed_pending
         calls: list[int] = []
 
-        def broken_once(*args: object, **kwargs: object) -> None:
+        def broken_once(*args: object, **kwargs: object) -> object:
             calls.append(1)
             if len(calls) == 1:
                 raise RuntimeError("a bug nobody foresaw")
-            real(*args, **kwargs)  # type: ignore[arg-type]
+            return real(*args, **kwargs)  # type: ignore[arg-type]
 
         watcher_module.embed_pending = broken_once  # type: ignore[assignment]
         try:

@@ -1,0 +1,107 @@
+"""Vectors for the chunks that lack one: the embedding cache first, then the model, a few
+batches a round, so `index` and the watcher's embedding thread can stop between rounds."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .chunking import embed_inputs
+from .embedders import Embedder
+from .errors import EmbeddingResponseError
+from .store import ModelKey, PendingChunk, StoreWriter
+from .vectors import to_blob
+
+log = logging.getLogger("memsync.sync")
+
+Progress = Callable[[int], None]
+# opens a progress display for (label, total) and returns its update function
+ProgressFactory = Callable[[str, int], Progress]
+
+
+@dataclass(frozen=True)
+class Embedded:
+    embedded: int  # vectors stored by this call
+    pending: int  # chunks still without one
+
+
+def embed_pending(
+    store: StoreWriter,
+    embedder: Embedder,
+    progress: ProgressFactory | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+    adopt_new_size: bool = False,
+) -> Embedded:
+    """Give every chunk without a vector one, cache first, then the model, a batch at a time.
+
+    A model that answers with another vector size than the index holds is a provider error, unless
+    `adopt_new_size` (an explicit `memsync index`): then every vector is made again at the new size.
+    """
+    key = embedder.key
+    if store.model_key() != key or store.dims() is None:
+        sample = store.pending_chunks(1, any_chunk=True)
+        if not sample:
+            return Embedded(0, 0)
+        probe = embedder.embed_documents(_inputs(sample[0])[:1])
+        store.set_model(key, int(probe.shape[1]))  # a new model: every old vector goes
+    dims = store.dims() or 0
+    total = store.pending_count()
+    update = progress("Embedding chunks", total) if progress and total else None
+    with store.loading_vectors(total):
+        stored = _embed_rounds(store, embedder, key, dims, update, should_stop, adopt_new_size)
+    return Embedded(stored, store.pending_count())
+
+
+def _inputs(chunk: PendingChunk) -> list[str]:
+    """What the model reads for a stored chunk: the inputs its hash was computed from."""
+    return embed_inputs(chunk.context, chunk.text, chunk.whole, chunk.overlap)
+
+
+def _embed_rounds(
+    store: StoreWriter,
+    embedder: Embedder,
+    key: ModelKey,
+    dims: int,
+    update: Progress | None,
+    should_stop: Callable[[], bool],
+    adopt_new_size: bool,
+) -> int:
+    """The vectors stored, round after round, until none is missing or `should_stop()`."""
+    done = 0
+    while not should_stop():
+        # a few batches a round (as many as the provider takes at once): a watcher stops between
+        batch = store.pending_chunks(embedder.batch_size * embedder.in_flight)
+        if not batch:
+            break
+        blobs = store.cached_embeddings(key, [chunk.hash for chunk in batch])
+        missing = {c.hash: _inputs(c) for c in batch if c.hash not in blobs}
+        if missing:
+            vectors = embedder.embed_documents([w for inputs in missing.values() for w in inputs])
+            if vectors.shape[1] != dims:
+                if not adopt_new_size:
+                    raise EmbeddingResponseError(
+                        f"{embedder.describe()} now returns {vectors.shape[1]}-dimension vectors "
+                        f"but the index holds {dims}: if the model behind that name changed, stop "
+                        "the watcher and run memsync index VAULT to embed every chunk again"
+                    )
+                log.warning(
+                    "%s changed size %d -> %d: embedding every chunk again",
+                    embedder.describe(),
+                    dims,
+                    vectors.shape[1],
+                )
+                store.set_model(key, int(vectors.shape[1]))
+                dims = int(vectors.shape[1])
+                continue
+            at = 0
+            for chunk_hash, inputs in missing.items():  # a chunk's windows, one blob
+                blobs[chunk_hash] = to_blob(vectors[at : at + len(inputs)])
+                at += len(inputs)
+        stored = store.store_embeddings(key, [(c.id, c.hash, blobs[c.hash]) for c in batch], dims)
+        done += stored
+        if update:
+            update(len(batch))
+        if stored == 0 and store.model_key() != key:
+            break  # someone switched the model under us; stop rather than loop
+    return done
