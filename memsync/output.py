@@ -78,6 +78,8 @@ def status_text(facts: dict[str, Any]) -> str:
     lines.append(f"vectors:  {facts['vector_backend']}")
     if facts["read_only"]:
         lines.append("access:   read-only for this user (queries are not refreshed)")
+    if facts.get("schema_behind"):
+        lines.append(f"schema:   {facts['schema_behind']}")
     if disk["present"]:
         lines.append(
             f"files:    {facts['files_indexed']} indexed, {disk['files']} notes on disk"

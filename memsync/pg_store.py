@@ -293,6 +293,10 @@ class PgStore(Tables):
     one writer at a time (AdvisoryLock)."""
 
     SCHEMA_VERSION = SCHEMA_VERSION
+    # a vault of schema 1 or 2 holds one `vector` a chunk and no mean vectors: nothing a
+    # reader of this release can search
+    READABLE_FROM = 3
+    ADDED_IN = {"files.text": 2, "files.indexed_at": 2, "chunks.windows": 5}
 
     def __init__(
         self,
@@ -342,11 +346,14 @@ class PgStore(Tables):
                 sql.Identifier(self.name), sql.Identifier(SHARED)
             )
         )
-        if not registered or self._schema_version() != SCHEMA_VERSION:
-            with conn.transaction():  # one process at a time creates or migrates a vault
-                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
+        if not create:
+            self._open_schema(writer=False)
+        elif not registered or self._schema_version() != SCHEMA_VERSION:
+            with self._changing_schemas():  # a vault's schema and registration come at once
                 self._create()
-                self._migrate()
+                self._open_schema(writer=True)
+        else:
+            self.schema = SCHEMA_VERSION
         from pgvector.psycopg import register_vector
 
         register_vector(conn)
@@ -386,6 +393,18 @@ class PgStore(Tables):
             )
 
     # -- the hooks of the shared policy (sql_tables.Tables) ---------------------------------
+
+    @contextlib.contextmanager
+    def _changing_schemas(self) -> Iterator[None]:
+        """A transaction in which this process alone of the database's creates or migrates a
+        vault."""
+        with self.conn.transaction():
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
+            yield
+
+    def upgrade(self) -> None:
+        with self._changing_schemas():
+            super().upgrade()
 
     def _apply_migration(self, number: int) -> None:
         self.conn.execute(VAULT_MIGRATIONS[number - 1])
@@ -678,8 +697,8 @@ class PgStore(Tables):
 
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         rows = self.conn.execute(
-            "SELECT id, path, start_line, end_line, text, embedding, windows FROM chunks "
-            "WHERE id = ANY(%s)",
+            "SELECT id, path, start_line, end_line, text, embedding, "
+            f"{self._column('chunks.windows')} FROM chunks WHERE id = ANY(%s)",
             (list(ids),),
             binary=True,  # vectors as bytes: parsing their text form costs 100 us each
         )

@@ -26,6 +26,7 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
         warnings = store.file_warnings()
         backend = store.vector_backend
         read_only = store.read_only
+        behind = store.behind
         origin = Origin.of(meta)
         vault = Path(origin.path) if origin.path else None
         here = origin.here(location.shared)
@@ -46,6 +47,7 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
         "vault_host": origin.host,
         "db": str(location),
         "schema_version": int(meta.get("schema_version", 0)),
+        "schema_behind": behind,  # "": this release's schema
         "provider": meta.get("provider"),
         "model": meta.get("model"),
         "dims": int(meta["dims"]) if meta.get("dims") else None,

@@ -311,7 +311,7 @@ def test_a_vault_of_the_release_before_records_its_windows_lines_and_keeps_its_v
         sync.index_vault(store, root, 1 << 20, hash_embedder)
         store.conn.execute("ALTER TABLE chunks DROP COLUMN windows")  # type: ignore[attr-defined]
         store.record(schema_version=4, chunker=sync.INDEX_RULES.replace(" spans", ""))
-    with where.open() as store:
+    with where.open(create=True) as store:  # the writer (index, watch) migrates it
         assert all(row.window_lines is None for row in store.chunks(range(1, 100)).values())
         report = sync.index_vault(store, root, 1 << 20, hash_embedder)
         assert report.embedded == 0 and store.pending_count() == 0
@@ -672,7 +672,7 @@ def test_a_vault_of_one_vector_per_chunk_is_embedded_again_as_windows(
             provider=key.provider, model=key.model, provider_key=key.provider_key, dims=64
         )
     monkeypatch.undo()
-    with PostgresLocation(url, name).open() as store:
+    with PostgresLocation(url, name).open(create=True) as store:  # the writer migrates it
         assert store.pending_count() == store.counts()["chunks"] == 1
         graph = store.conn.execute(
             "SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_hnsw' AND schemaname = %s",
