@@ -160,6 +160,9 @@ def vaults_text(facts: dict[str, Any]) -> str:
         return f"{facts['db']}: no vault indexed yet (memsync index VAULT --db URL)"
     lines = [f"{facts['db']}: {len(facts['vaults'])} vault(s)"]
     for vault in facts["vaults"]:
+        if vault.get("error"):
+            lines.append(f"  {vault['name']}: cannot be read: {vault['error']}")
+            continue
         writer = vault["writer"]
         who = (
             f"{writer.get('role')} pid {writer.get('pid')} on {writer.get('host')}"

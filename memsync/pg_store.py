@@ -156,10 +156,7 @@ def database_error(exc: BaseException) -> StoreError | None:
     if isinstance(exc, psycopg.errors.DiskFull):  # before OperationalError, its parent class
         message = "the PostgreSQL server's disk is full (the index is intact)"
     elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        message = (
-            f"this PostgreSQL user may not do that ({first_line(exc)}): ask for write access "
-            "to the vault's schema"
-        )
+        message = f"this PostgreSQL user may not do that ({first_line(exc)}): {_grant(exc)}"
     elif isinstance(exc, psycopg.OperationalError):
         message = f"the PostgreSQL server failed ({first_line(exc)}): try again"
     elif isinstance(exc, psycopg.Error):
@@ -167,6 +164,24 @@ def database_error(exc: BaseException) -> StoreError | None:
     else:
         return None
     return StoreError(message, reopen=True)
+
+
+def _grant(exc: BaseException) -> str:
+    """What to ask the database's owner for: the missing grant where the server names it."""
+    schema = re.search(r'permission denied for schema "?([^"\s]+)', str(exc))
+    if schema:
+        name = schema.group(1)
+        return (
+            f"ask the database's owner to GRANT USAGE ON SCHEMA {name} (and SELECT ON ALL "
+            f"TABLES IN SCHEMA {name}) TO this user"
+        )
+    table = re.search(r'permission denied for table "?([^"\s]+)', str(exc))
+    if table:
+        return (
+            f"ask the database's owner for the privileges it needs ON {table.group(1)}: GRANT "
+            "SELECT to read it, and INSERT, UPDATE, DELETE to write it"
+        )
+    return "ask for write access to the vault's schema"
 
 
 def connect(url: str) -> psycopg.Connection[Any]:
