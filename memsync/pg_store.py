@@ -311,7 +311,7 @@ class PgStore(Tables):
     # a vault of schema 1 or 2 holds one `vector` a chunk and no mean vectors: nothing a
     # reader of this release can search
     READABLE_FROM = 3
-    ADDED_IN = {"files.text": 2, "files.indexed_at": 2, "chunks.windows": 5}
+    ADDED_IN = {"chunks.windows": 5}
 
     def __init__(
         self,

@@ -198,8 +198,8 @@ class Tables:
         return self.schema >= self.ADDED_IN.get(name, 1)
 
     def _column(self, name: str) -> str:
-        """`table.column`'s column, or NULL in an older index that lacks it (a reader reads it as
-        a writer's migration leaves it until `index` chunks the notes again: NULL)."""
+        """`table.column`'s column, or NULL in an older index without it: what a writer's
+        migration would hold there until `index` fills it."""
         return name.partition(".")[2] if self._has(name) else "NULL"
 
     def _tags(self) -> str:
