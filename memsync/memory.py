@@ -291,8 +291,7 @@ class Memory:
             embedder, why = self._query_embedder()
         reranker = self._reranker() if options.rerank else None
         outcome = search(self.store, text, options, embedder, why, reranker)
-        if stale:
-            outcome.notices.append(stale)
+        outcome.notices += [notice for notice in (stale, self.store.behind) if notice]
         return outcome
 
     def check_writable_here(self) -> None:
@@ -326,6 +325,7 @@ class Memory:
         if holder is None or holder.get("role") != "watch":
             try:
                 with self.location.writer_lock("mcp-write"):
+                    self.store.upgrade()
                     Syncer(self.store, self.vault_root(), self.config.max_file_bytes).sync_paths(
                         [rel], Report()
                     )

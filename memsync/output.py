@@ -86,6 +86,8 @@ def status_text(facts: dict[str, Any]) -> str:
     lines.append(f"vectors:  {facts['vector_backend']}")
     if facts["read_only"]:
         lines.append("access:   read-only for this user (queries are not refreshed)")
+    if facts.get("schema_behind"):
+        lines.append(f"schema:   {facts['schema_behind']}")
     if disk["present"]:
         lines.append(
             f"files:    {facts['files_indexed']} indexed, {disk['files']} notes on disk"
@@ -165,6 +167,9 @@ def vaults_text(facts: dict[str, Any]) -> str:
         return f"{facts['db']}: no vault indexed yet (memsync index VAULT --db URL)"
     lines = [f"{facts['db']}: {len(facts['vaults'])} vault(s)"]
     for vault in facts["vaults"]:
+        if vault.get("error"):
+            lines.append(f"  {vault['name']}: cannot be read: {vault['error']}")
+            continue
         writer = vault["writer"]
         who = (
             f"{writer.get('role')} pid {writer.get('pid')} on {writer.get('host')}"

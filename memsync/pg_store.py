@@ -156,10 +156,7 @@ def database_error(exc: BaseException) -> StoreError | None:
     if isinstance(exc, psycopg.errors.DiskFull):  # before OperationalError, its parent class
         message = "the PostgreSQL server's disk is full (the index is intact)"
     elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
-        message = (
-            f"this PostgreSQL user may not do that ({first_line(exc)}): ask for write access "
-            "to the vault's schema"
-        )
+        message = f"this PostgreSQL user may not do that ({first_line(exc)}): {_grant(exc)}"
     elif isinstance(exc, psycopg.OperationalError):
         message = f"the PostgreSQL server failed ({first_line(exc)}): try again"
     elif isinstance(exc, psycopg.Error):
@@ -167,6 +164,24 @@ def database_error(exc: BaseException) -> StoreError | None:
     else:
         return None
     return StoreError(message, reopen=True)
+
+
+def _grant(exc: BaseException) -> str:
+    """What to ask the database's owner for: the missing grant where the server names it."""
+    schema = re.search(r'permission denied for schema "?([^"\s]+)', str(exc))
+    if schema:
+        name = schema.group(1)
+        return (
+            f"ask the database's owner to GRANT USAGE ON SCHEMA {name} (and SELECT ON ALL "
+            f"TABLES IN SCHEMA {name}) TO this user"
+        )
+    table = re.search(r'permission denied for table "?([^"\s]+)', str(exc))
+    if table:
+        return (
+            f"ask the database's owner for the privileges it needs ON {table.group(1)}: GRANT "
+            "SELECT to read it, and INSERT, UPDATE, DELETE to write it"
+        )
+    return "ask for write access to the vault's schema"
 
 
 def connect(url: str) -> psycopg.Connection[Any]:
@@ -295,6 +310,10 @@ class PgStore(Tables):
     one writer at a time (AdvisoryLock)."""
 
     SCHEMA_VERSION = SCHEMA_VERSION
+    # a vault of schema 1 or 2 holds one `vector` a chunk and no mean vectors: nothing a
+    # reader of this release can search
+    READABLE_FROM = 3
+    ADDED_IN = {"chunks.windows": 5}
 
     def __init__(
         self,
@@ -344,11 +363,14 @@ class PgStore(Tables):
                 sql.Identifier(self.name), sql.Identifier(SHARED)
             )
         )
-        if not registered or self._schema_version() != SCHEMA_VERSION:
-            with conn.transaction():  # one process at a time creates or migrates a vault
-                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
+        if not create:
+            self._open_schema(writer=False)
+        elif not registered or self._schema_version() != SCHEMA_VERSION:
+            with self._changing_schemas():  # a vault's schema and registration come at once
                 self._create()
-                self._migrate()
+                self._open_schema(writer=True)
+        else:
+            self.schema = SCHEMA_VERSION
         from pgvector.psycopg import register_vector
 
         register_vector(conn)
@@ -388,6 +410,18 @@ class PgStore(Tables):
             )
 
     # -- the hooks of the shared policy (sql_tables.Tables) ---------------------------------
+
+    @contextlib.contextmanager
+    def _changing_schemas(self) -> Iterator[None]:
+        """A transaction in which this process alone of the database's creates or migrates a
+        vault."""
+        with self.conn.transaction():
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
+            yield
+
+    def upgrade(self) -> None:
+        with self._changing_schemas():
+            super().upgrade()
 
     def _apply_migration(self, number: int) -> None:
         self.conn.execute(VAULT_MIGRATIONS[number - 1])
@@ -680,8 +714,8 @@ class PgStore(Tables):
 
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         rows = self.conn.execute(
-            "SELECT id, path, start_line, end_line, text, embedding, windows FROM chunks "
-            "WHERE id = ANY(%s)",
+            "SELECT id, path, start_line, end_line, text, embedding, "
+            f"{self._column('chunks.windows')} FROM chunks WHERE id = ANY(%s)",
             (list(ids),),
             binary=True,  # vectors as bytes: parsing their text form costs 100 us each
         )

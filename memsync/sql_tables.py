@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from . import fts
 from .errors import StoreError
 from .filters import NoteFilter
+from .origin import Origin
 from .store import (
     SOURCE,
     FileFacts,
@@ -46,6 +47,10 @@ class Tables:
     conn: Any  # the engine's connection
 
     SCHEMA_VERSION: int = 0  # the engine's newest schema
+    READABLE_FROM: int = 1  # the oldest schema a reader answers from as it is
+    # what a later schema added that readers read ("table" or "table.column"): the schema that did
+    ADDED_IN: dict[str, int] = {}
+    schema: int = 0  # the index's schema as opened: a reader may answer from an older one
     read_only: bool = False
     shown: str = "the index"  # in messages: "index /path", "vault notes"
     vectors_in_memory: bool = False  # a long-lived reader's: it keeps the mean vectors
@@ -99,7 +104,7 @@ class Tables:
         raise NotImplementedError
 
     def _apply_migration(self, number: int) -> None:
-        """Migration `number` and its record, inside _migrate's transaction."""
+        """Migration `number` and its record, inside upgrade's transaction."""
         raise NotImplementedError
 
     def _reset_vectors(self, dims: int) -> None:
@@ -130,26 +135,76 @@ class Tables:
 
     # -- schema ---------------------------------------------------------------------------
 
-    def _migrate(self) -> None:
-        """Numbered migrations, each in its own transaction; a newer schema is refused, and so is
-        an upgrade this user cannot write."""
-        version = self._schema_version()
-        if version > self.SCHEMA_VERSION:
+    def _open_schema(self, writer: bool) -> None:
+        """A writer (it holds the writer lock: index, watch) brings the index to this release's
+        schema; a reader never changes it: it answers from an older schema as it is, or refuses
+        one it cannot read, naming who must upgrade it. A newer schema is refused."""
+        self.schema = self._schema_version()
+        if self.schema > self.SCHEMA_VERSION:
             raise StoreError(
-                f"{self.shown} has schema {version}, newer than this memsync "
+                f"{self.shown} has schema {self.schema}, newer than this memsync "
                 f"({self.SCHEMA_VERSION}): upgrade memsync"
             )
-        if version < self.SCHEMA_VERSION and self.read_only:
+        if writer:
+            self.upgrade()
+        elif self.schema == 0:
+            raise StoreError(f"{self.shown} is still being created: try again in a moment")
+        elif self.schema < self.READABLE_FROM:
+            raise StoreError(
+                f"{self.shown} has schema {self.schema}, older than this memsync reads: "
+                f"{self._upgrader()} must run this release's memsync index or watch first"
+            )
+
+    def upgrade(self) -> None:
+        """Numbered migrations up to this release's schema, each in its own transaction; only a
+        writer holding the writer lock calls this, and one this user cannot write is refused."""
+        if self._schema_version() < self.SCHEMA_VERSION and self.read_only:
             raise StoreError(
                 f"{self.shown} needs an upgrade that this user cannot write: run memsync "
                 "index as its owner"
             )
-        for number in range(version + 1, self.SCHEMA_VERSION + 1):
+        for number in range(self._schema_version() + 1, self.SCHEMA_VERSION + 1):
             with self.transaction():
                 if self._schema_version() >= number:
-                    continue  # another process (a reader of a new index) applied it meanwhile
+                    continue  # another writer (a query's refresh, index) applied it meanwhile
                 self._apply_migration(number)
                 self.set_meta(schema_version=number)
+        self.schema = self.SCHEMA_VERSION
+
+    @property
+    def behind(self) -> str:
+        """"" for an index of this release's schema; else what a reader of an older one says
+        (read again: a writer may have upgraded it since)."""
+        if self.schema < self.SCHEMA_VERSION:
+            self.schema = self._schema_version()
+        if self.schema >= self.SCHEMA_VERSION:
+            return ""
+        return (
+            f"{self.shown} is behind an older memsync's rules (schema {self.schema}, this "
+            f"release's is {self.SCHEMA_VERSION}): answers come from it as it is, not refreshed; "
+            f"{self._upgrader()} brings it up to date with this release's memsync index or watch"
+        )
+
+    def _upgrader(self) -> str:
+        """Who may upgrade the index: its vault's writer, on the host it records, else of its
+        folder."""
+        origin = Origin.of(self.meta())
+        if origin.host:
+            return f"the vault's writer on host {origin.host}"
+        return f"the writer of {origin.path}" if origin.path else "its writer"
+
+    def _has(self, name: str) -> bool:
+        """Whether the index holds a table or `table.column` that a later schema added."""
+        return self.schema >= self.ADDED_IN.get(name, 1)
+
+    def _column(self, name: str) -> str:
+        """`table.column`'s column, or NULL in an older index without it: what a writer's
+        migration would hold there until `index` fills it."""
+        return name.partition(".")[2] if self._has(name) else "NULL"
+
+    def _tags(self) -> str:
+        """The tags table, or none in an older index without it."""
+        return "tags" if self._has("tags") else "(SELECT NULL AS path, NULL AS tag WHERE 1 = 0)"
 
     def _batches(self, sql: str, values: Sequence[Any], *args: Any) -> Iterator[tuple[Any, ...]]:
         """`sql` with its `({in})` filled for BATCH values at a time; `args` come first."""
@@ -231,14 +286,16 @@ class Tables:
 
     def indexed_text(self, path: str) -> tuple[str, float] | None:
         """A note's text as it was indexed, and when: where the vault's files cannot be read."""
+        text, when = self._column("files.text"), self._column("files.indexed_at")
         rows = self._rows(
-            "SELECT text, indexed_at FROM files WHERE path = ? AND text IS NOT NULL", (path,)
+            f"SELECT {text}, {when} FROM files WHERE path = ? AND {text} IS NOT NULL", (path,)
         )
         return (str(rows[0][0]), float(rows[0][1] or 0.0)) if rows else None
 
     def file_warnings(self) -> list[tuple[str, str]]:
         """By path, in code-point order on both engines (PostgreSQL would sort by locale)."""
-        return sorted(self._rows("SELECT path, warning FROM files WHERE warning IS NOT NULL"))
+        warning = self._column("files.warning")
+        return sorted(self._rows(f"SELECT path, {warning} FROM files WHERE {warning} IS NOT NULL"))
 
     def move_file(self, old: str, row: FileRow, day: str) -> None:
         """A rename: same bytes under a new path; chunks and vectors stay as they are, the date
@@ -330,7 +387,10 @@ class Tables:
     def skip_rows(self) -> dict[str, SkipRow]:
         return {
             row[0]: SkipRow(*row)
-            for row in self._rows("SELECT path, reason, mtime, size FROM skipped")
+            for row in self._rows(
+                f"SELECT path, reason, {self._column('skipped.mtime')}, "
+                f"{self._column('skipped.size')} FROM skipped"
+            )
         }
 
     def skipped(self) -> list[tuple[str, str]]:
@@ -396,14 +456,15 @@ class Tables:
             condition, globbed = self._paths_matching(only.paths)
             conditions.append(condition)
             args += globbed
+        day = self._column("files.date")
         if only.since:
-            conditions.append("path IN (SELECT path FROM files WHERE date >= ?)")
+            conditions.append(f"path IN (SELECT path FROM files WHERE {day} >= ?)")
             args.append(only.since)
         if only.until:
-            conditions.append("path IN (SELECT path FROM files WHERE date <= ?)")
+            conditions.append(f"path IN (SELECT path FROM files WHERE {day} <= ?)")
             args.append(only.until)
         for tag in only.tags:
-            conditions.append("path IN (SELECT path FROM tags WHERE tag = ?)")
+            conditions.append(f"path IN (SELECT path FROM {self._tags()} WHERE tag = ?)")
             args.append(tag)
         return conditions, args
 

@@ -99,6 +99,18 @@ MIGRATIONS: list[str] = [
 OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"})
 
 SCHEMA_VERSION = len(MIGRATIONS)
+# what readers read that a later migration added: a reader of an older index reads NULL there
+ADDED_IN = {
+    "skipped.mtime": 2,
+    "skipped.size": 2,
+    "files.title": 3,
+    "files.date": 3,
+    "files.warning": 3,
+    "tags": 3,
+    "files.text": 4,
+    "files.indexed_at": 4,
+    "chunks.windows": 7,
+}
 MAX_K = 4096  # the most neighbours sqlite-vec returns from one query
 
 
@@ -166,13 +178,15 @@ class SqliteStore(Tables):
     """A connection to one index. Writers serialise through SQLite; readers never wait (WAL)."""
 
     SCHEMA_VERSION = SCHEMA_VERSION
+    ADDED_IN = ADDED_IN
 
     def __init__(self, path: Path, *, create: bool = True, vectors_in_memory: bool = False) -> None:
         """`vectors_in_memory`: for long-lived callers (an agent, the evaluation) that query many
         times: the vectors stay in RAM (4 bytes x dims per chunk) and KNN is a numpy product, about
         8x faster than sqlite-vec's scan at 100k chunks; a one-shot CLI query does not pay to load them.
         `create=False` (readers): the index must exist, and one this user cannot write is opened
-        read-only (`read_only` says so) instead of failing."""
+        read-only (`read_only` says so) instead of failing; an older schema is read as it is
+        (`create=True` is the writer's, under its lock: it migrates)."""
         import apsw
 
         self.path = Path(path)
@@ -199,7 +213,7 @@ class SqliteStore(Tables):
         except OSError as exc:
             raise StoreError(f"cannot create index {self.path}: {os_reason(exc)}") from exc
         self.vec_version = self._load_vec()
-        self._migrate()
+        self._open_schema(writer=create)
 
     def _system_errno(self) -> int:
         """The operating system error behind the connection's last failure, 0 before it opened."""
@@ -438,8 +452,8 @@ class SqliteStore(Tables):
 
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         rows = self._batches(
-            "SELECT id, path, start_line, end_line, text, embedding, windows FROM chunks "
-            "WHERE id IN ({marks})",
+            "SELECT id, path, start_line, end_line, text, embedding, "
+            f"{self._column('chunks.windows')} FROM chunks WHERE id IN ({{marks}})",
             ids,
         )
         return {row[0]: ChunkRow(*row) for row in rows}

@@ -8,7 +8,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .locate import Location, vaults_at
+from .errors import MemsyncError
+from .locate import Location, PostgresLocation, vaults_at
 from .origin import Origin
 from .redact import redact
 from .store import StoreReader
@@ -26,6 +27,7 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
         warnings = store.file_warnings()
         backend = store.vector_backend
         read_only = store.read_only
+        behind = store.behind
         origin = Origin.of(meta)
         vault = Path(origin.path) if origin.path else None
         here = origin.here(location.shared)
@@ -46,6 +48,7 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
         "vault_host": origin.host,
         "db": str(location),
         "schema_version": int(meta.get("schema_version", 0)),
+        "schema_behind": behind,  # "": this release's schema
         "provider": meta.get("provider"),
         "model": meta.get("model"),
         "dims": int(meta["dims"]) if meta.get("dims") else None,
@@ -71,21 +74,25 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
 
 
 def vaults_in(url: str) -> dict[str, Any]:
-    """`memsync status --db postgresql://...` without --name: the vaults that database holds."""
-    vaults = []
-    for location in vaults_at(url):
+    """`memsync status --db postgresql://...` without --name: the vaults that database holds; one
+    this user cannot read is listed with the reason, in one line."""
+    return {"db": redact(url), "vaults": [_vault_facts(location) for location in vaults_at(url)]}
+
+
+def _vault_facts(location: PostgresLocation) -> dict[str, Any]:
+    try:
         with location.open() as store:
             meta = store.meta()
             counts = store.counts()
-        vaults.append(
-            {
-                "name": location.name,
-                "vault": meta.get("vault_path"),
-                "files": counts["files"],
-                "chunks": counts["chunks"],
-                "chunks_pending": counts["pending"],
-                "model": meta.get("model"),
-                "writer": location.holder(),
-            }
-        )
-    return {"db": redact(url), "vaults": vaults}
+        writer = location.holder()
+    except MemsyncError as exc:
+        return {"name": location.name, "error": str(exc)}
+    return {
+        "name": location.name,
+        "vault": meta.get("vault_path"),
+        "files": counts["files"],
+        "chunks": counts["chunks"],
+        "chunks_pending": counts["pending"],
+        "model": meta.get("model"),
+        "writer": writer,
+    }

@@ -460,6 +460,7 @@ def refresh_text(store: StoreWriter, location: Location, root: Path, max_file_by
     except StoreError as exc:  # no lock file can be made beside the index
         return f"could not check the vault for changes ({exc}); results may be stale"
     try:
+        store.upgrade()  # a reader opens an older schema as it is; under the lock it migrates
         Syncer(store, root, max_file_bytes, owner=Owner.of(location)).sync_all(Report())
         return ""
     except Exception as exc:  # noqa: BLE001 - a read-only index or vault must still answer queries

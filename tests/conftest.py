@@ -334,3 +334,46 @@ def memsync(
     )
     assert "Traceback" not in done.stderr + done.stdout, done.stderr
     return done
+
+
+# what each migration added, undone: an index as an older memsync left it
+UNDO = {
+    7: ["ALTER TABLE chunks DROP COLUMN windows"],
+    6: ["ALTER TABLE chunks DROP COLUMN overlap"],
+    4: ["ALTER TABLE files DROP COLUMN text", "ALTER TABLE files DROP COLUMN indexed_at"],
+    3: [
+        "DROP INDEX idx_files_date",
+        "DROP TABLE tags",
+        *(f"ALTER TABLE files DROP COLUMN {c}" for c in ("title", "date", "warning")),
+    ],
+    2: ["ALTER TABLE skipped DROP COLUMN mtime", "ALTER TABLE skipped DROP COLUMN size"],
+}
+
+
+def set_back(db: Path, version: int) -> None:
+    """The index as the memsync of schema `version` made it: the later migrations undone."""
+    import apsw
+
+    from memsync.sqlite_store import SCHEMA_VERSION
+
+    conn = apsw.Connection(str(db))
+    for number in range(SCHEMA_VERSION, version, -1):
+        for statement in UNDO.get(number, []):
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version={version}")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+    conn.close()
+
+
+def older_index(folder: Path, version: int) -> tuple[Path, Path]:
+    """(vault, index): two notes indexed keyword-only, the index set back to `version`."""
+    from memsync.config import load_config
+    from memsync.memory import index
+
+    vault = folder / "vault"
+    write(vault, "redis.md", "# Redis\n\nThe redis service listens on port 6380.\n")
+    write(vault, "kafka.md", "---\ntags: [ops]\n---\n# Kafka\n\nkafka brokers\n")
+    db = folder / "index" / "i.sqlite"
+    index(load_config(db=str(db), provider="none"), vault)
+    set_back(db, version)
+    return vault, db

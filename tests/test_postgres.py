@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import EmbeddingServer, HashEmbedder, drop_vault, write
 
-from memsync import sync
+from memsync import pg_store, sync
 from memsync.cli import main
 from memsync.errors import LockError, MemsyncError, StoreError
 from memsync.filters import NoteFilter, note_filter
@@ -390,7 +390,7 @@ def test_a_vault_of_the_release_before_records_its_windows_lines_and_keeps_its_v
         sync.index_vault(store, root, 1 << 20, hash_embedder)
         store.conn.execute("ALTER TABLE chunks DROP COLUMN windows")  # type: ignore[attr-defined]
         store.record(schema_version=4, chunker=sync.INDEX_RULES.replace(" spans", ""))
-    with where.open() as store:
+    with where.open(create=True) as store:  # the writer (index, watch) migrates it
         assert all(row.window_lines is None for row in store.chunks(range(1, 100)).values())
         report = sync.index_vault(store, root, 1 << 20, hash_embedder)
         assert report.embedded == 0 and store.pending_count() == 0
@@ -585,6 +585,134 @@ def test_a_role_that_is_not_a_superuser_indexes_and_readers_work_in_read_only_se
     assert json.loads(behind.stdout)["notices"][0].startswith("1 note changed on disk")
 
 
+def _team_database(tmp_path: Path, pg_url: str) -> tuple[str, dict[str, Path]]:
+    """A fresh database `readers` holding the vaults `team` (redis), `old` (kafka) and `other`
+    (heron), indexed from host desk; `team` set back to vault schema 4 (as the release before
+    left it: no windows column), `old` to schema 2 (one `vector` a chunk, no mean vectors).
+    The admin's URL to it and the vaults' folders."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from conftest import memsync
+
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute('DROP DATABASE IF EXISTS "readers"')
+        admin.execute('DROP ROLE IF EXISTS "reader"')
+        admin.execute('CREATE DATABASE "readers"')
+    url = urlunsplit(urlsplit(pg_url)._replace(path="/readers"))
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION vector")
+    roots = {}
+    for name, topic in (("team", "redis"), ("old", "kafka"), ("other", "heron")):
+        roots[name] = _vault(tmp_path / name, topic)
+        done = memsync(
+            "index", str(roots[name]), "--db", url, "--name", name, "--provider", "none",
+            host="desk",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("ALTER TABLE team.chunks DROP COLUMN windows")
+        admin.execute("UPDATE team.meta SET value = '4' WHERE key = 'schema_version'")
+        admin.execute(
+            "ALTER TABLE old.chunks DROP COLUMN windows, DROP COLUMN overlap, "
+            "DROP COLUMN centroid, ALTER COLUMN embedding TYPE vector USING NULL"
+        )
+        admin.execute("UPDATE old.meta SET value = '2' WHERE key = 'schema_version'")
+    return url, roots
+
+
+def _schema_of(url: str, name: str) -> tuple[str, list[str]]:
+    """A vault's recorded schema version and its chunks' columns."""
+    with psycopg.connect(url) as conn:
+        version = conn.execute(
+            psycopg.sql.SQL("SELECT value FROM {} WHERE key = 'schema_version'").format(
+                psycopg.sql.Identifier(name, "meta")
+            )
+        ).fetchone()[0]
+        columns = conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+            "AND table_name = 'chunks' ORDER BY column_name",
+            (name,),
+        ).fetchall()
+    return version, [c for (c,) in columns]
+
+
+def test_a_reader_of_an_older_vault_answers_from_it_or_names_its_writer_and_never_migrates_it(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """A read-only session (a replica) reads vault schema 4 as it is and says it is behind;
+    schema 2 it cannot search: one line naming the writer's host. Nothing is migrated until
+    the vault's writer runs this release's index."""
+    from conftest import memsync
+
+    url, roots = _team_database(tmp_path, pg_url)
+    before = {name: _schema_of(url, name) for name in ("team", "old")}
+    read_only = f"{url}{'&' if '?' in url else '?'}options=-c%20default_transaction_read_only%3Don"
+    found = memsync("query", "redis port", "--db", read_only, "--name", "team", "--json")
+    assert found.returncode == 0, found.stderr
+    answer = json.loads(found.stdout)
+    assert answer["results"][0]["path"] == "redis.md"
+    assert any("behind an older memsync's rules (schema 4" in n for n in answer["notices"])
+    status = memsync("status", "--db", read_only, "--name", "team")
+    assert status.returncode == 0 and "schema:   " in status.stdout and "host desk" in status.stdout
+    lines = memsync("get", "redis.md:3", "--db", read_only, "--name", "team", "--raw")
+    assert lines.stdout == "The redis service listens on port 6380.\n"
+    refused = memsync("query", "kafka", "--db", read_only, "--name", "old")
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
+    assert "schema 2" in refused.stderr and "on host desk must run this release's" in refused.stderr
+    listed = memsync("status", "--db", read_only)
+    assert listed.returncode == 0, listed.stderr
+    assert "  team: " in listed.stdout and "  other: " in listed.stdout
+    assert "  old: cannot be read: " in listed.stdout
+    assert {name: _schema_of(url, name) for name in ("team", "old")} == before
+    upgraded = memsync(
+        "index", str(roots["team"]), "--db", url, "--name", "team", "--provider", "none",
+        host="desk",
+    )  # fmt: skip
+    assert upgraded.returncode == 0, upgraded.stderr
+    version, columns = _schema_of(url, "team")
+    assert version == str(pg_store.SCHEMA_VERSION) and "windows" in columns
+    fresh = memsync("query", "redis port", "--db", read_only, "--name", "team", "--json")
+    assert not any("behind" in n for n in json.loads(fresh.stdout)["notices"])
+
+
+def test_a_role_is_told_the_grant_it_lacks_and_a_vault_it_may_not_read_is_marked_in_the_list(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """A role granted nothing is told to ask for USAGE on the shared schema; granted SELECT on
+    it and on `team` alone, it answers from `team` (older, never migrated) and the database's
+    list marks `other` with the grant it lacks."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from conftest import memsync
+
+    url, _ = _team_database(tmp_path, pg_url)
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("CREATE ROLE reader LOGIN PASSWORD 'pw-reader'")
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    reader = urlunsplit(parts._replace(netloc=f"reader:pw-reader@{host}"))
+    nothing = memsync("query", "redis", "--db", reader, "--name", "team")
+    assert nothing.returncode == 1 and len(nothing.stderr.strip().splitlines()) == 1
+    assert "GRANT USAGE ON SCHEMA memsync" in nothing.stderr, nothing.stderr
+    assert "write access" not in nothing.stderr
+    with psycopg.connect(url, autocommit=True) as admin:
+        for schema in ("memsync", "team", "old"):
+            admin.execute(f"GRANT USAGE ON SCHEMA {schema} TO reader")
+            admin.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO reader")
+    found = memsync("query", "redis port", "--db", reader, "--name", "team", "--json")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["results"][0]["path"] == "redis.md"
+    assert _schema_of(url, "team")[0] == "4"
+    listed = memsync("status", "--db", reader, "--json")
+    assert listed.returncode == 0, listed.stderr
+    vaults = {v["name"]: v for v in json.loads(listed.stdout)["vaults"]}
+    assert vaults["team"]["files"] == 2 and "error" not in vaults["team"]
+    assert "GRANT USAGE ON SCHEMA other" in vaults["other"]["error"]
+    assert "schema 2" in vaults["old"]["error"]
+    text = memsync("status", "--db", reader)
+    assert "  other: cannot be read: " in text.stdout and "pw-reader" not in text.stdout
+
+
 def test_without_the_vector_extension_the_error_says_what_an_admin_must_run(
     tmp_path: Path, pg_url: str
 ) -> None:
@@ -751,7 +879,7 @@ def test_a_vault_of_one_vector_per_chunk_is_embedded_again_as_windows(
             provider=key.provider, model=key.model, provider_key=key.provider_key, dims=64
         )
     monkeypatch.undo()
-    with PostgresLocation(url, name).open() as store:
+    with PostgresLocation(url, name).open(create=True) as store:  # the writer migrates it
         assert store.pending_count() == store.counts()["chunks"] == 1
         graph = store.conn.execute(
             "SELECT indexdef FROM pg_indexes WHERE indexname = 'chunks_hnsw' AND schemaname = %s",

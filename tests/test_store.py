@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import HashEmbedder, write
+from conftest import HashEmbedder, older_index, write
 
 from memsync.chunking import chunk_text, embed_inputs
 from memsync.errors import StoreError
@@ -451,3 +451,65 @@ def test_a_moved_folder_s_chunks_move_in_the_keyword_index_too(
         chunks = dict(store.conn.execute("SELECT id, path FROM chunks").fetchall())
     assert paths == chunks and len(chunks) > 3
     assert all(path.startswith("archive/") for path in paths.values())
+
+
+@pytest.mark.parametrize("version", [SCHEMA_VERSION - 1, 1])
+def test_an_older_index_this_user_may_only_read_answers_from_it_as_it_is_and_is_never_written(
+    world_readable: Path, version: int
+) -> None:
+    """query, get, status and an agent's search read an older memsync's index as it is, say it
+    is behind, and change no byte of it; its writer's `index` then migrates it."""
+    import json
+
+    from conftest import as_nobody
+
+    from memsync.config import load_config
+    from memsync.mcp_server import MemoryServer
+    from memsync.memory import Memory, index, search_options
+
+    vault, db = older_index(world_readable, version)
+    config = load_config(db=str(db), provider="none")
+    db.chmod(0o444)
+    db.parent.chmod(0o555)
+    before = {p.name: p.read_bytes() for p in db.parent.iterdir()}
+
+    def read() -> str:
+        with Memory.open(config) as memory:
+            found = memory.search("redis port", search_options(config, mode="keyword"))
+            tagged = memory.search("kafka", search_options(config, mode="keyword", tags=["ops"]))
+            status = memory.status()
+            line = memory.read("redis.md", 3, 3).text
+        server = MemoryServer(config, lambda: Memory.open(config, long_lived=True), False, ())
+        try:
+            agent = server.memory_search(query="redis port", mode="keyword")
+        finally:
+            server.close()
+        return json.dumps(
+            {
+                "paths": [hit.path for hit in found.results],
+                "tagged": [hit.path for hit in tagged.results],
+                "notices": found.notices,
+                "behind": status["schema_behind"],
+                "read_only": status["read_only"],
+                "line": line,
+                "agent": [r["path"] for r in (agent.structured_content or {})["results"]],
+            }
+        )
+
+    shown = as_nobody(read)
+    answer = json.loads(shown) if shown.startswith("{") else shown
+    assert isinstance(answer, dict), answer
+    assert answer["paths"] == ["redis.md"] and answer["agent"] == ["redis.md"]
+    # an index older than tags (schema 3) has none to filter by until its writer indexes it
+    assert answer["tagged"] == (["kafka.md"] if version >= 3 else [])
+    assert answer["line"].strip() == "The redis service listens on port 6380."
+    assert answer["read_only"] is True
+    assert f"behind an older memsync's rules (schema {version}" in answer["behind"]
+    assert answer["behind"] in answer["notices"]
+    assert {p.name: p.read_bytes() for p in db.parent.iterdir()} == before
+    db.parent.chmod(0o755)
+    db.chmod(0o644)
+    index(config, vault)  # the writer, under its lock
+    with SqliteStore(db, create=False) as store:
+        assert store.schema == SCHEMA_VERSION and store.behind == ""
+        assert "windows" in [r[1] for r in store.conn.execute("PRAGMA table_info(chunks)")]
