@@ -31,18 +31,19 @@ from .embedders import (
     resolve_provider,
 )
 from .embedding import ProgressFactory
-from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, VaultTaken
+from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, StoreError, VaultTaken
 from .filters import note_filter, path_globs
 from .glossary import cached_path, shared_glossary
 from .locate import Location, for_vault, locate
+from .lock import QUERY_REFRESH
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import checked_path, note_path, parse_location
-from .origin import Origin, check_writer, this_host
+from .origin import Origin, Owner, check_writer, this_host
 from .ranking import query_words
 from .search import SAMPLE_CHUNKS, Options, Outcome, search
 from .status import gather, vaults_in
-from .store import ModelKey
-from .sync import Report, Syncer, behind_notice, index_vault, refresh_text
+from .store import ModelKey, StoreWriter
+from .sync import Report, Syncer, drift, index_vault
 from .vault import IgnoreRules, vault_root
 
 __all__ = [
@@ -341,3 +342,40 @@ class Memory:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.05)
+
+
+# before answering: what the face does about an index that may lag its notes
+
+
+def behind_notice(store: StoreWriter, location: Location, root: Path) -> str:
+    """A reader of a shared index on the vault's host never writes it: it says how far the index
+    is behind the notes, unless a writer is at work on it."""
+    behind = drift(root, store).behind
+    if not behind or location.holder() is not None:
+        return ""
+    notes = "1 note" if behind == 1 else f"{behind} notes"
+    return (
+        f"{notes} changed on disk since the index was written: memsync watch (or memsync index) "
+        "on this machine brings it up to date"
+    )
+
+
+def refresh_text(store: StoreWriter, location: Location, root: Path, max_file_bytes: int) -> str:
+    """Before a query: if no watcher keeps this index fresh, sync the text (stat-only when nothing
+    changed; never embeds). Returns a notice when the index could not be refreshed."""
+    if store.read_only:
+        return "the index is read-only for this user, so it was not refreshed; results may be stale"
+    try:
+        lock = location.writer_lock(QUERY_REFRESH).acquire()
+    except LockError:
+        return ""  # a watcher (or an index run) is keeping it fresh
+    except StoreError as exc:  # no lock file can be made beside the index
+        return f"could not check the vault for changes ({exc}); results may be stale"
+    try:
+        store.upgrade()  # a reader opens an older schema as it is; under the lock it migrates
+        Syncer(store, root, max_file_bytes, owner=Owner.of(location)).sync_all(Report())
+        return ""
+    except Exception as exc:  # noqa: BLE001 - a read-only index or vault must still answer queries
+        return f"could not bring the index up to date ({exc}); results may be stale"
+    finally:
+        lock.release()

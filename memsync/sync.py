@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from . import fts, metadata
 from .chunking import CHUNKER, chunk_text
@@ -32,9 +31,6 @@ from .store import (
 )
 from .text import shown
 from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan
-
-if TYPE_CHECKING:
-    from .locate import Location
 
 log = logging.getLogger("memsync.sync")
 
@@ -430,40 +426,3 @@ def drift(root: Path, store: StoreReader) -> Drift:
         len(work.still_skipped) + len(found.skipped),
         len(work.still_skipped),
     )
-
-
-def behind_notice(store: StoreWriter, location: Location, root: Path) -> str:
-    """A reader of a shared index on the vault's host never writes it: it says how far the index
-    is behind the notes, unless a writer is at work on it."""
-    behind = drift(root, store).behind
-    if not behind or location.holder() is not None:
-        return ""
-    notes = "1 note" if behind == 1 else f"{behind} notes"
-    return (
-        f"{notes} changed on disk since the index was written: memsync watch (or memsync index) "
-        "on this machine brings it up to date"
-    )
-
-
-def refresh_text(store: StoreWriter, location: Location, root: Path, max_file_bytes: int) -> str:
-    """Before a query: if no watcher keeps this index fresh, sync the text (stat-only when nothing
-    changed; never embeds). Returns a notice when the index could not be refreshed."""
-    from .errors import LockError, StoreError
-    from .lock import QUERY_REFRESH
-
-    if store.read_only:
-        return "the index is read-only for this user, so it was not refreshed; results may be stale"
-    try:
-        lock = location.writer_lock(QUERY_REFRESH).acquire()
-    except LockError:
-        return ""  # a watcher (or an index run) is keeping it fresh
-    except StoreError as exc:  # no lock file can be made beside the index
-        return f"could not check the vault for changes ({exc}); results may be stale"
-    try:
-        store.upgrade()  # a reader opens an older schema as it is; under the lock it migrates
-        Syncer(store, root, max_file_bytes, owner=Owner.of(location)).sync_all(Report())
-        return ""
-    except Exception as exc:  # noqa: BLE001 - a read-only index or vault must still answer queries
-        return f"could not bring the index up to date ({exc}); results may be stale"
-    finally:
-        lock.release()

@@ -327,8 +327,8 @@ def test_when_the_text_cannot_be_refreshed_the_query_says_results_may_be_stale(
     keyword_vault: Path, tmp_path: Path
 ) -> None:
     from memsync.locate import SqliteLocation
+    from memsync.memory import refresh_text
     from memsync.sqlite_store import SqliteStore
-    from memsync.sync import refresh_text
 
     (tmp_path / "a-file").write_text("not a folder")
     scratch = SqliteLocation(tmp_path / "scratch.sqlite")
