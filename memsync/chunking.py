@@ -29,9 +29,8 @@ MAX_WINDOWS = 16  # a bound on the vectors one chunk stores (a chunk of many one
 # write the migration RFC`)
 WHOLE_TOKENS = 256
 # a chunk's windows cover its own lines and this many (not blank) of the overlap before them (the
-# rest is embedded with the chunk before): each line embedded about once, not twice (the overlap
-# was 20-30% more tokens to embed), and the turn a reply answers stays in front of it
-# (LoCoMo turn@5 0.866 with none, 0.877 with one, 0.884 with the whole overlap)
+# rest is embedded with the chunk before): each line embedded about once, not twice, and the turn
+# a reply answers stays in front of it (figures: benchmarks/NOTES.md, "Chosen values")
 LEAD_LINES = 1
 # recorded in the index: when the rules below change, every note is chunked again
 CHUNKER = (
@@ -158,7 +157,7 @@ class Chunk:
     def window_lines(self) -> str:
         """Its windows' lines as the index keeps them (`0-5 5-12`: 0-based, the end excluded, in
         the order of its vectors), so that a query shows the lines its nearest window holds
-        without counting tokens (loading the tokenizer costs a query process 0.4 s)."""
+        without counting tokens (a query process need not load the tokenizer)."""
         return " ".join(f"{w.first}-{w.end}" for w in self._windows)
 
     @cached_property
@@ -260,8 +259,8 @@ def _split_long_line(line: str, first: int, limit: int) -> list[tuple[str, int]]
 
 def _units(lines: Sequence[str]) -> list[_Unit]:
     enc = encoding()
-    # one call per line: encode_ordinary_batch starts a thread pool per call, which cost 0.7 ms
-    # per note (half of indexing a short note)
+    # one call per line: encode_ordinary_batch starts a thread pool per call, which costs more
+    # than encoding a short note
     counts = [len(enc.encode_ordinary(line + "\n")) for line in lines]
     units: list[_Unit] = []
     headings: list[tuple[int, str]] = []

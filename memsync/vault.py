@@ -21,7 +21,7 @@ IGNORE_FILE = ".memsyncignore"
 _BINARY_SNIFF = 8192
 
 
-class FileStat(NamedTuple):  # a tuple: a walk makes one per note, 3x cheaper than a dataclass
+class FileStat(NamedTuple):  # a tuple: a walk makes one per note, cheaper than a dataclass
     path: str  # relative to the vault, POSIX separators
     mtime_ns: int
     size: int

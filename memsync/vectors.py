@@ -166,8 +166,8 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     return matrix / np.where(norms == 0, 1.0, norms)
 
 
-# a long-lived reader keeps a vault's mean vectors in memory up to this size (166k chunks of 384
-# dimensions): the product over them is exact and beats a graph walk or sqlite-vec's scan; a
+# a long-lived reader keeps a vault's mean vectors in memory up to this size (about 166k chunks
+# of the local model): the product over them is exact and beats a graph walk or a scan; a
 # larger vault is searched by the store (an agent's server should not hold gigabytes)
 MEMORY_VECTOR_BYTES = 256 << 20
 
@@ -237,8 +237,8 @@ def nearest(
     if not len(ids):
         return []
     q = np.asarray(query, dtype=np.float32)
-    # einsum, not BLAS: BLAS threads left spinning after a product slowed the next query
-    # embedding (one OpenMP thread) from 9 to 40 ms
+    # einsum, not BLAS: BLAS threads left spinning after a product slow the next query's
+    # embedding, which runs on one OpenMP thread
     similarity = np.einsum("ij,j->i", matrix, q / (np.linalg.norm(q) or 1.0))
     top = np.argpartition(-similarity, min(limit, len(ids) - 1))[:limit]
     order = top[np.argsort(-similarity[top])]
