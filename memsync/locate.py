@@ -22,7 +22,8 @@ from .config import (
     default_db_path,
     is_postgres,
 )
-from .errors import AmbiguousIndex, IndexNotFound
+from .errors import AmbiguousIndex, IndexNotFound, StoreError
+from .origin import Owner
 from .redact import redact
 
 if TYPE_CHECKING:
@@ -98,6 +99,24 @@ class PostgresLocation:
 
     def __str__(self) -> str:
         return f"{redact(self.url)} (vault {self.name})"
+
+
+def owner_of(location: Location, replace: bool = False) -> Owner:
+    """Who may write the index at `location`, as its claim and its refusal name it."""
+    return Owner(str(location), location.shared, location.rename, replace)
+
+
+def check_writer(location: Location, root: Path, replace: bool) -> Owner:
+    """Before a writer takes the lock: refuse a folder that is not the index's vault, having
+    written nothing. The syncer claims the vault again under the lock."""
+    owner = owner_of(location, replace)
+    try:
+        store = location.open()
+    except (IndexNotFound, StoreError):
+        return owner  # no index yet (or one the writer's own open reports on)
+    with store:
+        owner.claim(store.meta(), root)
+    return owner
 
 
 def default_name(vault: Path) -> str:

@@ -34,11 +34,11 @@ from .embedding import ProgressFactory
 from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, StoreError, VaultTaken
 from .filters import note_filter, path_globs
 from .glossary import cached_path, shared_glossary
-from .locate import Location, for_vault, locate
+from .locate import Location, check_writer, for_vault, locate, owner_of
 from .lock import QUERY_REFRESH
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import checked_path, note_path, parse_location
-from .origin import Origin, Owner, check_writer, this_host
+from .origin import Origin, this_host
 from .ranking import query_words
 from .search import SAMPLE_CHUNKS, Options, Outcome, search
 from .status import gather, vaults_in
@@ -373,7 +373,7 @@ def refresh_text(store: StoreWriter, location: Location, root: Path, max_file_by
         return f"could not check the vault for changes ({exc}); results may be stale"
     try:
         store.upgrade()  # a reader opens an older schema as it is; under the lock it migrates
-        Syncer(store, root, max_file_bytes, owner=Owner.of(location)).sync_all(Report())
+        Syncer(store, root, max_file_bytes, owner=owner_of(location)).sync_all(Report())
         return ""
     except Exception as exc:  # noqa: BLE001 - a read-only index or vault must still answer queries
         return f"could not bring the index up to date ({exc}); results may be stale"

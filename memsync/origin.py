@@ -12,12 +12,8 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .errors import IndexNotFound, StoreError, VaultTaken
-
-if TYPE_CHECKING:
-    from .locate import Location
+from .errors import VaultTaken
 
 PATH_KEY = "vault_path"
 HOST_KEY = "vault_host"
@@ -62,10 +58,6 @@ class Owner:
     rename: str = "--db"  # the flag that chooses another index
     replace: bool = False  # --replace: the vault really moved to this folder
 
-    @classmethod
-    def of(cls, location: Location, replace: bool = False) -> Owner:
-        return cls(str(location), location.shared, location.rename, replace)
-
     def claim(self, meta: Mapping[str, str], root: Path) -> dict[str, str]:
         """Pure: the origin facts a writer of `root` records (empty when they are recorded
         already), or VaultTaken when the index belongs to another folder. A local index follows
@@ -81,16 +73,3 @@ class Owner:
             f"index {root}, choose another {self.rename}; if that vault really moved here, run "
             "again with --replace"
         )
-
-
-def check_writer(location: Location, root: Path, replace: bool) -> Owner:
-    """Before a writer takes the lock: refuse a folder that is not the index's vault, having
-    written nothing. The syncer claims the vault again under the lock."""
-    owner = Owner.of(location, replace)
-    try:
-        store = location.open()
-    except (IndexNotFound, StoreError):
-        return owner  # no index yet (or one the writer's own open reports on)
-    with store:
-        owner.claim(store.meta(), root)
-    return owner

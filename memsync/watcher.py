@@ -25,8 +25,8 @@ from .debounce import Debouncer
 from .embedders import Embedder, make_embedder
 from .embedding import embed_pending
 from .errors import EmbeddingError, LockError, MemsyncError, StoreError
-from .locate import Location, for_vault
-from .origin import Owner, check_writer
+from .locate import Location, check_writer, for_vault, owner_of
+from .origin import Owner
 from .output import visible
 from .store import StoreWriter
 from .sync import Report, Syncer
@@ -195,7 +195,7 @@ class Watcher:
         owner: Owner | None = None,
     ) -> None:
         self.retry_base = retry_base
-        self.owner = owner or Owner.of(location)
+        self.owner = owner or owner_of(location)
         self.root = root
         self.location = location
         self.config = config
