@@ -4,6 +4,7 @@ every docs/ page the README links to exists, and the README stays short."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from pathlib import Path
@@ -114,3 +115,37 @@ def test_every_setting_is_in_the_configuration_page() -> None:
     page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     missing = [f.name for f in dataclasses.fields(Config) if f"`{f.name}`" not in page]
     assert not missing, f"docs/configuration.md does not document {missing}"
+
+
+def documented_json(command: str) -> dict[str, object]:
+    """The JSON object docs/commands.md shows after the line `$ memsync COMMAND ...--json`."""
+    page = COMMANDS.read_text(encoding="utf-8")
+    start = page.index("{", page.index(f"$ memsync {command} "))
+    shown, _ = json.JSONDecoder().raw_decode(page[start:])
+    assert isinstance(shown, dict)
+    return shown
+
+
+def keys(value: object) -> object:
+    """A JSON value's shape: its objects' keys, nested, and a list of objects as its first one's."""
+    if isinstance(value, dict):
+        return {key: keys(item) for key, item in value.items()}
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return [keys(value[0])]
+    return None
+
+
+def test_the_json_shapes_shown_are_what_the_commands_print(tmp_path: Path) -> None:
+    vault = tmp_path / "notes"
+    (vault / "daily").mkdir(parents=True)
+    (vault / "daily" / "2026-11-10.md").write_text("# OPS-1432\n\nOPS-1432 postmortem published.\n")
+    runner = CliRunner()
+
+    def printed(*args: str) -> object:
+        result = runner.invoke(main, [*args, "--json"])
+        assert result.exit_code == 0, result.output
+        return keys(json.loads(result.stdout))
+
+    assert printed("index", str(vault), "--provider", "none") == keys(documented_json("index"))
+    assert printed("query", "OPS-1432", "--vault", str(vault)) == keys(documented_json("query"))
+    assert printed("status", "--vault", str(vault)) == keys(documented_json("status"))
