@@ -94,7 +94,7 @@ def checked_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class Config:
-    """Every setting memsync reads; the README's configuration table documents each field."""
+    """Every setting memsync reads; docs/configuration.md's table documents each field."""
 
     provider: str = "auto"
     model: str | None = None
