@@ -327,9 +327,9 @@ class Memory:
             try:
                 with self.location.writer_lock("mcp-write"):
                     self.store.upgrade()
-                    Syncer(self.store, self.vault_root(), self.config.max_file_bytes).sync_paths(
-                        [rel], Report()
-                    )
+                    root, max_bytes = self.vault_root(), self.config.max_file_bytes
+                    owner = owner_of(self.location)
+                    Syncer(self.store, root, max_bytes, owner=owner).sync_paths([rel])
             except LockError:
                 pass  # an index run or a watcher that just started: it will see the file
             except MemsyncError as exc:  # the note is written; say it is not indexed
@@ -373,7 +373,7 @@ def refresh_text(store: StoreWriter, location: Location, root: Path, max_file_by
         return f"could not check the vault for changes ({exc}); results may be stale"
     try:
         store.upgrade()  # a reader opens an older schema as it is; under the lock it migrates
-        Syncer(store, root, max_file_bytes, owner=owner_of(location)).sync_all(Report())
+        Syncer(store, root, max_file_bytes, owner=owner_of(location)).sync_all()
         return ""
     except Exception as exc:  # noqa: BLE001 - a read-only index or vault must still answer queries
         return f"could not bring the index up to date ({exc}); results may be stale"

@@ -187,8 +187,9 @@ class Syncer:
         """.memsyncignore changed: the next sync applies its new rules."""
         self.rules = IgnoreRules(self.root)
 
-    def sync_all(self, report: Report, progress: ProgressFactory | None = None) -> None:
+    def sync_all(self, progress: ProgressFactory | None = None) -> Report:
         """A full reconcile: walk and stat everything, read only what changed."""
+        report = Report()
         if not self.root.is_dir():  # unmounted or moved: an empty walk must not empty the index
             raise VaultError(f"vault folder not found: {self.root}; the index is left as it is")
         found = scan(self.root, self.rules)
@@ -215,6 +216,7 @@ class Syncer:
         report.skipped.extend(sorted((s.path, s.reason) for s in kept))
         if self._apply(work.to_read, work.removed, index, found.files, report, update, rechunk):
             self.store.mark_synced(chunker=INDEX_RULES)
+        return report
 
     def reopen(self, open_store: Callable[[], StoreWriter]) -> None:
         """After a database error: the store opened again (a server may have dropped it)."""
@@ -228,9 +230,9 @@ class Syncer:
             return []
         return list(scan(self.root, self.rules, under=folder).files)
 
-    def sync_changes(self, changes: Iterable[tuple[str, bool]], report: Report) -> bool:
+    def sync_changes(self, changes: Iterable[tuple[str, bool]]) -> Report | None:
         """The paths events named, as (path, is_folder): a folder stands for the notes indexed
-        below it and those on disk below it now. False when there was nothing to check."""
+        below it and those on disk below it now. None when there was nothing to check."""
         paths: set[str] = set()
         indexed: list[str] | None = None
         for path, is_folder in dict.fromkeys(changes):  # a burst names the same path many times
@@ -241,13 +243,12 @@ class Syncer:
                 indexed = list(self.store.file_stats())
             paths.update(p for p in indexed if p.startswith(path + "/"))
             paths.update(self.notes_under(path))
-        if paths:
-            self.sync_paths(sorted(paths), report)
-        return bool(paths)
+        return self.sync_paths(sorted(paths)) if paths else None
 
-    def sync_paths(self, paths: Iterable[str], report: Report) -> None:
+    def sync_paths(self, paths: Iterable[str]) -> Report:
         """Re-check the given paths only (from watcher events), judged by the same rules as a
         walk: stat, then as sync_all."""
+        report = Report()
         index = self.store.file_stats()
         skips = self.store.skip_rows()
         disk: dict[str, FileStat] = {}
@@ -269,6 +270,7 @@ class Syncer:
         report.unchanged += work.unchanged
         if self._apply(work.to_read, removed, index, disk, report, None):
             self.store.mark_synced()
+        return report
 
     def _apply(
         self,
@@ -374,9 +376,7 @@ def index_vault(
 ) -> Report:
     """`memsync index`: reconcile the text, then embed what lacks a vector (unless keyword-only)."""
     started = time.monotonic()
-    report = Report()
-    syncer = Syncer(store, root, max_file_bytes, owner=owner)
-    syncer.sync_all(report, progress)
+    report = Syncer(store, root, max_file_bytes, owner=owner).sync_all(progress)
     if embedder is not None:
         try:
             done = embed_pending(store, embedder, progress, adopt_new_size=True)

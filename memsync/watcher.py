@@ -373,8 +373,7 @@ class Watcher:
 
     def _reconcile(self, syncer: Syncer, why: str) -> None:
         started = time.monotonic()
-        report = Report()
-        syncer.sync_all(report)
+        report = syncer.sync_all()
         self._after_batch(report, started, f"reconcile ({why})")
 
     def _interval(self) -> float:
@@ -484,8 +483,8 @@ class Watcher:
 
     def _apply(self, syncer: Syncer, changes: list[Change]) -> None:
         started = time.monotonic()
-        report = Report()
-        if syncer.sync_changes([(c.path, c.is_folder) for c in changes], report):
+        report = syncer.sync_changes([(c.path, c.is_folder) for c in changes])
+        if report is not None:
             self._after_batch(report, started, "batch")
 
     def _after_batch(self, report: Report, started: float, what: str) -> None:

@@ -22,7 +22,7 @@ from memsync.filters import NoteFilter, note_filter
 from memsync.locate import PostgresLocation
 from memsync.redact import UNREADABLE, redact, scrub
 from memsync.store import StoreReader
-from memsync.sync import Report, Syncer
+from memsync.sync import Syncer
 
 
 def _invoke(*args: str) -> object:
@@ -178,13 +178,12 @@ def test_a_crash_mid_file_leaves_the_vault_consistent(
         monkeypatch.setattr(sync, "BATCH_NOTES", 2)
         monkeypatch.setattr(store.conn, "cursor", DiesAtTheEndOfTheSecondBatch)
         with pytest.raises(StoreError, match="server failed") as raised:  # translated at the store
-            Syncer(store, root, 1 << 20).sync_all(Report())
+            Syncer(store, root, 1 << 20).sync_all()
         assert isinstance(raised.value.__cause__, psycopg.OperationalError) and raised.value.reopen
     with where.open() as store:
         assert len(store.file_rows()) == 2  # the first batch committed, the second rolled back
         assert store.counts()["chunks"] == 2
-        report = Report()
-        Syncer(store, root, 1 << 20).sync_all(report)
+        Syncer(store, root, 1 << 20).sync_all()
         assert len(store.file_rows()) == 4
         rows, tokens = store.conn.execute("SELECT rows, tokens FROM fts_totals").fetchone()
         assert (rows, tokens) == store.conn.execute(

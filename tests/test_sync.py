@@ -281,8 +281,7 @@ def test_sync_paths_applies_only_the_named_paths(
     root, store = indexed
     write(root, "notes/new.md", "# New\n\nfresh\n")
     write(root, "notes/unnamed.md", "# Not named\n")
-    report = Report()
-    Syncer(store, root, MB).sync_paths(["notes/new.md", ".obsidian/x.md"], report)
+    report = Syncer(store, root, MB).sync_paths(["notes/new.md", ".obsidian/x.md"])
     assert report.added == 1
     assert "notes/unnamed.md" not in store.file_rows()
 
@@ -295,7 +294,7 @@ def test_a_vanished_vault_folder_leaves_the_index_alone(
     root, store = indexed
     root.rename(tmp_path / "unmounted")
     with pytest.raises(VaultError, match="left as it is"):
-        Syncer(store, root, MB).sync_all(Report())
+        Syncer(store, root, MB).sync_all()
     assert len(store.file_rows()) == 2
 
 
@@ -326,9 +325,8 @@ def test_a_non_utf8_file_name_is_skipped_and_every_other_note_indexed(
             "notes/bad\\xffname.md": "file name is not valid UTF-8: rename the file to index it"
         }
         assert dict(store.skipped()) == dict(report.skipped)
-        again = Report()
-        Syncer(store, root, MB).sync_paths(
-            ["notes/n0.md", "notes/" + os.fsdecode(b"bad\xffname.md")], again
+        again = Syncer(store, root, MB).sync_paths(
+            ["notes/n0.md", "notes/" + os.fsdecode(b"bad\xffname.md")]
         )
         assert [p for p, _ in again.skipped] == ["notes/bad\\xffname.md"]
 
@@ -352,8 +350,7 @@ def test_a_skipped_file_is_not_read_again_until_it_changes(
         )
         again = _index(store, root, hash_embedder)
         assert reads == [] and [p for p, _ in again.skipped] == ["binary.md"]
-        events = Report()
-        Syncer(store, root, MB).sync_paths(["binary.md"], events)
+        events = Syncer(store, root, MB).sync_paths(["binary.md"])
         assert reads == [] and [p for p, _ in events.skipped] == ["binary.md"]
         facts = gather(location)
         assert facts["disk"]["new"] == 0 and facts["disk"]["skipped"] == 1
@@ -397,7 +394,7 @@ def test_a_model_that_changes_size_is_an_error_unless_indexing_adopts_it(
     root, store = indexed
     smaller = HashEmbedder(dims=32)  # the same name, another size
     write(root, "notes/new.md", "# New\n\nfresh words\n")
-    Syncer(store, root, MB).sync_all(Report())
+    Syncer(store, root, MB).sync_all()
     with pytest.raises(EmbeddingResponseError, match="now returns 32-dimension vectors"):
         embed_pending(store, smaller)
     assert store.dims() == 64 and store.pending_count() > 0
