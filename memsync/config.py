@@ -7,11 +7,13 @@ import math
 import os
 import re
 import sys
+import urllib.parse
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .redact import redact
 from .vault import is_utf8, shown
 
 if sys.version_info >= (3, 11):
@@ -90,6 +92,47 @@ def checked_name(name: str) -> str:
     return name
 
 
+def checked_rerank_url(url: str) -> str:
+    """`url`, or ConfigError (exit 2) when no request could ever be sent to it, said when the
+    settings are read rather than by every query."""
+    problem = _url_problem(url)
+    if problem:
+        raise ConfigError(
+            f"rerank_url {shown_url(url)} cannot be used: {problem}", ("rerank_url",), usage=True
+        )
+    return url
+
+
+def _url_problem(url: str) -> str:
+    """What keeps a request from ever being sent to `url` ("" when nothing does), by the rules
+    httpx applies; httpx's own refusal of the rest (a host IDNA cannot encode) is a notice."""
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
+        return "it holds a control character"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # an unclosed [, a port that is no number: never the password
+        return str(exc)
+    if parts.scheme not in ("http", "https"):
+        return "it must be an http:// or https:// URL"
+    if not parts.hostname:
+        return "it names no host"
+    if port == 0:
+        return "port 0 cannot be reached"
+    return ""
+
+
+def shown_url(url: str) -> str:
+    """`url` as a message shows it: without its password, even when it cannot be split."""
+    if "@" not in url:
+        return url  # nothing to hide: shown as given, its control characters escaped
+    try:
+        return redact(url)
+    except ValueError:  # urllib's own complaint (an unclosed [): hide all before the last @
+        scheme, sep, rest = url.partition("://")
+        return f"{scheme}{sep}***@{rest.rpartition('@')[2]}" if "@" in rest else url
+
+
 @dataclass(frozen=True)
 class Config:
     """Every setting memsync reads; the README's configuration table documents each field."""
@@ -143,11 +186,8 @@ class Config:
                 f"unknown rerank_api {self.rerank_api!r}: choose one of {', '.join(RERANK_APIS)}",
                 ("rerank_api",),
             )
-        if self.rerank_url is not None and not self.rerank_url.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"rerank_url must be an http:// or https:// URL, not {self.rerank_url!r}",
-                ("rerank_url",),
-            )
+        if self.rerank_url is not None:
+            checked_rerank_url(self.rerank_url)
         for name, allowed in RANGES.items():
             value = getattr(self, name)
             if not allowed.admits(value):
