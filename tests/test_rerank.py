@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from conftest import EmbeddingServer, memsync, write
@@ -379,3 +380,42 @@ def test_explain_says_when_the_reranker_failed(
     why = found["results"][0]["explain"]["rerank"]
     assert why == {"fused_rank": 1, "score": None, "not_reranked": "the reranker failed"}
 
+
+def test_a_slow_reranker_holds_up_no_other_tool_call(
+    vault: Path, misbehaving: Callable[[Answer], MisbehavingReranker]
+) -> None:
+    """While memory_search waits for the reranker, memory_get is answered: the reranker answers
+    only after it, so a search that held the index through its rerank could not have let it."""
+    from mcp.client.session import ClientSession
+    from test_mcp import with_server
+
+    release = threading.Event()
+
+    def slow(handler: BaseHTTPRequestHandler, documents: int, closing: threading.Event) -> None:
+        while not (release.wait(0.01) or closing.is_set()):
+            pass
+        _results(_fine, _rising)(handler, documents, closing)
+
+    server = misbehaving(slow)
+
+    async def use(session: ClientSession) -> tuple[object, object, bool]:
+        found: dict[str, object] = {}
+
+        async def search() -> None:
+            found["search"] = await session.call_tool("memory_search", {"query": "deploy staging"})
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(search)
+            assert await anyio.to_thread.run_sync(server.held.wait, 30)  # it has the question
+            got = await session.call_tool("memory_get", {"path": "deploy.md"})
+            answered_first = not release.is_set()
+            release.set()
+        return got, found["search"], answered_first
+
+    env = {"MEMSYNC_RERANK_URL": server.url, "MEMSYNC_QUERY_TIMEOUT": "20"}
+    got, searched, answered_first = with_server(["--vault", str(vault)], use, env)
+    assert answered_first and not got.is_error and "Deploy staging" in got.content[0].text
+    assert not searched.is_error, searched.content
+    data = searched.structured_content
+    assert not any("not reranked" in n for n in data["notices"]), data["notices"]
+    assert [r["path"] for r in data["results"]] == ["runbook.md", "deploy.md"]  # reranked
