@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import re
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -166,7 +167,7 @@ class HttpService:
         for attempt in range(1, self.max_attempts + 1):
             wait = min(0.5 * 2 ** (attempt - 1), self.max_wait)
             try:
-                status, retry_header, raw = self._attempt(url, payload, started)
+                status, retry_header, raw = self._attempt_by_deadline(url, payload, started)
             except httpx.InvalidURL as exc:
                 raise EmbeddingConfigError(
                     f"{self.provider}: {self.shown_url} cannot be used ({exc}): check "
@@ -219,6 +220,34 @@ class HttpService:
                 f"{self.provider} answered {status}, a redirect: memsync does not follow it "
                 f"(check {self.url_setting})"
             )
+
+    def _attempt_by_deadline(
+        self, url: str, payload: dict[str, object], started: float
+    ) -> tuple[int, str | None, bytes]:
+        """`_attempt`, given up when `total_timeout` has passed even if a server sends its
+        headers a byte at a time or falls silent just before the end: it runs in a thread of
+        its own, which `_body`'s deadline ends soon after (a daemon: no exit waits for it)."""
+        if self.total_timeout is None:
+            return self._attempt(url, payload, started)
+        outcome: list[tuple[int, str | None, bytes] | BaseException] = []
+
+        def attempt() -> None:
+            try:
+                outcome.append(self._attempt(url, payload, started))
+            except BaseException as exc:  # raised below, in the caller's thread
+                outcome.append(exc)
+
+        worker = threading.Thread(target=attempt, name="memsync-http", daemon=True)
+        worker.start()
+        worker.join(self._remaining(started))
+        if not outcome:
+            raise EmbeddingUnavailable(
+                f"no answer from {self.shown_url} in full within {self.total_timeout:g} s "
+                f"(check {self.url_setting})"
+            )
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
 
     def _attempt(
         self, url: str, payload: dict[str, object], started: float

@@ -225,6 +225,15 @@ def _trickle(handler: BaseHTTPRequestHandler, documents: int, closing: threading
         handler.wfile.flush()
 
 
+def _trickled_headers(
+    handler: BaseHTTPRequestHandler, documents: int, closing: threading.Event
+) -> None:
+    handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+    while not closing.wait(0.05):  # a header that never ends
+        handler.wfile.write(b"a")
+        handler.wfile.flush()
+
+
 def _endless(handler: BaseHTTPRequestHandler, documents: int, closing: threading.Event) -> None:
     handler.send_response(200)
     handler.send_header("Content-Type", "application/json")
@@ -253,6 +262,7 @@ MISBEHAVIOURS: dict[str, Answer] = {
     ),
     "a 302 with a JSON body": _results(_fine, _rising, 302, Location="/v1/rerank"),
     "a trickle": _trickle,
+    "headers a byte at a time": _trickled_headers,
     "an endless body": _endless,
 }
 
