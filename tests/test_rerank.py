@@ -429,3 +429,20 @@ def test_a_slow_reranker_holds_up_no_other_tool_call(
     data = searched.structured_content
     assert not any("not reranked" in n for n in data["notices"]), data["notices"]
     assert [r["path"] for r in data["results"]] == ["runbook.md", "deploy.md"]  # reranked
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        [{"index": True, "score": 0.9}, {"index": 0, "score": 0.5}],  # True is not 1
+        '[{"index": 0, "score": 0.9}, {"index": 1, "score": NaN}]',  # as the server wrote it
+        [{"index": 0, "score": 0.9}, {"index": 1, "score": False}],
+        {"results": [{"index": 0, "score": 0.9}, {"index": 1, "score": 0.5}]},  # not TEI's
+    ],
+)
+def test_text_embeddings_inference_answers_are_held_to_the_same_rules(answer: object) -> None:
+    raw = answer if isinstance(answer, str) else json.dumps(answer)
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=raw.encode()))
+    reranker = Reranker("http://127.0.0.1:9/rerank", "", "tei", timeout=1.0, transport=transport)
+    with pytest.raises(EmbeddingResponseError):
+        reranker.scores("q", ["a", "b"])
