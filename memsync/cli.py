@@ -12,14 +12,15 @@ from typing import Any
 
 import click
 
-from .errors import AmbiguousIndex, MemsyncError
+from .errors import AmbiguousIndex, ConfigError, MemsyncError
 
 
 def _fail(exc: MemsyncError) -> None:
     if os.environ.get("MEMSYNC_RAISE_ERRORS"):
         raise exc
     click.echo(_one_line(f"memsync: error: {exc}"), err=True)
-    sys.exit(2 if isinstance(exc, AmbiguousIndex) else 1)
+    usage = isinstance(exc, AmbiguousIndex) or (isinstance(exc, ConfigError) and exc.usage)
+    sys.exit(2 if usage else 1)
 
 
 def _one_line(message: str) -> str:
@@ -49,7 +50,6 @@ def run(action: Callable[[], Any]) -> Any:
 
 def _config(**flags: Any):  # type: ignore[no-untyped-def]
     from .config import is_postgres, load_config  # lazily, like every import here
-    from .errors import ConfigError
 
     try:
         config = load_config(**flags)
@@ -104,7 +104,6 @@ class Commands(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         from .config import utf8_text
-        from .errors import ConfigError
 
         for arg in args:
             try:

@@ -7,6 +7,7 @@ import math
 import os
 import re
 import sys
+import urllib.parse
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,36 @@ def checked_name(name: str) -> str:
     return name
 
 
+def checked_rerank_url(url: str) -> str:
+    """`url`, or ConfigError (exit 2) when no request could ever be sent to it, said when the
+    settings are read rather than by every query."""
+    problem = _url_problem(url)
+    if problem:
+        raise ConfigError(
+            f"rerank_url {redact(url)} cannot be used: {problem}", ("rerank_url",), usage=True
+        )
+    return url
+
+
+def _url_problem(url: str) -> str:
+    """What keeps a request from ever being sent to `url` ("" when nothing does), by the rules
+    httpx applies; httpx's own refusal of the rest (a host IDNA cannot encode) is a notice."""
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
+        return "it holds a control character"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # an unclosed [, a port that is no number: never the password
+        return str(exc)
+    if parts.scheme not in ("http", "https"):
+        return "it must be an http:// or https:// URL"
+    if not parts.hostname:
+        return "it names no host"
+    if port == 0:
+        return "port 0 cannot be reached"
+    return ""
+
+
 @dataclass(frozen=True)
 class Config:
     """Every setting memsync reads; docs/configuration.md's table documents each field."""
@@ -145,11 +176,8 @@ class Config:
                 f"unknown rerank_api {self.rerank_api!r}: choose one of {', '.join(RERANK_APIS)}",
                 ("rerank_api",),
             )
-        if self.rerank_url is not None and not self.rerank_url.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"rerank_url must be an http:// or https:// URL, not {redact(self.rerank_url)!r}",
-                ("rerank_url",),
-            )
+        if self.rerank_url is not None:
+            checked_rerank_url(self.rerank_url)
         for name, allowed in RANGES.items():
             value = getattr(self, name)
             if not allowed.admits(value):

@@ -8,11 +8,14 @@ remote provider was configured explicitly: `auto` picks only `local` or `none`.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import math
 import re
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -42,6 +45,7 @@ DEFAULT_MODELS = {
 }
 REMOTE_PROVIDERS = ("openai", "ollama")  # they send text over HTTP, maybe off this machine
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+MB = 1024 * 1024
 
 
 class Embedder(ABC):
@@ -129,6 +133,7 @@ class HttpService:
     url_setting = ""  # the variable a user sets to point at the server, named in errors
     key_setting = "OPENAI_API_KEY"  # the variable that holds its API key, named in errors
     max_wait = 60.0
+    max_body: int | None = None  # bytes an answer may hold; None: as many as it sends
 
     def __init__(
         self,
@@ -166,19 +171,22 @@ class HttpService:
         )
 
     def _exchange(self, url: str, payload: dict[str, object]) -> object:
-        """One request, retried, its JSON answer; with `total_timeout` (a query) every attempt
-        and wait together end by then, so a hung server costs a query seconds, not minutes."""
+        """One request, retried, its JSON answer; with `total_timeout` (a query) every attempt,
+        wait and byte of the answer together end by then, so a hung or trickling server costs
+        a query seconds, not minutes. Redirects are not followed: an answer must come from the
+        URL the user configured."""
         import httpx
 
         started = time.monotonic()
         for attempt in range(1, self.max_attempts + 1):
             wait = min(0.5 * 2 ** (attempt - 1), self.max_wait)
-            timeout = self._remaining(started)
             try:
-                if timeout is None:
-                    response = self._client.post(url, json=payload)
-                else:
-                    response = self._client.post(url, json=payload, timeout=timeout)
+                status, retry_header, raw = self._attempt_by_deadline(url, payload, started)
+            except httpx.InvalidURL as exc:
+                raise EmbeddingConfigError(
+                    f"{self.provider}: {self.base_url} cannot be used ({exc}): check "
+                    f"{self.url_setting}"
+                ) from exc
             except httpx.TransportError as exc:
                 kind = (
                     "no answer from" if isinstance(exc, httpx.TimeoutException) else "cannot reach"
@@ -191,34 +199,99 @@ class HttpService:
                 log.warning("%s; retry %d in %.1fs", problem, attempt, wait)
                 self._sleep(wait)
                 continue
-            status = response.status_code
-            if status in (401, 403):
-                raise EmbeddingAuthError(
-                    f"{self.provider} refused the request ({status}): check the API key "
-                    f"({self.key_setting})"
-                )
-            if status == 404:
-                raise EmbeddingConfigError(
-                    f"{self.provider}: {url} or model {self.model!r} not found (404)"
-                )
+            except httpx.HTTPError as exc:  # a body that cannot be decoded (a false gzip)
+                raise EmbeddingResponseError(
+                    f"{self.provider} sent an answer that cannot be read: {exc.__class__.__name__}"
+                ) from exc
             if status in RETRY_STATUSES:
                 problem = f"{self.provider} answered {status}"
-                wait = retry_after(response.headers.get("Retry-After"), wait, self.max_wait)
+                wait = retry_after(retry_header, wait, self.max_wait)
                 if attempt == self.max_attempts or self._out_of_time(started, wait):
                     raise EmbeddingUnavailable(f"{problem} {attempt} times; giving up for now")
                 log.warning("%s; retry %d in %.1fs", problem, attempt, wait)
                 self._sleep(wait)
                 continue
-            if status >= 400:
-                body = redact(response.text, self._secret)[:200]
-                raise EmbeddingResponseError(f"{self.provider} answered {status}: {body}")
-            try:
-                return response.json()
-            except ValueError as exc:
-                raise EmbeddingResponseError(
-                    f"{self.provider} sent an answer that is not JSON"
-                ) from exc
+            self._refuse_unless_ok(status, url, raw)
+            return parsed_json(raw, self.provider)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _refuse_unless_ok(self, status: int, url: str, raw: bytes) -> None:
+        """The error a status other than 2xx (and those retried) stands for."""
+        if status in (401, 403):
+            raise EmbeddingAuthError(
+                f"{self.provider} refused the request ({status}): check the API key "
+                f"({self.key_setting})"
+            )
+        if status == 404:
+            raise EmbeddingConfigError(
+                f"{self.provider}: {url} or model {self.model!r} not found (404)"
+            )
+        if status >= 400:
+            body = redact(raw.decode("utf-8", "replace"), self._secret)[:200]
+            raise EmbeddingResponseError(f"{self.provider} answered {status}: {body}")
+        if status >= 300:
+            raise EmbeddingResponseError(
+                f"{self.provider} answered {status}, a redirect: memsync does not follow it "
+                f"(check {self.url_setting})"
+            )
+
+    def _attempt_by_deadline(
+        self, url: str, payload: dict[str, object], started: float
+    ) -> tuple[int, str | None, bytes]:
+        """`_attempt`, given up when `total_timeout` has passed even if a server sends its
+        headers a byte at a time or falls silent just before the end: it runs in a thread of
+        its own, which `_body`'s deadline ends soon after (a daemon: no exit waits for it)."""
+        if self.total_timeout is None:
+            return self._attempt(url, payload, started)
+        outcome: list[tuple[int, str | None, bytes] | BaseException] = []
+
+        def attempt() -> None:
+            try:
+                outcome.append(self._attempt(url, payload, started))
+            except BaseException as exc:  # raised below, in the caller's thread
+                outcome.append(exc)
+
+        worker = threading.Thread(target=attempt, name="memsync-http", daemon=True)
+        worker.start()
+        worker.join(self._remaining(started))
+        if not outcome:
+            raise EmbeddingUnavailable(
+                f"no answer from {self.base_url} in full within {self.total_timeout:g} s "
+                f"(check {self.url_setting})"
+            )
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
+
+    def _attempt(
+        self, url: str, payload: dict[str, object], started: float
+    ) -> tuple[int, str | None, bytes]:
+        """One request: its status, Retry-After and body, read by the deadline (httpx's own
+        timeouts are per read, which a server sending a byte at a time never reaches)."""
+        import httpx
+
+        remaining = self._remaining(started)
+        timeout = httpx.USE_CLIENT_DEFAULT if remaining is None else remaining
+        with self._client.stream("POST", url, json=payload, timeout=timeout) as response:
+            raw = self._body(response.iter_bytes(), started)
+            return response.status_code, response.headers.get("Retry-After"), raw
+
+    def _body(self, chunks: Iterator[bytes], started: float) -> bytes:
+        """The answer's bytes, refused past `max_body` and once the deadline has passed."""
+        kept: list[bytes] = []
+        size = 0
+        for chunk in chunks:
+            size += len(chunk)
+            if self.max_body is not None and size > self.max_body:
+                raise EmbeddingResponseError(
+                    f"{self.provider} sent an answer larger than {self.max_body // MB} MB"
+                )
+            kept.append(chunk)
+            if self._out_of_time(started, 0.0):
+                raise EmbeddingUnavailable(
+                    f"{self.base_url} was still sending its answer after {self.total_timeout:g} s"
+                )
+        return b"".join(kept)
 
     def _remaining(self, started: float) -> float | None:
         if self.total_timeout is None:
@@ -331,6 +404,15 @@ class HttpEmbedder(HttpService, Embedder):
     query_prefix = ""
 
 
+def parsed_json(raw: bytes, provider: str) -> object:
+    """The JSON document in `raw`, or EmbeddingResponseError: nesting deep enough to exhaust
+    the parser's stack is no answer either."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise EmbeddingResponseError(f"{provider} sent an answer that is not JSON") from exc
+
+
 def retry_after(header: str | None, default: float, cap: float) -> float:
     """Seconds to wait from a Retry-After header (seconds or an HTTP date), capped."""
     import email.utils
@@ -389,6 +471,7 @@ class Reranker(HttpService):
     url_setting = "MEMSYNC_RERANK_URL"
     key_setting = "MEMSYNC_RERANK_API_KEY"
     max_attempts = 2  # a query's budget leaves room for one retry at most
+    max_body = 4 * MB  # 200 candidates' scores, with their texts echoed, take a fraction of it
 
     def __init__(
         self,
@@ -417,17 +500,38 @@ class Reranker(HttpService):
             if self.model:
                 payload["model"] = self.model
         body = self._exchange(self.base_url, payload)
-        try:
-            items = body if self.api == "tei" else body["results"]  # type: ignore[index]
-            key = "score" if self.api == "tei" else "relevance_score"
-            found = {int(item["index"]): float(item[key]) for item in items}  # type: ignore[union-attr]
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise EmbeddingResponseError("the reranker sent an answer that is not scores") from exc
-        if sorted(found) != list(range(len(documents))):
+        return checked_scores(body, self.api, len(documents))
+
+
+def checked_scores(body: object, api: str, count: int) -> list[float]:
+    """Pure: the `count` scores in a reranker's answer, in the documents' order; refused with
+    EmbeddingResponseError unless each document has one finite score under one whole index."""
+    key = "score" if api == "tei" else "relevance_score"
+    items = body if api == "tei" else body.get("results") if isinstance(body, dict) else None
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise EmbeddingResponseError("the reranker sent an answer that is not scores")
+    found: dict[int, float] = {}
+    for item in items:
+        index, score = item.get("index"), item.get(key)
+        if type(index) is not int or not 0 <= index < count or index in found:
             raise EmbeddingResponseError(
-                f"the reranker scored {len(found)} of {len(documents)} candidates"
+                f"the reranker sent index {_quoted(index)} for {count} candidates: each must "
+                "be a whole number in range, once"
             )
-        return [found[i] for i in range(len(documents))]
+        if type(score) not in (int, float) or not math.isfinite(score):
+            raise EmbeddingResponseError(
+                f"the reranker sent {_quoted(score)} as a score, not a finite number"
+            )
+        found[index] = float(score)
+    if len(found) != count:
+        raise EmbeddingResponseError(f"the reranker scored {len(found)} of {count} candidates")
+    return [found[i] for i in range(count)]
+
+
+def _quoted(value: object) -> str:
+    """A value from a server's answer as a message quotes it: short, on one line."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def make_reranker(config: Config) -> Reranker | None:

@@ -1,7 +1,8 @@
 """The one exception tree of memsync.
 
     MemsyncError                  base: the CLI prints its message on one line, exit 1
-     ├── ConfigError              a bad setting (file, env or flag)
+     ├── ConfigError              a bad setting (file, env or flag); `usage`: one that can never
+     │                            work, wherever it is set (exit 2)
      ├── VaultError               the vault path is missing or not a folder
      ├── IndexNotFound            no index for that vault / db
      │    └── AmbiguousIndex      several vaults are indexed and none was named (exit 2)
@@ -32,9 +33,10 @@ class MemsyncError(Exception):
 
 
 class ConfigError(MemsyncError):
-    def __init__(self, message: str, settings: tuple[str, ...] = ()) -> None:
+    def __init__(self, message: str, settings: tuple[str, ...] = (), usage: bool = False) -> None:
         super().__init__(message)
         self.settings = settings  # the settings at fault: a bad flag is a usage error (exit 2)
+        self.usage = usage
 
 
 class VaultError(MemsyncError):

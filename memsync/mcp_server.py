@@ -17,7 +17,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, BinaryIO, Literal, TextIO, TypeVar, cast
 
 import anyio
@@ -150,6 +150,16 @@ class MemoryServer:
             finally:
                 log.debug("%s: %.1f ms", name, (time.perf_counter() - started) * 1000)
 
+    @contextlib.contextmanager
+    def _unlocked(self) -> Iterator[None]:
+        """Inside a call: the lock let go while it waits on something other than the index (a
+        reranker), so that the other tools answer meanwhile."""
+        self._lock.release()
+        try:
+            yield
+        finally:
+            self._lock.acquire()
+
     # -- tools ----------------------------------------------------------------------------------
 
     def memory_search(
@@ -219,7 +229,10 @@ class MemoryServer:
                 decay=decay,
                 mmr=mmr,
             )
-            result = output.search_result(memory.search(query, options))
+            outcome = memory.ranked(query, options)
+            with self._unlocked():
+                outcome = memory.reranked(outcome, options)
+            result = output.search_result(outcome)
             return _result(output.search_text(result), result)
 
         return self.call("memory_search", work)

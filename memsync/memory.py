@@ -40,7 +40,7 @@ from .notes import Lines as Lines  # re-exported: the faces name what read() ret
 from .notes import checked_path, note_path, parse_location
 from .origin import Origin, this_host
 from .ranking import query_words
-from .search import SAMPLE_CHUNKS, Options, Outcome, search
+from .search import SAMPLE_CHUNKS, Options, Outcome, ranked, reranked
 from .status import gather, vaults_in
 from .store import ModelKey, StoreWriter
 from .sync import Report, Syncer, drift, index_vault
@@ -264,8 +264,13 @@ class Memory:
         }
 
     def search(self, text: str, options: Options) -> Outcome:
-        """What `memsync query` prints: the text refreshed first, the index's own model for the
-        query, and every reason a leg did not run among the notices. An empty query is refused:
+        """What `memsync query` prints: `ranked`, then `reranked`."""
+        return self.reranked(self.ranked(text, options), options)
+
+    def ranked(self, text: str, options: Options) -> Outcome:
+        """The part of a search that reads the index: the text refreshed first, the index's own
+        model for the query, and every reason a leg did not run among the notices; with a
+        reranker, the candidates `reranked` orders. An empty query is refused:
         the vector of nothing is near every short note, and would rank them as matches; so is one
         longer than MAX_QUERY_CHARS (runs of white space count as one character)."""
         if not text.strip():
@@ -290,10 +295,16 @@ class Memory:
         embedder, why = (None, "")
         if options.mode != "keyword":
             embedder, why = self._query_embedder()
-        reranker = self._reranker() if options.rerank else None
-        outcome = search(self.store, text, options, embedder, why, reranker)
+        to_rerank = options.rerank and self._reranker() is not None
+        outcome = ranked(self.store, text, options, embedder, why, to_rerank)
         outcome.notices += [notice for notice in (stale, self.store.behind) if notice]
         return outcome
+
+    def reranked(self, outcome: Outcome, options: Options) -> Outcome:
+        """`ranked`'s outcome in the reranker's order, cut to the limit; it reads no index, so
+        a server can answer other calls while the reranker thinks."""
+        reranker = self._reranker() if options.rerank else None
+        return outcome if reranker is None else reranked(outcome, options, reranker)
 
     def check_writable_here(self) -> None:
         """An agent may write only where the vault is: on its host (VaultTaken elsewhere)."""

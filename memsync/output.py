@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 
 def as_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=2)
+    """JSON that any parser reads: a NaN or an infinity is refused here, never printed."""
+    return json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)
 
 
 def _span(seconds: float) -> str:
@@ -281,7 +282,16 @@ def explanation(why: dict[str, Any]) -> str:
         parts.append(f"mmr -{number(why['mmr_penalty'])}")
     if why.get("nearest_window"):
         parts.append("nearest window: lines {}-{}".format(*why["nearest_window"]))
+    if "rerank" in why:
+        parts.append(_rerank_explained(why["rerank"]))
     return "; ".join(parts)
+
+
+def _rerank_explained(rerank: dict[str, Any]) -> str:
+    fused = f"fused #{rerank['fused_rank']}"
+    if rerank["score"] is None:
+        return f"not reranked, {rerank['not_reranked']} ({fused})"
+    return f"reranked: score {rerank['score']:g} ({fused})"
 
 
 def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None = None) -> str:

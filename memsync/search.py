@@ -164,6 +164,20 @@ def search(
 ) -> Outcome:
     """Run the legs the mode asks for, say which really ran and why a leg did not, rank, and
     let the reranker (when one is given) order the top candidates."""
+    outcome = ranked(store, query, options, embedder, unavailable, reranker is not None)
+    return outcome if reranker is None else reranked(outcome, options, reranker)
+
+
+def ranked(
+    store: StoreReader,
+    query: str,
+    options: Options,
+    embedder: Embedder | None,
+    unavailable: str = "",
+    to_rerank: bool = False,
+) -> Outcome:
+    """search() without the rerank, all its work on the store; `to_rerank`: the results are
+    the candidates `reranked` orders and cuts to the limit, at least `rerank_top` of them."""
     outcome = Outcome(query, options.mode, options.mode)
     legs = Legs()
     asked = fts.script(query)
@@ -202,15 +216,43 @@ def search(
     outcome.notices += keyword_notices
     outcome.mode = resolved_mode(options.mode, legs.ran_vector, legs.ran_text)
     candidates = _candidates(store, query, asked, legs)
-    ranking = replace(options, mode=outcome.mode)
-    if reranker is None:
-        outcome.results = _hits(candidates, query, ranking, legs)
-        return outcome
-    top = _hits(
-        candidates, query, replace(ranking, limit=max(options.limit, options.rerank_top)), legs
-    )
-    outcome.results = _reranked(top, query, reranker, outcome.notices)[: options.limit]
+    limit = max(options.limit, options.rerank_top) if to_rerank else options.limit
+    ranking = replace(options, mode=outcome.mode, limit=limit)
+    outcome.results = _hits(candidates, query, ranking, legs)
     return outcome
+
+
+def reranked(outcome: Outcome, options: Options, reranker: Reranker) -> Outcome:
+    """`ranked`'s outcome with its first `rerank_top` results in the reranker's order (the
+    whole lines each cites are what it reads) and the rest after them in fused order, cut to
+    the limit; all in fused order, with a notice, when it fails or does not answer within the
+    query's time."""
+    read = outcome.results[: options.rerank_top]
+    try:
+        scores = reranker.scores(outcome.query, [h.text for h in read]) if read else []
+    except EmbeddingError as exc:
+        outcome.notices.append(f"results not reranked: {exc}")
+        scores = []
+    fused = list(enumerate(outcome.results, start=1))
+    order = sorted(fused[: len(scores)], key=lambda pair: -scores[pair[0] - 1])
+    outcome.results = [
+        _after_rerank(hit, rank, scores, options) for rank, hit in order + fused[len(scores) :]
+    ][: options.limit]
+    return outcome
+
+
+def _after_rerank(hit: Hit, fused_rank: int, scores: list[float], options: Options) -> Hit:
+    """The hit with the reranker's score, if it has one, and (--explain) what the rerank did."""
+    score = scores[fused_rank - 1] if fused_rank <= len(scores) else None
+    if hit.explain is None:
+        return replace(hit, rerank_score=score)
+    why: dict[str, object] = {"fused_rank": fused_rank, "score": rounded(score)}
+    if score is None:
+        past = fused_rank > options.rerank_top
+        why["not_reranked"] = (
+            f"past rerank_top ({options.rerank_top})" if past else "the reranker failed"
+        )
+    return replace(hit, rerank_score=score, explain={**hit.explain, "rerank": why})
 
 
 def _second(store: StoreReader) -> StoreReader:
@@ -221,20 +263,6 @@ def _second(store: StoreReader) -> StoreReader:
     except StoreError as exc:
         log.warning("no second connection to the index (%s): the legs take turns", exc)
         return store
-
-
-def _reranked(hits: list[Hit], query: str, reranker: Reranker, notices: list[str]) -> list[Hit]:
-    """The hits in the reranker's order (the whole lines each cites are what it reads); as they
-    were, with a notice, when it fails or does not answer within the query's time."""
-    if not hits:
-        return hits
-    try:
-        scores = reranker.scores(query, [h.text for h in hits])
-    except EmbeddingError as exc:
-        notices.append(f"results not reranked: {exc}")
-        return hits
-    rescored = [replace(hit, rerank_score=score) for hit, score in zip(hits, scores)]
-    return sorted(rescored, key=lambda h: -(h.rerank_score or 0.0))
 
 
 def _vector_leg(
