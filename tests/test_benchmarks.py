@@ -175,7 +175,9 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
 def test_every_script_runs_and_prints_its_figures(tmp_path: Path, pg_url: str) -> None:
     """All at once (their figures mean nothing at these sizes, and most of their time is
     waiting), each `python -m benchmarks.NAME` from the repository's root."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
+    # one thread per model: nine processes share the cores, and OpenMP threads that spin against
+    # a busy core take many times the CPU
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
     table = scripts(tmp_path, pg_url)
     running = {name: start(name, args, tmp_path, env) for name, (args, _) in table.items()}
     failed = []
