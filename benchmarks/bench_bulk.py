@@ -2,7 +2,7 @@
 (a non-superuser role owning it, the extension made by the admin), text only and with vectors
 from a local OpenAI-compatible server that answers at once; prints a Markdown table.
 
-    python benchmarks/bench_bulk.py [--notes 10000] [--db postgresql://admin-url] [--runs 20] [--graph]
+    python -m benchmarks.bench_bulk [--notes 10000] [--db postgresql://admin-url] [--runs 20] [--graph]
 
 Without --db a pgserver (PostgreSQL 16 + pgvector 0.6, from the test extra) is started in a
 temporary folder, on this machine: no network round trip in any figure. Then `memsync query`
@@ -13,22 +13,19 @@ same local server: the medians and their ratio. No asserts.
 from __future__ import annotations
 
 import argparse
-import sys
+import os
+import statistics
+import subprocess
 import tempfile
 import time
-import warnings
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from bench_embed_requests import serve  # noqa: E402
-
-from memsync.config import load_config  # noqa: E402
-from memsync.memory import index  # noqa: E402
+from benchmarks.common import MEMSYNC, embedding_server, server_url, short_notes, start_pgserver
+from memsync import pg_store
+from memsync.config import load_config
+from memsync.memory import index
 
 
 def role_database(admin_url: str, role: str) -> str:
@@ -59,24 +56,17 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.graph:
-        from memsync import pg_store
-
         pg_store.GRAPH_MIN_VECTORS = 1
     folder = Path(tempfile.mkdtemp())
-    admin = args.db
-    if admin is None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import pgserver
-
-            admin = pgserver.get_server(folder / "pg", cleanup_mode="stop").get_uri()
-    server = serve(0.0)
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    vault = folder / "vault"
-    for i in range(args.notes):
-        path = vault / f"area{i % 50}" / f"n{i}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"# Note {i}\n\nshort note {i} about topic {i % 13} and item {i % 101}\n")
+    admin = args.db or start_pgserver(folder / "pg").get_uri()
+    server = embedding_server(0.0)
+    url = server_url(server)
+    vault = short_notes(
+        folder / "vault",
+        args.notes,
+        50,
+        lambda i: f"short note {i} about topic {i % 13} and item {i % 101}",
+    )
     print(f"{args.notes} notes, one chunk each; vectors (64 dims) from a local server")
     print(
         "| run | SQLite (s) | PostgreSQL (s) | PostgreSQL / SQLite | SQLite notes/s "
@@ -123,17 +113,13 @@ def query_processes(
     indexes: tuple[list[str], list[str]], url: str, folder: Path, runs: int
 ) -> tuple[float, float]:
     """Median milliseconds of `memsync query` against each index, the two taking turns."""
-    import os
-    import statistics
-    import subprocess
-
     env = {**os.environ, "OPENAI_BASE_URL": url, "MEMSYNC_HOME": str(folder / "home")}
     timings: tuple[list[float], list[float]] = ([], [])
     for run in range(runs):
         for where, spent in zip(indexes, timings):
             started = time.perf_counter()
             subprocess.run(
-                ["memsync", "query", QUERIES[run % len(QUERIES)], *where],
+                [*MEMSYNC, "query", QUERIES[run % len(QUERIES)], *where],
                 env=env, check=True, capture_output=True,
             )  # fmt: skip
             spent.append((time.perf_counter() - started) * 1000)

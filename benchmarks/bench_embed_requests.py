@@ -1,6 +1,6 @@
 """Embedding requests in flight: how long indexing waits on a slow OpenAI-compatible provider.
 
-    python benchmarks/bench_embed_requests.py [--notes 3200] [--latency 0.1] [--in-flight 1 4 8]
+    python -m benchmarks.bench_embed_requests [--notes 3200] [--latency 0.1] [--in-flight 1 4 8]
 
 A local test server answers every /v1/embeddings request after `--latency` seconds (a remote
 API's round trip) with deterministic vectors. A generated vault of short notes (one chunk each)
@@ -11,50 +11,14 @@ next to the sequential request time (requests x latency). No asserts: figures on
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-import sys
 import tempfile
-import threading
 import time
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from memsync.config import load_config  # noqa: E402
-from memsync.memory import index  # noqa: E402
-
-
-def serve(latency: float, dims: int = 64) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            time.sleep(latency)
-            data = []
-            for i, text in enumerate(body["input"]):
-                digest = hashlib.sha256(text.encode()).digest()
-                vector = [((digest[j % 32] + j) % 17) - 8.0 for j in range(dims)]
-                vector[0] += 0.5
-                data.append({"index": i, "embedding": vector})
-            raw = json.dumps({"data": data, "model": body["model"]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    ).start()
-    return server
+from benchmarks.common import embedding_server, server_url, short_notes
+from memsync.config import load_config
+from memsync.memory import index
 
 
 def main() -> None:
@@ -64,8 +28,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--in-flight", type=int, nargs="+", default=[1, 4, 8])
     args = parser.parse_args()
-    server = serve(args.latency)
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server = embedding_server(args.latency)
+    url = server_url(server)
     requests = -(-args.notes // args.batch_size)
     sequential = requests * args.latency
     print(
@@ -74,11 +38,9 @@ def main() -> None:
     print("| requests in flight | embedding (s) | sequential request time (s) | share |")
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
-        vault = Path(folder) / "vault"
-        for i in range(args.notes):
-            path = vault / f"area{i % 20}" / f"n{i}.md"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(f"# Note {i}\n\nshort note {i} about topic {i % 13}\n")
+        vault = short_notes(
+            Path(folder) / "vault", args.notes, 20, lambda i: f"short note {i} about topic {i % 13}"
+        )
         for in_flight in args.in_flight:
             config = load_config(
                 db=str(Path(folder) / f"i{in_flight}.sqlite"),

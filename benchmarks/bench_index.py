@@ -1,50 +1,29 @@
 """Indexing figures on generated vaults; prints a Markdown table (no timed asserts anywhere).
 
-    python benchmarks/bench_index.py --notes 1000 --notes 10000 --notes 20000 [--embed-notes 1000]
+    python -m benchmarks.bench_index --notes 1000 --notes 10000 --notes 20000 [--embed-notes 1000]
+        [--long-entries 1000]
 
 For each vault size: text-only index time; no-op re-index next to a bare walk+stat of the same tree,
 in-process and as whole processes (`memsync index` against `python -c walk+stat`, imports included);
-a one-paragraph edit of a 2,000-line note (time, chunks re-chunked, chunks re-embedded). On the
-vault of --embed-notes notes the local model embeds everything: pipeline chunks/s next to the bare
+a one-paragraph edit of a 2,000-line note of 1,000 paragraphs (--long-entries; time, chunks
+re-chunked, chunks re-embedded). On the vault of --embed-notes notes the local model embeds everything: pipeline chunks/s next to the bare
 model's chunks/s on the very same chunk texts.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
-import random
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-WORDS = (
-    "replication server port sync vault note chunk index query model cache token meeting design "
-    "garden coffee review deploy incident backup release budget travel kernel latency battery"
-).split()
-
-
-def make_vault(root: Path, notes: int, seed: int = 0) -> Path:
-    rng = random.Random(seed)
-    for i in range(notes):
-        folder = root / f"area{i % 20}" / f"topic{i % 7}"
-        folder.mkdir(parents=True, exist_ok=True)
-        paragraphs = [
-            " ".join(rng.choice(WORDS) for _ in range(rng.randint(10, 40)))
-            for _ in range(rng.randint(1, 4))
-        ]
-        (folder / f"note{i}.md").write_text(f"# Note {i}\n\n" + "\n\n".join(paragraphs) + "\n")
-    long_note = ["# Long log", ""]
-    for j in range(1000):
-        long_note += [f"Entry {j}: " + " ".join(rng.choice(WORDS) for _ in range(12)), ""]
-    (root / "long-log.md").write_text("\n".join(long_note) + "\n")
-    return root
+from benchmarks.common import MEMSYNC, make_vault, process_seconds, timed
+from memsync.embedders import LocalEmbedder
+from memsync.sqlite_store import SqliteStore
+from memsync.sync import Report, embed_pending, index_vault
 
 
 def bare_walk_stat(root: Path) -> int:
@@ -60,40 +39,22 @@ def bare_walk_stat(root: Path) -> int:
 
 WALK_PROCESS = f"""
 import os, sys
-{__import__("inspect").getsource(bare_walk_stat).replace("root: Path", "root").replace(" -> int", "")}
+{inspect.getsource(bare_walk_stat).replace("root: Path", "root").replace(" -> int", "")}
 bare_walk_stat(sys.argv[1])
 """
 
 
-def process_seconds(command: list[str]) -> float:
-    """The best of three wall-clock runs of a whole process: start-up and imports included."""
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        subprocess.run(command, check=True, capture_output=True)
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def timed(fn):  # type: ignore[no-untyped-def]
-    start = time.perf_counter()
-    value = fn()
-    return time.perf_counter() - start, value
-
-
-def edit_long_note(root: Path) -> None:
+def edit_long_note(root: Path, entries: int) -> None:
+    """One sentence more in the middle entry of long-log.md."""
     path = root / "long-log.md"
     lines = path.read_text().split("\n")
-    lines[1000] = lines[1000] + " plus an edited sentence about the garden shed"
+    middle = 2 + 2 * ((entries - 1) // 2)  # after the heading and a blank line, each entry two
+    lines[middle] = lines[middle] + " plus an edited sentence about the garden shed"
     path.write_text("\n".join(lines))
 
 
-def run(notes: int, embed: bool, workdir: Path) -> dict[str, object]:
-    from memsync.embedders import LocalEmbedder
-    from memsync.sqlite_store import SqliteStore
-    from memsync.sync import Report, embed_pending, index_vault
-
-    root = make_vault(workdir / f"vault{notes}", notes)
+def run(notes: int, embed: bool, workdir: Path, long_entries: int) -> dict[str, object]:
+    root = make_vault(workdir / f"vault{notes}", notes, long_entries=long_entries)
     db = workdir / f"index{notes}.sqlite"
     row: dict[str, object] = {"notes": notes + 1}
     with SqliteStore(db) as store:
@@ -128,23 +89,13 @@ def run(notes: int, embed: bool, workdir: Path) -> dict[str, object]:
         # walk+stat process of the same tree
         provider = "auto" if embedder else "none"  # the provider that made this index
         cli_s = process_seconds(
-            [
-                sys.executable,
-                "-m",
-                "memsync",
-                "index",
-                str(root),
-                "--db",
-                str(db),
-                "--provider",
-                provider,
-            ]
+            [*MEMSYNC, "index", str(root), "--db", str(db), "--provider", provider]
         )
         walk_process_s = process_seconds([sys.executable, "-c", WALK_PROCESS, str(root)])
         row["no-op `memsync index` process (s)"] = round(cli_s, 3)
         row["walk+stat process (s)"] = round(walk_process_s, 3)
         row["process ratio"] = f"{cli_s / walk_process_s:.2f}x"
-        edit_long_note(root)
+        edit_long_note(root, long_entries)
         seconds, report = timed(lambda: index_vault(store, root, 10 << 20, embedder))
         row["edit re-index (s)"] = round(seconds, 3)
         row["chunks re-embedded"] = report.embedded if embedder else f"({report.pending} pending)"
@@ -155,11 +106,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--notes", type=int, action="append", default=None)
     parser.add_argument("--embed-notes", type=int, default=1000)
+    parser.add_argument(
+        "--long-entries", type=int, default=1000, help="the paragraphs of long-log.md"
+    )
     args = parser.parse_args()
     sizes = args.notes or [1000, 10000]
     workdir = Path(tempfile.mkdtemp(prefix="memsync-bench-"))
     try:
-        rows = [run(n, n == args.embed_notes, workdir) for n in sizes]
+        rows = [run(n, n == args.embed_notes, workdir, args.long_entries) for n in sizes]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     columns = list(dict.fromkeys(k for r in rows for k in r))

@@ -1,6 +1,6 @@
 """`memory_search` round trips through a real MCP client over stdio; prints a Markdown table.
 
-    python benchmarks/bench_mcp.py [--chunks 100000] [--runs 100]
+    python -m benchmarks.bench_mcp [--chunks 100000] [--runs 100]
 
 The index is bench_query.py's generated one (sample_vault's word frequencies, random unit
 vectors, the local model's key), served by `memsync mcp --db`; each call is timed from the
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,18 +21,13 @@ import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from bench_query import QUERIES, build  # noqa: E402
-
-from memsync.embedders import LocalEmbedder  # noqa: E402
-from memsync.locate import SqliteLocation  # noqa: E402
+from benchmarks.common import MEMSYNC, QUERIES, build, p95, rss_mb
+from memsync.embedders import LocalEmbedder
+from memsync.locate import SqliteLocation
 
 
-def server_rss_mb() -> float:
-    """The RSS of this process's `memsync mcp` child."""
+def server_pid() -> int | None:
+    """The pid of this process's `memsync mcp` child."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -43,15 +37,13 @@ def server_rss_mb() -> float:
         except OSError:
             continue
         if int(stat[1]) == os.getpid() and b"mcp" in cmdline:
-            for line in (entry / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    return float("nan")
+            return int(entry.name)
+    return None
 
 
 async def measure(db: Path, runs: int) -> tuple[list[float], float]:
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "memsync", "mcp", "--db", str(db)], env=dict(os.environ)
+        command=MEMSYNC[0], args=[*MEMSYNC[1:], "mcp", "--db", str(db)], env=dict(os.environ)
     )
     timings = []
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -62,7 +54,8 @@ async def measure(db: Path, runs: int) -> tuple[list[float], float]:
             result = await session.call_tool("memory_search", {"query": QUERIES[i % len(QUERIES)]})
             timings.append(time.perf_counter() - started)
             assert not result.is_error, result.content
-        rss = server_rss_mb()
+        pid = server_pid()
+        rss = rss_mb(pid) if pid else float("nan")
     return timings, rss
 
 
@@ -79,10 +72,9 @@ def main() -> None:
         with SqliteLocation(db).open(create=True) as store:
             build(store, size, LocalEmbedder())
         timings, rss = anyio.run(measure, db, args.runs)
-        p95 = statistics.quantiles(timings, n=20)[18]
         print(
             f"| {size:,} chunks, hybrid, over stdio | {statistics.median(timings) * 1000:.1f} "
-            f"| {p95 * 1000:.1f} | {rss:.0f} |"
+            f"| {p95(timings) * 1000:.1f} | {rss:.0f} |"
         )
 
 

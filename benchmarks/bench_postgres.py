@@ -1,18 +1,18 @@
 """The PostgreSQL store's figures next to SQLite's; prints Markdown tables (no timed asserts).
 
-    python benchmarks/bench_postgres.py [--db postgresql://...] [--chunks 100000] [--notes 10000]
+    python -m benchmarks.bench_postgres [--db postgresql://...] [--chunks 100000] [--notes 10000]
 
 Without --db a pgserver (PostgreSQL 16 + pgvector 0.6, from the test extra) is started in a
 temporary folder: the server runs on this machine, so the figures carry no network round trip.
 
 - HNSW recall@10 against exact search, for several ef_search values, on the generated index of
-  bench_query.py with vectors shaped like real ones: each a mix of two or three vectors the local
+  bench_query with vectors shaped like real ones: each a mix of two or three vectors the local
   model made of sample_vault's chunks, plus noise (random unit vectors, which have no structure at
   all, are no model's output: HNSW's recall on them is far lower, and is printed too), and the
   in-process hybrid p50 a reader gets with each (the `ef_search` setting).
 - Query latency in-process (hybrid, the local model embedding each query) on that index, whole and
   filtered to 0.5%, where each query's time goes (each leg alone), and `memsync query` as a whole
-  process on sample_vault/.
+  process on sample_vault/ (or --vault).
 - Text-only indexing and no-op re-index of a generated vault of --notes notes, both backends.
 """
 
@@ -21,50 +21,45 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from bench_index import make_vault  # noqa: E402
-from bench_query import (  # noqa: E402
+from benchmarks.common import (
     QUERIES,
+    ROOT,
+    SAMPLE_VAULT,
     build,
     in_process,
+    make_vault,
     random_vectors,
+    start_pgserver,
+    timed,
     whole_process,
     window_counts,
 )
-
-from memsync.config import EF_SEARCH  # noqa: E402
-from memsync.embedders import LocalEmbedder  # noqa: E402
-from memsync.filters import note_filter  # noqa: E402
-from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
-from memsync.pg_store import HNSW_EF_CONSTRUCTION, HNSW_M  # noqa: E402
-from memsync.search import Options  # noqa: E402
-from memsync.store import StoreWriter as Store  # noqa: E402
-from memsync.sync import index_vault  # noqa: E402
-from memsync.vectors import coarse_pool, rescored  # noqa: E402
+from memsync import fts
+from memsync.chunking import chunk_text
+from memsync.config import EF_SEARCH
+from memsync.embedders import LocalEmbedder
+from memsync.filters import note_filter
+from memsync.locate import Location, PostgresLocation, SqliteLocation
+from memsync.pg_store import HNSW_EF_CONSTRUCTION, HNSW_M
+from memsync.search import Options, search
+from memsync.store import StoreWriter as Store
+from memsync.sync import index_vault
+from memsync.vectors import coarse_pool, rescored
 
 EF_VALUES = (100, 200, 400, 800)
 SAMPLE_QUERIES = ROOT / "benchmarks" / "sample_queries.json"
 
 
 def start_server(workdir: Path) -> str:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pgserver
-
-        server = pgserver.get_server(workdir / "pg", cleanup_mode="stop")
+    server = start_pgserver(workdir / "pg")
     # as an admin would set a team's server for HNSW builds (the default 64 MB holds the graph
     # of about 30k chunks; beyond, pgvector builds on disk, many times slower)
     server.psql("ALTER SYSTEM SET maintenance_work_mem = '2GB';")
@@ -75,11 +70,9 @@ def start_server(workdir: Path) -> str:
 @functools.cache
 def anchors(embedder: LocalEmbedder) -> np.ndarray:
     """The local model's vectors of sample_vault's chunks."""
-    from memsync.chunking import chunk_text
-
     texts = [
         c.text
-        for note in sorted((ROOT / "sample_vault").rglob("*.md"))
+        for note in sorted(SAMPLE_VAULT.rglob("*.md"))
         for c in chunk_text(note.read_text(encoding="utf-8"))
     ]
     return embedder.embed_documents(texts)
@@ -260,13 +253,9 @@ def memory_load(where: PostgresLocation, embedder: LocalEmbedder) -> tuple[float
 
 def legs(where: PostgresLocation, embedder: LocalEmbedder) -> None:
     """Where a query's time goes, per query: each leg alone, then the whole hybrid search."""
-    from memsync import fts
-    from memsync.search import search
 
     def ms(work) -> float:  # type: ignore[no-untyped-def]
-        started = time.perf_counter()
-        work()
-        return (time.perf_counter() - started) * 1000
+        return timed(work)[0] * 1000
 
     print(
         "\n| query | keyword AND (ms) | keyword OR fallback (ms) | vector (ms) | hybrid, all (ms) |"
@@ -290,15 +279,9 @@ def legs(where: PostgresLocation, embedder: LocalEmbedder) -> None:
 def indexing(where: Location, root: Path) -> tuple[float, float, int]:
     """(text-only index s, no-op re-index s (best of 3), notes)."""
     with where.open(create=True) as store:
-        started = time.perf_counter()
-        report = index_vault(store, root, 10 << 20, None)
-        first = time.perf_counter() - started
-        noop = []
-        for _ in range(3):
-            started = time.perf_counter()
-            index_vault(store, root, 10 << 20, None)
-            noop.append(time.perf_counter() - started)
-    return first, min(noop), report.added
+        first, report = timed(lambda: index_vault(store, root, 10 << 20, None))
+        noop = min(timed(lambda: index_vault(store, root, 10 << 20, None))[0] for _ in range(3))
+    return first, noop, report.added
 
 
 def main() -> None:
@@ -315,8 +298,9 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument(
-        "--random-vectors", action="store_true", help="random unit vectors, as bench_query.py"
+        "--random-vectors", action="store_true", help="random unit vectors, as bench_query"
     )
+    parser.add_argument("--vault", type=Path, default=SAMPLE_VAULT, help="the process's vault")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="memsync-pgbench-"))
     url = args.db or start_server(workdir)
@@ -399,9 +383,11 @@ def main() -> None:
         f"\n(a long-lived reader's first query reads the mean vectors: {loaded:.1f} s, "
         f"{kept:.0f} MB kept in its memory)"
     )
-    p50, p95 = whole_process(min(args.runs, 20), workdir, "--db", url, "--name", "sample_vault")
+    p50, p95 = whole_process(
+        min(args.runs, 20), workdir, args.vault, "--db", url, "--name", args.vault.name
+    )
     print(
-        f"| sample_vault, whole `memsync query --db postgresql://...` process | {p50 * 1000:.0f} "
+        f"| {args.vault.name}, whole `memsync query --db postgresql://...` process | {p50 * 1000:.0f} "
         f"| {p95 * 1000:.0f} | - |"
     )
     legs(first, embedder)

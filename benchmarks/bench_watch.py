@@ -1,12 +1,16 @@
 """Watcher figures; prints a Markdown table (no timed asserts anywhere).
 
-    python benchmarks/bench_watch.py [--edits 50] [--vector-edits 10] [--idle-seconds 30]
+    python -m benchmarks.bench_watch [--edits 50] [--vector-edits 10] [--idle-seconds 30]
+        [--burst 1000] [--idle-notes 10000] [--vault DIR]
+
+On a copy of sample_vault/ (or of --vault):
 
 - edit -> keyword-queryable: append a unique word to a note, poll a second connection (as
   `memsync query` would) every 5 ms until FTS finds it; debounce 300 ms (the default).
 - edit -> vector-queryable: the same until that chunk has its vector, local model.
-- a burst of 1,000 new notes: from the first write until all are in the index.
-- idle CPU of `memsync watch` on a 10k-note vault, and its RSS with the local model loaded.
+- a burst of 1,000 new notes (--burst): from the first write until all are in the index.
+- idle CPU of `memsync watch` on a 10k-note vault (--idle-notes), and its RSS with the local model
+  loaded.
 """
 
 from __future__ import annotations
@@ -16,25 +20,19 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from bench_index import make_vault  # noqa: E402
-
-from memsync import fts  # noqa: E402
-from memsync.config import load_config  # noqa: E402
-from memsync.embedders import LocalEmbedder  # noqa: E402
-from memsync.locate import SqliteLocation  # noqa: E402
-from memsync.sqlite_store import SqliteStore  # noqa: E402
-from memsync.store import StoreWriter as Store  # noqa: E402
-from memsync.watcher import Watcher  # noqa: E402
+from benchmarks.common import MEMSYNC, SAMPLE_VAULT, make_vault, p95, rss_mb
+from memsync import fts
+from memsync.config import load_config
+from memsync.embedders import LocalEmbedder
+from memsync.locate import SqliteLocation
+from memsync.sqlite_store import SqliteStore
+from memsync.store import StoreWriter as Store
+from memsync.watcher import Watcher
 
 
 def _start(root: Path, db: Path, embedder: object) -> tuple[Watcher, threading.Thread]:
@@ -46,7 +44,7 @@ def _start(root: Path, db: Path, embedder: object) -> tuple[Watcher, threading.T
 
 
 def _found(store: Store, word: str, need_vector: bool) -> bool:
-    rows, _ = store.keyword_search(fts.match_expression([word]), 5)
+    rows, _ = store.keyword_search(fts.query_terms(word), False, 5)
     if not rows:
         return False
     if not need_vector:
@@ -102,26 +100,9 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def _spawn(root: Path, db: Path, provider: str, env: dict[str, str]) -> subprocess.Popen[str]:
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memsync",
-            "watch",
-            str(root),
-            "--db",
-            str(db),
-            "--provider",
-            provider,
-        ],
+        [*MEMSYNC, "watch", str(root), "--db", str(db), "--provider", provider],
         stderr=subprocess.PIPE,
         text=True,
         env=env,
@@ -133,32 +114,42 @@ def _spawn(root: Path, db: Path, provider: str, env: dict[str, str]) -> subproce
     return process
 
 
-def idle_and_rss(workdir: Path, idle_seconds: float) -> tuple[float, float, float]:
+def idle_and_rss(workdir: Path, idle_seconds: float, notes: int) -> tuple[float, float, float]:
     env = {**os.environ}
-    big = make_vault(workdir / "idle10k", 10_000)
+    big = make_vault(workdir / "idle10k", notes)
     db = workdir / "idle.sqlite"
     subprocess.run(
-        [sys.executable, "-m", "memsync", "index", str(big), "--db", str(db), "--provider", "none"],
+        [*MEMSYNC, "index", str(big), "--db", str(db), "--provider", "none"],
         check=True,
         capture_output=True,
         env=env,
     )
     process = _spawn(big, db, "none", env)
-    time.sleep(2)
+    time.sleep(min(2.0, idle_seconds))  # past the start-up reconcile
     before = _cpu_seconds(process.pid)
     time.sleep(idle_seconds)
     idle = (_cpu_seconds(process.pid) - before) / idle_seconds * 100
-    rss_plain = _rss_mb(process.pid)
+    rss_plain = rss_mb(process.pid)
     process.terminate()
     process.wait()
     small = make_vault(workdir / "rss", 20)
     db2 = workdir / "rss.sqlite"
     process = _spawn(small, db2, "local", env)
-    time.sleep(5)
-    rss_model = _rss_mb(process.pid)
+    loaded(db2)
+    rss_model = rss_mb(process.pid)
     process.terminate()
     process.wait()
     return idle, rss_plain, rss_model
+
+
+def loaded(db: Path) -> None:
+    """Returns once the watcher has stored its first vector: its model is loaded and has run."""
+    deadline = time.monotonic() + 120
+    with SqliteStore(db) as reader:
+        while reader.counts()["chunks"] in (0, reader.pending_count()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the watcher never embedded a chunk")
+            time.sleep(0.1)
 
 
 def main() -> None:
@@ -166,34 +157,35 @@ def main() -> None:
     parser.add_argument("--edits", type=int, default=50)
     parser.add_argument("--vector-edits", type=int, default=10)
     parser.add_argument("--idle-seconds", type=float, default=30)
+    parser.add_argument("--burst", type=int, default=1000, help="new notes written at once")
+    parser.add_argument("--idle-notes", type=int, default=10_000, help="the idle vault's notes")
+    parser.add_argument("--vault", type=Path, default=SAMPLE_VAULT, help="the vault copied")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="memsync-wbench-"))
     try:
-        vault = shutil.copytree(ROOT / "sample_vault", workdir / "vault")
+        vault = shutil.copytree(args.vault, workdir / "vault")
         (vault / "edits.md").write_text("# Edits\n")
         keyword = edit_latency(vault, workdir / "kw.sqlite", args.edits, None)
         vector = edit_latency(vault, workdir / "vec.sqlite", args.vector_edits, LocalEmbedder())
-        burst_s = burst(vault, workdir / "kw.sqlite", 1000)
-        idle, rss_plain, rss_model = idle_and_rss(workdir, args.idle_seconds)
+        burst_s = burst(vault, workdir / "kw.sqlite", args.burst)
+        idle, rss_plain, rss_model = idle_and_rss(workdir, args.idle_seconds, args.idle_notes)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-    def pct(values: list[float], q: int) -> float:
-        return statistics.quantiles(values, n=20)[q] * 1000 if len(values) > 1 else values[0] * 1000
 
     print("| measure | value |")
     print("|---|---|")
     print(
         f"| edit -> keyword-queryable, p50 / p95 over {len(keyword)} edits (debounce 300 ms) | "
-        f"{statistics.median(keyword) * 1000:.0f} ms / {pct(keyword, 18):.0f} ms |"
+        f"{statistics.median(keyword) * 1000:.0f} ms / {p95(keyword) * 1000:.0f} ms |"
     )
     print(
         f"| edit -> vector-queryable (local model), p50 / p95 over {len(vector)} edits | "
-        f"{statistics.median(vector) * 1000:.0f} ms / {pct(vector, 18):.0f} ms |"
+        f"{statistics.median(vector) * 1000:.0f} ms / {p95(vector) * 1000:.0f} ms |"
     )
-    print(f"| burst of 1,000 new notes, all indexed (text) | {burst_s:.1f} s |")
+    print(f"| burst of {args.burst:,} new notes, all indexed (text) | {burst_s:.1f} s |")
     print(
-        f"| idle CPU of `memsync watch` on a 10,001-note vault, over {args.idle_seconds:.0f} s | {idle:.2f}% |"
+        f"| idle CPU of `memsync watch` on a {args.idle_notes + 1:,}-note vault, over "
+        f"{args.idle_seconds:.0f} s | {idle:.2f}% |"
     )
     print(
         f"| RSS of `memsync watch`, keyword-only / with the local model loaded | "

@@ -1,11 +1,11 @@
 """Retrieval quality: Recall@5, MRR@10, nDCG@10 per configuration; prints Markdown tables.
 
-    python benchmarks/eval_retrieval.py --sample                     # labelled queries on sample_vault/
-    python benchmarks/eval_retrieval.py --duplicates                 # MMR, with near-copies of notes
-    python benchmarks/eval_retrieval.py --scifact ../shared/eval/scifact [--workdir DIR]
-    python benchmarks/eval_retrieval.py --sample --postgres pgserver  # also in PostgreSQL, compared
-    python benchmarks/eval_retrieval.py --locomo ../shared/eval/locomo  # agent memory (dev split)
-    python benchmarks/eval_retrieval.py --obsidian-help PATH  # across scripts, on a real vault
+    python -m benchmarks.eval_retrieval --sample                     # labelled queries on sample_vault/
+    python -m benchmarks.eval_retrieval --duplicates                 # MMR, with near-copies of notes
+    python -m benchmarks.eval_retrieval --scifact ../shared/eval/scifact [--workdir DIR]
+    python -m benchmarks.eval_retrieval --sample --postgres pgserver  # also in PostgreSQL, compared
+    python -m benchmarks.eval_retrieval --locomo ../shared/eval/locomo  # agent memory (dev split)
+    python -m benchmarks.eval_retrieval --obsidian-help PATH  # across scripts, on a real vault
 
 --postgres URL (or `pgserver`: a server started in --workdir) runs --sample on both backends and
 compares them query by query.
@@ -15,12 +15,7 @@ SciFact: one note per abstract ("# title" then the text), indexed with the local
 Only each query's `text` is read. Each claim gets 10 chunks, as `memsync query CLAIM -n 10
 --min-score 0` gives them, folded to notes (fewer than 10 when a note gives several chunks).
 
-LoCoMo: one note per session as basic-memory's converter writes them (benchmarks/locomo.py), all
-conversations in one index built as `memsync index` builds it, each question asked as
-`memsync query Q -n 10 --min-score 0 --mode MODE --no-decay --no-mmr --json` asks it (the same
-library call, without a process per question). R@5: share of the evidence sessions' notes among the
-top-5 chunks' notes; MRR over the top 10; turn@5: a top-5 chunk's line range holds an evidence turn;
-lines shown: of the top-5 chunks whose range holds an evidence turn, the share whose snippet does.
+LoCoMo: benchmarks/locomo.py's run (`python -m benchmarks.locomo --data DIR` alone).
 
 Obsidian's help (PATH: a checkout of github.com/obsidianmd/obsidian-help): its English pages and
 their Chinese translations (en/, zh/; a page and its translation share a `permalink`) indexed with
@@ -45,20 +40,16 @@ from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from benchmarks import locomo  # noqa: E402
-from memsync.config import Config  # noqa: E402
-from memsync.embedders import LocalEmbedder  # noqa: E402
-from memsync.evaluate import distinct, novelty_ndcg_at, score_run  # noqa: E402
-from memsync.filters import note_filter  # noqa: E402
-from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
-from memsync.memory import Memory, index, search_options  # noqa: E402
-from memsync.search import Hit, Options, search  # noqa: E402
-from memsync.sqlite_store import SqliteStore  # noqa: E402
-from memsync.store import StoreWriter as Store  # noqa: E402
-from memsync.sync import index_vault  # noqa: E402
+from benchmarks import locomo
+from benchmarks.common import ROOT, SAMPLE_VAULT, start_pgserver
+from memsync.embedders import LocalEmbedder
+from memsync.evaluate import distinct, novelty_ndcg_at, score_run
+from memsync.filters import note_filter
+from memsync.locate import Location, PostgresLocation, SqliteLocation
+from memsync.search import Hit, Options, search
+from memsync.sqlite_store import SqliteStore
+from memsync.store import StoreWriter as Store
+from memsync.sync import index_vault
 
 TODAY = date(2026, 11, 29)  # the sample vault's "now", so decay is reproducible
 CONFIGS = {
@@ -135,7 +126,7 @@ def eval_sample(workdir: Path, embedder: LocalEmbedder, location: Location | Non
     queries, qrels, kinds = sample_queries()
     where = location or SqliteLocation(workdir / "sample.sqlite")
     with where.open(create=True, vectors_in_memory=True) as store:
-        build(store, ROOT / "sample_vault", embedder)
+        build(store, SAMPLE_VAULT, embedder)
         cached = CachedQueries(embedder)
         configs = {**CONFIGS, "hybrid + decay": Options(mode="hybrid", decay=True)}
         rows = {}
@@ -171,7 +162,7 @@ def compare_backends(workdir: Path, embedder: LocalEmbedder, url: str) -> None:
         ("PostgreSQL", PostgresLocation(url, "eval_sample")),
     ):
         with where.open(create=True, vectors_in_memory=True) as store:
-            build(store, ROOT / "sample_vault", embedder)
+            build(store, SAMPLE_VAULT, embedder)
             hits[label] = {q: search(store, t, run, cached).results for q, t in queries.items()}  # type: ignore[arg-type]
     rows = {
         f"hybrid 0.7/0.3, {label}": score_run(
@@ -194,16 +185,6 @@ def compare_backends(workdir: Path, embedder: LocalEmbedder, url: str) -> None:
             print(f"  {label}: {shown}")
 
 
-def start_pgserver(workdir: Path) -> str:
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pgserver
-
-        return str(pgserver.get_server(workdir / "pg", cleanup_mode="stop").get_uri())
-
-
 COPIES = 3  # near-copies of each relevant note in the duplicates case
 MMR_LAMBDAS = (0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -213,11 +194,9 @@ def duplicates_vault(
 ) -> tuple[Path, dict[str, str]]:
     """sample_vault plus COPIES near-copies (trailing spaces, as a sync tool or a copy-paste
     leaves them) of every note some query wants; returns the vault and copy -> original."""
-    import shutil
-
     vault = workdir / "sample_duplicates"
     shutil.rmtree(vault, ignore_errors=True)
-    shutil.copytree(ROOT / "sample_vault", vault)
+    shutil.copytree(SAMPLE_VAULT, vault)
     canonical: dict[str, str] = {}
     wanted = sorted({p for q in labelled for p in q["relevant"]})  # type: ignore[attr-defined]
     for original in wanted:
@@ -419,104 +398,6 @@ def _not_markdown(folder: str, names: list[str]) -> list[str]:
     return [n for n in names if not n.endswith(".md") and not (Path(folder) / n).is_dir()]
 
 
-LOCOMO_MODES = ("hybrid", "keyword", "vector")
-
-
-def locomo_runs(
-    config: Config, vault: Path, asked: list[locomo.Question], mode: str
-) -> dict[str, list[locomo.Ranked]]:
-    """Each question's top 10 as `memsync query -n 10 --min-score 0 --no-decay --no-mmr` ranks it."""
-    options = search_options(config, limit=10, min_score=0.0, mode=mode, decay=False, mmr=False)
-    with Memory.open(config, vault) as memory:  # as a `memsync query` process opens it
-        return {
-            q.id: [
-                locomo.Ranked(
-                    h.path,
-                    h.start_line,
-                    h.end_line,
-                    (h.snippet_start, _last_shown(h.snippet_start, h.snippet)),
-                )
-                for h in memory.search(q.text, options).results
-            ]
-            for q in asked
-        }
-
-
-def _last_shown(first: int, snippet: str) -> int:
-    return first + snippet.count("\n")
-
-
-def check_cli(
-    config: Config, vault: Path, asked: list[locomo.Question], runs: dict[str, list[locomo.Ranked]]
-) -> None:
-    """The first questions again through a real `memsync query ... --json` process: the library
-    call above must rank exactly as the command a user types."""
-    import os
-    import subprocess
-
-    env = {**os.environ, "MEMSYNC_DB": str(config.db)}
-    for q in asked:
-        done = subprocess.run(
-            [sys.executable, "-m", "memsync", "query", q.text, "--vault", str(vault), "-n", "10",
-             "--min-score", "0", "--mode", "hybrid", "--no-decay", "--no-mmr", "--json"],
-            env=env, capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        got = [
-            locomo.Ranked(
-                r["path"],
-                r["start_line"],
-                r["end_line"],
-                (r["snippet_start_line"], _last_shown(r["snippet_start_line"], r["snippet"])),
-            )
-            for r in json.loads(done.stdout)["results"]
-        ]
-        if got != runs[q.id]:
-            raise SystemExit(f"the CLI ranks {q.text!r} otherwise: {got} != {runs[q.id]}")
-    print(f"the CLI ranks the first {len(asked)} questions as measured", file=sys.stderr)
-
-
-def eval_locomo(path: Path, workdir: Path, modes: list[str], cli_checks: int = 0) -> None:
-    conversations, corrected = locomo.read_dataset(path)
-    vault = workdir / "locomo_vault"
-    where = locomo.write_vault(conversations, vault)
-    asked = locomo.questions(conversations, corrected, where)
-    config = Config(db=str(workdir / "locomo.sqlite"))
-    started = time.monotonic()
-    built = index(config, vault)
-    print(
-        f"index: {built.report.added} new notes, {built.report.chunks_written} chunks written "
-        f"in {time.monotonic() - started:.0f}s",
-        file=sys.stderr,
-    )
-    results = {}
-    for mode in modes:
-        started = time.monotonic()
-        runs = locomo_runs(config, vault, asked, mode)
-        results[mode] = locomo.scores(asked, runs)
-        print(f"{mode}: {time.monotonic() - started:.0f}s", file=sys.stderr)
-        if mode == "hybrid" and cli_checks:
-            check_cli(config, vault, asked[:cli_checks], runs)
-    notes = len(list(vault.glob("*.md")))
-    print(
-        f"### LoCoMo, development split ({len(conversations)} conversations, {notes} notes, "
-        f"{len(asked)} questions, corrected key)\n"
-    )
-    print("| mode | R@5 | MRR@10 | turn@5 | lines shown |")
-    print("|---|---|---|---|---|")
-    for mode, by_group in results.items():
-        m = by_group["all"]
-        print(
-            f"| {mode} | {m['r@5']:.3f} | {m['mrr@10']:.3f} | {m['turn@5']:.3f} "
-            f"| {m['shown']:.3f} |"
-        )
-    groups = [g for g in (*locomo.CATEGORIES.values(),) if g in results[modes[0]]]
-    print("\nR@5 by question kind (questions):\n")
-    print("| mode | " + " | ".join(f"{g} ({results[modes[0]][g]['n']:.0f})" for g in groups) + " |")
-    print("|---|" + "---|" * len(groups))
-    for mode, by_group in results.items():
-        print(f"| {mode} | " + " | ".join(f"{by_group[g]['r@5']:.3f}" for g in groups) + " |")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sample", action="store_true")
@@ -526,7 +407,7 @@ def main() -> None:
     )
     parser.add_argument("--locomo", type=Path, help="LoCoMo's folder (dev.json.gz)")
     parser.add_argument(
-        "--modes", default=",".join(LOCOMO_MODES), help="with --locomo: modes to measure"
+        "--modes", default=",".join(locomo.MODES), help="with --locomo: modes to measure"
     )
     parser.add_argument(
         "--check-cli", type=int, default=20, help="with --locomo: questions re-asked via the CLI"
@@ -544,14 +425,18 @@ def main() -> None:
     if args.sample:
         eval_sample(args.workdir, embedder)
     if args.sample and args.postgres:
-        url = start_pgserver(args.workdir) if args.postgres == "pgserver" else args.postgres
+        url = (
+            start_pgserver(args.workdir / "pg").get_uri()
+            if args.postgres == "pgserver"
+            else args.postgres
+        )
         compare_backends(args.workdir, embedder, url)
     if args.duplicates:
         eval_duplicates(args.workdir, embedder)
     if args.scifact:
         eval_scifact(args.scifact, args.workdir, embedder)
     if args.locomo:
-        eval_locomo(args.locomo, args.workdir, args.modes.split(","), args.check_cli)
+        locomo.evaluate(args.locomo, args.workdir, args.modes.split(","), args.check_cli)
     if args.obsidian_help:
         eval_obsidian_help(args.obsidian_help, args.workdir, embedder)
 

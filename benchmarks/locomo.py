@@ -1,18 +1,40 @@
 """LoCoMo as the field scores retrieval on it (basic-memory's benchmark): one note per session,
-every question searched, scored at note level (R@5, MRR@10) and at turn level.
+every question searched, scored at note level (R@5, MRR@10) and at turn level; prints Markdown
+tables.
 
-Pure except `read_dataset` and `write_vault`. The data is read from where the caller keeps it and
-written into a work folder: never into the repository.
+    python -m benchmarks.locomo --data ../shared/eval/locomo [--modes hybrid,keyword,vector]
+        [--check-cli 20] [--workdir DIR]
+
+All conversations in one index built as `memsync index` builds it, each question asked as
+`memsync query Q -n 10 --min-score 0 --mode MODE --no-decay --no-mmr --json` asks it (the same
+library call, without a process per question; the first --check-cli questions also through a real
+process, which must rank them the same). R@5: share of the evidence sessions' notes among the
+top-5 chunks' notes; MRR over the top 10; turn@5: a top-5 chunk's line range holds an evidence
+turn; lines shown: of the top-5 chunks whose range holds an evidence turn, the share whose snippet
+does.
+
+The scoring is pure; `read_dataset`, `write_vault` and the run at the end read and write files.
+The data is read from where the caller keeps it (--data) and written into a work folder: never
+into the repository.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
+import os
 import re
-from collections.abc import Iterable, Sequence
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks.common import MEMSYNC
+from memsync import memory
+from memsync.config import Config
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _EVIDENCE = re.compile(r"D(\d+):(\d+)")
@@ -166,7 +188,7 @@ def shown_turns(question: Question, ranked: Sequence[Ranked], k: int = 5) -> tup
 
 
 def scores(
-    asked: Iterable[Question], runs: dict[str, Sequence[Ranked]]
+    asked: Iterable[Question], runs: Mapping[str, Sequence[Ranked]]
 ) -> dict[str, dict[str, float]]:
     """Mean R@5, MRR@10 and turn-level hit@5, overall and per category; and `shown`: of the
     top-5 results whose lines hold an evidence turn, the share whose lines shown hold it."""
@@ -186,3 +208,117 @@ def scores(
         }
         for group, rows in groups.items()
     }
+
+
+MODES = ("hybrid", "keyword", "vector")
+
+
+def top_ten(
+    config: Config, vault: Path, asked: list[Question], mode: str
+) -> dict[str, list[Ranked]]:
+    """Each question's top 10 as `memsync query -n 10 --min-score 0 --no-decay --no-mmr` ranks it."""
+    options = memory.search_options(
+        config, limit=10, min_score=0.0, mode=mode, decay=False, mmr=False
+    )
+    with memory.Memory.open(config, vault) as opened:  # as a `memsync query` process opens it
+        return {
+            q.id: [
+                Ranked(
+                    h.path,
+                    h.start_line,
+                    h.end_line,
+                    (h.snippet_start, _last_shown(h.snippet_start, h.snippet)),
+                )
+                for h in opened.search(q.text, options).results
+            ]
+            for q in asked
+        }
+
+
+def _last_shown(first: int, snippet: str) -> int:
+    return first + snippet.count("\n")
+
+
+def check_cli(
+    config: Config, vault: Path, asked: list[Question], runs: dict[str, list[Ranked]]
+) -> None:
+    """The first questions again through a real `memsync query ... --json` process: the library
+    call above must rank exactly as the command a user types."""
+    env = {**os.environ, "MEMSYNC_DB": str(config.db)}
+    for q in asked:
+        done = subprocess.run(
+            [*MEMSYNC, "query", q.text, "--vault", str(vault), "-n", "10",
+             "--min-score", "0", "--mode", "hybrid", "--no-decay", "--no-mmr", "--json"],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        got = [
+            Ranked(
+                r["path"],
+                r["start_line"],
+                r["end_line"],
+                (r["snippet_start_line"], _last_shown(r["snippet_start_line"], r["snippet"])),
+            )
+            for r in json.loads(done.stdout)["results"]
+        ]
+        if got != runs[q.id]:
+            raise SystemExit(f"the CLI ranks {q.text!r} otherwise: {got} != {runs[q.id]}")
+    print(f"the CLI ranks the first {len(asked)} questions as measured", file=sys.stderr)
+
+
+def evaluate(path: Path, workdir: Path, modes: list[str], cli_checks: int = 0) -> None:
+    conversations, corrected = read_dataset(path)
+    vault = workdir / "locomo_vault"
+    where = write_vault(conversations, vault)
+    asked = questions(conversations, corrected, where)
+    config = Config(db=str(workdir / "locomo.sqlite"))
+    started = time.monotonic()
+    built = memory.index(config, vault)
+    print(
+        f"index: {built.report.added} new notes, {built.report.chunks_written} chunks written "
+        f"in {time.monotonic() - started:.0f}s",
+        file=sys.stderr,
+    )
+    results = {}
+    for mode in modes:
+        started = time.monotonic()
+        runs = top_ten(config, vault, asked, mode)
+        results[mode] = scores(asked, runs)
+        print(f"{mode}: {time.monotonic() - started:.0f}s", file=sys.stderr)
+        if mode == "hybrid" and cli_checks:
+            check_cli(config, vault, asked[:cli_checks], runs)
+    notes = len(list(vault.glob("*.md")))
+    print(
+        f"### LoCoMo, development split ({len(conversations)} conversations, {notes} notes, "
+        f"{len(asked)} questions, corrected key)\n"
+    )
+    print("| mode | R@5 | MRR@10 | turn@5 | lines shown |")
+    print("|---|---|---|---|---|")
+    for mode, by_group in results.items():
+        m = by_group["all"]
+        print(
+            f"| {mode} | {m['r@5']:.3f} | {m['mrr@10']:.3f} | {m['turn@5']:.3f} "
+            f"| {m['shown']:.3f} |"
+        )
+    groups = [g for g in (*CATEGORIES.values(),) if g in results[modes[0]]]
+    print("\nR@5 by question kind (questions):\n")
+    print("| mode | " + " | ".join(f"{g} ({results[modes[0]][g]['n']:.0f})" for g in groups) + " |")
+    print("|---|" + "---|" * len(groups))
+    for mode, by_group in results.items():
+        print(f"| {mode} | " + " | ".join(f"{by_group[g]['r@5']:.3f}" for g in groups) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="LoCoMo's folder (dev.json.gz)")
+    parser.add_argument("--modes", default=",".join(MODES), help="the modes to measure")
+    parser.add_argument(
+        "--check-cli", type=int, default=20, help="questions re-asked through `memsync query`"
+    )
+    parser.add_argument("--workdir", type=Path, default=Path.home() / ".cache" / "memsync-eval")
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    evaluate(args.data, args.workdir, args.modes.split(","), args.check_cli)
+
+
+if __name__ == "__main__":
+    main()
