@@ -23,7 +23,8 @@ from pathlib import Path
 from benchmarks.common import MEMSYNC, make_vault, process_seconds, timed
 from memsync.embedders import LocalEmbedder
 from memsync.sqlite_store import SqliteStore
-from memsync.sync import Report, embed_pending, index_vault
+from memsync.embedding import embed_pending
+from memsync.sync import index_vault
 
 
 def bare_walk_stat(root: Path) -> int:
@@ -67,7 +68,7 @@ def run(notes: int, embed: bool, workdir: Path, long_entries: int) -> dict[str, 
                 f"{c}\n\n{t}" if c else t
                 for c, t in store.conn.execute("SELECT context, text FROM chunks ORDER BY id")
             ]
-            pipeline_s, _ = timed(lambda: embed_pending(store, embedder, Report()))
+            pipeline_s, _ = timed(lambda: embed_pending(store, embedder))
             size = embedder.batch_size  # the pipeline's own batches: padding cost is the same
             bare_s, _ = timed(
                 lambda: [
