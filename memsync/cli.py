@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from .config import MODES, RANGES, Config
 from .errors import AmbiguousIndex, ConfigError, MemsyncError
 
 
@@ -71,8 +72,6 @@ class Number(click.ParamType):  # type: ignore[type-arg]
         self.name = "integer" if kind is int else "number"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
-        from .config import RANGES
-
         try:
             number = self.kind(value)
         except (TypeError, ValueError):
@@ -183,17 +182,26 @@ def reader_options(command: Callable[..., None]) -> Callable[..., None]:
     )(command)
 
 
-def number_option(*decls: str, kind: type = float, help: str) -> Callable[..., Any]:
+DEFAULTS = Config()  # what a flag left out means: the help says it, from the one declaration
+
+
+def number_option(
+    *decls: str, kind: type = float, help: str, with_range: bool = False
+) -> Callable[..., Any]:
     """A numeric flag, checked at parse time against its setting's range (a bad one exits 2);
-    the setting is the flag's own name unless a parameter name is given."""
+    the setting is the flag's own name unless a parameter name is given. The help ends with the
+    setting's default (and, `with_range`, its range), as Config and RANGES declare them."""
     names = [d for d in decls if not d.startswith("-")]
     setting = names[0] if names else decls[-1].lstrip("-").replace("-", "_")
-    return click.option(*decls, type=Number(setting, kind), help=help)
+    span = RANGES[setting]
+    bounds = f", {span.low:g}-{span.high:g}" if with_range else ""
+    text = f"{help}{bounds} (default {getattr(DEFAULTS, setting):g})."
+    return click.option(*decls, type=Number(setting, kind), help=text)
 
 
 @main.command()
 @writer_options
-@number_option("--max-file-mb", help="Skip notes larger than this (default 10).")
+@number_option("--max-file-mb", help="Skip notes larger than this")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def index(
     vault: Path,
@@ -257,31 +265,31 @@ def status(vault: Path | None, db: str | None, name: str | None, as_json: bool) 
 @main.command()
 @click.argument("text")
 @reader_options
-@number_option("-n", "--limit", kind=int, help="How many results, 1-1000 (default 6).")
-@number_option("--min-score", help="Drop results below this calibrated score, 0-1 (default 0.35).")
+@number_option("-n", "--limit", kind=int, help="How many results", with_range=True)
+@number_option("--min-score", help="Drop results below this calibrated score", with_range=True)
 @click.option(
     "--mode",
-    type=click.Choice(["hybrid", "vector", "keyword", "rrf"]),
-    help="Which legs to run (default hybrid).",
+    type=click.Choice(MODES),
+    help=f"Which legs to run (default {DEFAULTS.mode}).",
 )
 @click.option(
     "--decay/--no-decay",
     default=None,
     help="Rank older daily notes lower (half-life --half-life days).",
 )
-@number_option("--half-life", help="Days for a daily note's score to halve (default 30).")
+@number_option("--half-life", help="Days for a daily note's score to halve")
 @click.option(
     "--mmr/--no-mmr", default=None, help="Diversify results (maximal marginal relevance)."
 )
-@number_option("--mmr-lambda", help="MMR balance, 1 = relevance only (default 0.7).")
-@number_option("--vector-weight", help="Weight of the vector leg (default 0.7).")
-@number_option("--text-weight", help="Weight of the keyword leg (default 0.3).")
+@number_option("--mmr-lambda", help="MMR balance, 1 = relevance only")
+@number_option("--vector-weight", help="Weight of the vector leg")
+@number_option("--text-weight", help="Weight of the keyword leg")
 @click.option(
     "--rerank/--no-rerank",
     default=None,
     help="Let the configured reranker (rerank_url) order the top candidates (default: when set).",
 )
-@number_option("--rerank-top", kind=int, help="Candidates the reranker reads, 1-200 (default 20).")
+@number_option("--rerank-top", kind=int, help="Candidates the reranker reads", with_range=True)
 @click.option(
     "--path",
     "paths",
@@ -407,7 +415,7 @@ def _vault_paths(incomplete: str) -> list[Any]:
     "--debounce",
     "debounce_ms",
     kind=int,
-    help="Quiet time in ms before a batch of changes is applied (default 300).",
+    help="Quiet time in ms before a batch of changes is applied",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log every event (DEBUG).")
 @click.option("-q", "--quiet", is_flag=True, help="Log warnings and errors only.")

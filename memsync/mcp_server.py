@@ -39,7 +39,7 @@ from mcp.types import (
 from pydantic import Field, ValidationError
 
 from . import output
-from .config import Config
+from .config import RANGES, Config
 from .errors import IndexNotFound, MemsyncError, StoreError
 from .memory import MAX_QUERY_CHARS, Lines, Memory, search_options
 from .output import NoteLines, SearchResult, Tree, Written
@@ -171,7 +171,10 @@ class MemoryServer:
                 f"(at most {MAX_QUERY_CHARS:,} characters)."
             ),
         ],
-        limit: Annotated[int, Field(description="How many chunks to return, 1-1000.")] = 6,
+        limit: Annotated[
+            int | None,
+            Field(description="How many chunks to return, 1-1000 (default: the user's limit)."),
+        ] = None,
         min_score: Annotated[
             float | None,
             Field(description="Drop chunks scoring below this, 0-1 (default: the user's, 0.35)."),
@@ -210,11 +213,11 @@ class MemoryServer:
         best chunks with path, line range, scores and a citation path#Lstart-Lend. `path`: a
         folder (projects/) or glob (daily/2026-11-*.md) to search within; `since`/`until`: the
         notes' dates (YYYY-MM-DD, today, yesterday, 7d, 2w, 3m); `tags`: all must match.
-        Defaults (mode, min_score, decay, mmr) come from the user's memsync configuration."""
-        if not 1 <= limit <= 1000:
-            raise ToolError("limit must be between 1 and 1000")
-        if min_score is not None and not 0 <= min_score <= 1:
-            raise ToolError("min_score must be between 0 and 1")
+        Defaults (limit, mode, min_score, decay, mmr) come from the user's memsync
+        configuration."""
+        for name, value in (("limit", limit), ("min_score", min_score)):
+            if value is not None and not RANGES[name].admits(value):
+                raise ToolError(f"{name} must be {RANGES[name]}")
 
         def work(memory: Memory) -> CallToolResult:
             options = search_options(

@@ -691,3 +691,20 @@ def test_a_request_with_an_invalid_id_or_nested_too_deeply_gets_an_error_answer(
         key=str,
     )
     assert [a["id"] for a in answers if "result" in a] == [8]
+
+
+def test_a_configured_limit_reaches_the_agent_unless_it_asks_for_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vault = tmp_path / "notes"
+    for n in range(4):
+        write(vault, f"otter-{n}.md", f"# Otter {n}\n\notters hold hands while they sleep\n")
+    db = tmp_path / "i.sqlite"
+    result = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
+    assert result.exit_code == 0, result.output
+    monkeypatch.setenv("MEMSYNC_LIMIT", "2")
+    with in_process(db) as tool:
+        assert len(tool("memory_search", query="otters sleep")[2]["results"]) == 2
+        assert len(tool("memory_search", query="otters sleep", limit=3)[2]["results"]) == 3
+        error, text, _ = tool("memory_search", query="otters", limit=0)
+        assert error and text == "limit must be between 1 and 1000"
