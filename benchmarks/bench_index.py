@@ -22,8 +22,8 @@ from pathlib import Path
 
 from benchmarks.common import MEMSYNC, make_vault, process_seconds, timed
 from memsync.embedders import LocalEmbedder
-from memsync.sqlite_store import SqliteStore
 from memsync.embedding import embed_pending
+from memsync.sqlite_store import SqliteStore
 from memsync.sync import index_vault
 
 

@@ -48,8 +48,9 @@ from memsync.config import EF_SEARCH
 from memsync.embedders import LocalEmbedder
 from memsync.filters import note_filter
 from memsync.locate import Location, PostgresLocation, SqliteLocation
+from memsync.options import Options
 from memsync.pg_store import HNSW_EF_CONSTRUCTION, HNSW_M
-from memsync.search import Options, search
+from memsync.search import search
 from memsync.store import StoreWriter as Store
 from memsync.sync import index_vault
 from memsync.vectors import coarse_pool, rescored

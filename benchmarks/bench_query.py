@@ -19,7 +19,7 @@ from benchmarks.common import SAMPLE_VAULT, build, in_process, whole_process
 from memsync.embedders import LocalEmbedder
 from memsync.filters import note_filter
 from memsync.locate import SqliteLocation
-from memsync.search import Options
+from memsync.options import Options
 
 
 def main() -> None:

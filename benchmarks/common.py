@@ -32,7 +32,8 @@ from memsync.config import data_dir
 from memsync.embedders import LocalEmbedder
 from memsync.glossary import cached_path
 from memsync.locate import Location
-from memsync.search import Options, search
+from memsync.options import Options
+from memsync.search import search
 from memsync.store import FileRow, NewChunk, StoreWriter
 from memsync.vectors import to_blob
 

@@ -46,7 +46,8 @@ from memsync.embedders import LocalEmbedder
 from memsync.evaluate import distinct, novelty_ndcg_at, score_run
 from memsync.filters import note_filter
 from memsync.locate import Location, PostgresLocation, SqliteLocation
-from memsync.search import Hit, Options, search
+from memsync.options import Options
+from memsync.search import Hit, search
 from memsync.sqlite_store import SqliteStore
 from memsync.store import StoreWriter as Store
 from memsync.sync import index_vault

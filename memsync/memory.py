@@ -38,9 +38,10 @@ from .locate import Location, check_writer, for_vault, locate, owner_of
 from .lock import QUERY_REFRESH
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import checked_path, note_path, parse_location
+from .options import Options
 from .origin import Origin, this_host
 from .ranking import query_words
-from .search import SAMPLE_CHUNKS, Options, Outcome, ranked, reranked
+from .search import SAMPLE_CHUNKS, Outcome, ranked, reranked
 from .status import gather, vaults_in
 from .store import ModelKey, StoreWriter
 from .sync import Report, Syncer, drift, index_vault

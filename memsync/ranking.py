@@ -43,7 +43,7 @@ from .metadata import front_matter_lines, note_date
 from .vectors import placed_scripts
 
 if TYPE_CHECKING:
-    from .search import Options
+    from .options import Options
 
 _IDENTIFIER = re.compile(r"\S*\d\S*|\S+[-_./:#]\S+")
 RRF_K = 60

@@ -7,17 +7,15 @@ from __future__ import annotations
 import logging
 import sqlite3
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, fields, replace
-from datetime import date
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from . import fts
 from .chunking import read_window_lines
-from .config import Config, data_dir
+from .config import data_dir
 from .embedders import Embedder, Reranker
 from .errors import EmbeddingError, StoreError
-from .filters import NoteFilter
 from .glossary import (
     segments,
     shared_glossary,
@@ -25,6 +23,7 @@ from .glossary import (
     unavailable,
     written_in_capitals,
 )
+from .options import Options
 from .ranking import (
     MIN_NOTES,
     Candidate,
@@ -47,33 +46,8 @@ from .store import ChunkRow, StoreReader
 from .vectors import best_cosine, nearest_window
 
 log = logging.getLogger("memsync.search")
-_SETTINGS = Config()  # the documented defaults live in Config only
 SAMPLE_CHUNKS = 256  # chunks whose nearest windows calibrate a query's cosines
 MIN_POOL = 40  # candidates a leg brings at least: what -n 10 brings (LoCoMo, SciFact measure there)
-
-
-@dataclass(frozen=True)
-class Options:
-    mode: str = _SETTINGS.mode  # hybrid | vector | keyword | rrf
-    limit: int = _SETTINGS.limit
-    min_score: float = _SETTINGS.min_score
-    decay: bool = _SETTINGS.decay
-    half_life: float = _SETTINGS.half_life
-    mmr: bool = _SETTINGS.mmr
-    mmr_lambda: float = _SETTINGS.mmr_lambda
-    vector_weight: float = _SETTINGS.vector_weight
-    text_weight: float = _SETTINGS.text_weight
-    rerank: bool = _SETTINGS.rerank  # with a reranker configured
-    rerank_top: int = _SETTINGS.rerank_top
-    only: NoteFilter = NoteFilter()  # search only these notes (paths from path_globs)
-    explain: bool = False  # attach how each score came about
-    today: date | None = None  # for decay; None means the real today
-
-    @classmethod
-    def from_settings(cls, settings: object) -> Options:
-        """The query settings of a Config (the same names)."""
-        names = [f.name for f in fields(cls) if hasattr(settings, f.name)]
-        return cls(**{name: getattr(settings, name) for name in names})
 
 
 @dataclass(frozen=True)

@@ -230,7 +230,8 @@ def test_vectors_without_a_direction_are_a_provider_error(
 def test_nan_vectors_are_never_stored_and_queries_still_work(
     tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
-    from memsync.search import Options, search
+    from memsync.options import Options
+    from memsync.search import search
     from memsync.sqlite_store import SqliteStore
     from memsync.sync import index_vault
 

@@ -14,7 +14,8 @@ from conftest import HashEmbedder, write
 
 from memsync.filters import note_filter
 from memsync.locate import Location
-from memsync.search import Options, search
+from memsync.options import Options
+from memsync.search import search
 from memsync.sqlite_store import SqliteStore
 from memsync.store import StoreWriter as Store
 from memsync.sync import index_vault

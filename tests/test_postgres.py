@@ -427,7 +427,8 @@ def test_watch_keeps_a_postgres_vault_fresh_for_readers_elsewhere(
     import time
 
     from memsync.config import load_config
-    from memsync.search import Options, search
+    from memsync.options import Options
+    from memsync.search import search
     from memsync.watcher import Watcher
 
     url, name = pg_vault

@@ -9,6 +9,7 @@ import pytest
 
 from memsync.chunking import cut_window_lines
 from memsync.metadata import note_date
+from memsync.options import Options
 from memsync.ranking import (
     OVERLAP,
     REPEAT,
@@ -27,7 +28,7 @@ from memsync.ranking import (
     snippet,
     spread_notes,
 )
-from memsync.search import Options, _nearest_lines
+from memsync.search import _nearest_lines
 
 
 def _c(
@@ -419,7 +420,7 @@ def test_a_script_seen_in_one_long_note_is_not_moved_by_that_notes_own_mean() ->
 def test_a_chunk_in_another_script_than_the_query_is_scored_by_its_vector_leg_alone() -> None:
     """No keyword of an English question can match a Chinese note: its missing keyword score
     is no evidence against it, while an English chunk's is."""
-    from memsync.search import Options
+    from memsync.options import Options
 
     english = Candidate(1, "a.md", 1, 2, "garden notes", vector_score=0.6, text_score=None)
     chinese = Candidate(
@@ -462,7 +463,7 @@ def test_at_an_equal_score_the_question_s_own_words_come_before_their_glosses() 
 
 
 def test_in_rrf_a_chunk_in_another_script_counts_its_vector_rank_for_both_legs() -> None:
-    from memsync.search import Options
+    from memsync.options import Options
 
     chinese = Candidate(
         1,

@@ -25,15 +25,16 @@ def _type_checking(node: ast.AST) -> bool:
     )
 
 
-def imports_of(source: str) -> tuple[set[str], set[str]]:
+def imports_of(source: str, type_only: bool = False) -> tuple[set[str], set[str]]:
     """(memsync modules, top-level third-party or standard modules) a module imports, at any
-    level of the code (function-level imports count), except under `if TYPE_CHECKING:`."""
+    level of the code (function-level imports count), except under `if TYPE_CHECKING:` unless
+    `type_only` (what the type checker follows too)."""
     ours: set[str] = set()
     others: set[str] = set()
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if _type_checking(child):
+            if _type_checking(child) and not type_only:
                 for branch in child.orelse:  # type: ignore[attr-defined]
                     visit(branch)
                 continue
@@ -57,13 +58,15 @@ def imports_of(source: str) -> tuple[set[str], set[str]]:
 
 
 GRAPH = {name: imports_of(text)[0] for name, text in SOURCES.items()}
+# with the imports only the type checker follows: a circle there is a circle of concepts too
+TYPED_GRAPH = {name: imports_of(text, type_only=True)[0] for name, text in SOURCES.items()}
 
 
-def _reachable(start: str) -> set[str]:
+def _reachable(start: str, graph: dict[str, set[str]] = GRAPH) -> set[str]:
     seen: set[str] = set()
     stack = [start]
     while stack:
-        for target in GRAPH.get(stack.pop(), set()):
+        for target in graph.get(stack.pop(), set()):
             if target not in seen:
                 seen.add(target)
                 stack.append(target)
@@ -74,6 +77,8 @@ def test_the_import_graph_has_no_circle() -> None:
     """No module imports one that imports it back, directly or through others."""
     circular = sorted(name for name in GRAPH if name in _reachable(name))
     assert circular == [], circular
+    typed = sorted(name for name in TYPED_GRAPH if name in _reachable(name, TYPED_GRAPH))
+    assert typed == [], typed
 
 
 def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones() -> None:

@@ -298,7 +298,8 @@ def test_an_index_without_its_windows_lines_records_them_and_keeps_its_vectors(
     """Schema 7 and the `spans` rule: an index of the release before has its chunks' window
     lines recorded by `index`, which chunks every note again and embeds nothing; until then a
     query shows lines as before."""
-    from memsync.search import Options, search
+    from memsync.options import Options
+    from memsync.search import search
 
     root, db, text = _chat_index_of_schema(tmp_path, hash_embedder, 6)
     options = Options(mode="vector", min_score=0.0, limit=1)
@@ -320,7 +321,8 @@ def test_a_query_says_how_many_chunks_wait_for_their_vectors(
 ) -> None:
     """An index upgraded by a query's refresh (or a watcher behind) finds some chunks by
     keyword only: the answer says so instead of ranking silently without them."""
-    from memsync.search import Options, search
+    from memsync.options import Options
+    from memsync.search import search
 
     root = tmp_path / "vault"
     for i in range(3):
@@ -339,7 +341,8 @@ def test_a_query_says_how_many_chunks_wait_for_their_vectors(
 def test_a_chunk_found_by_keyword_only_still_gets_its_cosine(tmp_path: Path) -> None:
     """Beyond the vector leg's pool a chunk has vectors all the same: fusion reads its cosine
     (from its stored windows), not 0."""
-    from memsync.search import Options, search
+    from memsync.options import Options
+    from memsync.search import search
 
     e = np.eye(8, dtype="<f4")
 
@@ -379,7 +382,8 @@ def test_where_the_glosses_found_notes_a_note_they_did_not_find_lacks_keyword_ev
     glosses did not find is scored as an English question scores it (0.7 of its vector score),
     not by its vectors alone as when no word could have matched it; it outranked the page on
     formulas on Obsidian's help pages by a vector near every short question."""
-    from memsync.search import Options, search
+    from memsync.options import Options
+    from memsync.search import search
 
     e = np.eye(8, dtype="<f4")
 

@@ -16,7 +16,8 @@ from memsync.embedders import Embedder
 from memsync.errors import IndexNotFound, StoreError
 from memsync.filters import NoteFilter
 from memsync.locate import Location, PostgresLocation, SqliteLocation
-from memsync.search import Hit, Options, search
+from memsync.options import Options
+from memsync.search import Hit, search
 from memsync.store import FileRow, ModelKey, NewChunk
 from memsync.store import StoreWriter as Store
 from memsync.sync import index_vault

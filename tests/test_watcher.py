@@ -19,7 +19,8 @@ from memsync.config import load_config
 from memsync.embedders import OpenAIEmbedder
 from memsync.errors import LockError
 from memsync.locate import SqliteLocation
-from memsync.search import Options, search
+from memsync.options import Options
+from memsync.search import search
 from memsync.sqlite_store import SqliteStore
 from memsync.watcher import Watcher
 
