@@ -26,9 +26,9 @@ def _fail(exc: MemsyncError) -> None:
 
 def _one_line(message: str) -> str:
     """An error may quote a note's name or an argument: its control characters as escapes."""
-    from .output import visible
+    from .output import escape_controls
 
-    return visible(message)
+    return escape_controls(message)
 
 
 def run(action: Callable[[], Any]) -> Any:
@@ -356,7 +356,7 @@ def query(
             for notice in outcome.notices:
                 click.echo(f"memsync: note: {notice}", err=True)
             for path in dict.fromkeys(hit.path for hit in outcome.results):
-                click.echo(output.visible_name(path))
+                click.echo(output.escape_name(path))
         else:
             color = output.wants_color(sys.stdout.isatty(), dict(os.environ))
             if outcome.results or outcome.notices:
@@ -382,12 +382,12 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
         from . import output
         from .memory import Memory, parse_location
 
-        path, start, end = parse_location(output.unescaped(location))
+        path, start, end = parse_location(output.unescape_name(location))
         config = _config(db=db, name=name)
         with Memory.open(config, vault) as memory:
             lines = memory.read(path, start, end, capped=False)
         if lines.copy:
-            click.echo(f"memsync: note: {output.visible_name(lines.path)}: {lines.copy}", err=True)
+            click.echo(f"memsync: note: {output.escape_name(lines.path)}: {lines.copy}", err=True)
         if lines.end_line >= lines.start_line:
             click.echo(lines.text if raw else output.numbered(lines))
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .redact import is_conninfo, redact
-from .text import is_utf8, shown
+from .redact import is_conninfo, redact, redacted
+from .text import as_text, is_utf8
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -109,10 +109,12 @@ def _url_problem(url: str) -> str:
     httpx applies; httpx's own refusal of the rest (a host IDNA cannot encode) is a notice."""
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in url):
         return "it holds a control character"
+    if not redacted(url).certain:  # where it would split, a password's characters would show
+        return "it cannot be read as one URL: percent-encode any @ / ? # in its user and password"
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port
-    except ValueError as exc:  # an unclosed [, a port that is no number: never the password
+    except ValueError as exc:  # an unclosed [, a port that is no number
         return str(exc)
     if parts.scheme not in ("http", "https"):
         return "it must be an http:// or https:// URL"
@@ -254,7 +256,7 @@ def utf8_text(value: str, what: str, settings: tuple[str, ...] = ()) -> str:
     terminal of another encoding): deep inside a database driver or the model it would fail
     with a traceback, since the index keeps paths and queries as text."""
     if not is_utf8(value):
-        raise ConfigError(f"{what} {shown(value)} is not UTF-8 text", settings)
+        raise ConfigError(f"{what} {as_text(value)} is not UTF-8 text", settings)
     return value
 
 

@@ -71,14 +71,14 @@ def _read(memory: Memory, path: str, start: int | None, end: int | None) -> Line
 def _read_either_form(memory: Memory, path: str, start: int | None, end: int | None) -> Lines:
     """A note named `path` as memory_search's data gives it, else as its text shows it escaped;
     refused when the two forms name two different notes."""
-    escaped = output.unescaped(path)
+    escaped = output.unescape_name(path)
     if escaped == path:
         return memory.read(path, start, end)
     literal = _read(memory, path, start, end)
     other = _read(memory, escaped, start, end)
     if literal is not None and other is not None:
         raise MemsyncError(
-            f"{output.visible_name(path)} names two notes (as given and with its escapes read): "
+            f"{output.escape_name(path)} names two notes (as given and with its escapes read): "
             "give the path exactly as memory_search's data shows it"
         )
     return literal or other or memory.read(path, start, end)
@@ -141,7 +141,7 @@ class MemoryServer:
                 if isinstance(exc, StoreError) and exc.reopen:  # a server restarted, a disk
                     log.warning("%s: %s; the index is opened again on the next call", name, exc)
                     self.close()
-                raise ToolError(output.visible(str(exc))) from None  # a name may hold a newline
+                raise ToolError(output.escape_controls(str(exc))) from None  # a name may hold a newline
             except Exception as exc:
                 log.exception("%s failed", name)
                 raise ToolError(

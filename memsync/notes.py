@@ -7,14 +7,13 @@ import fnmatch
 import hashlib
 import os
 import re
-import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from . import confined, vault
 from .errors import ArgumentError, os_reason
-from .text import fold, shown
+from .text import as_text, fold, is_hidden
 from .vault import SkipFile, read_note
 
 MAX_LINES = 400  # lines one read returns
@@ -195,21 +194,14 @@ def protected(rel: str, patterns: tuple[str, ...]) -> bool:
     )
 
 
-def _hidden_character(char: str) -> bool:
-    """Control and format characters (newline, bidi overrides, zero-width space, BOM) that make
-    a name look like another; ZWJ and ZWNJ are allowed (Persian names and emoji need them)."""
-    kind = unicodedata.category(char)
-    return kind == "Cc" or (kind == "Cf" and char not in "\u200c\u200d")
-
-
 def check_writable(rel: str, patterns: tuple[str, ...]) -> None:
     """An agent's write target, by its name: refused if the name hides characters or is
     protected (write_note checks the name the file has on disk too)."""
-    hidden = [c for c in rel if _hidden_character(c)]
+    hidden = [c for c in rel if is_hidden(c)]
     if hidden:
         codes = ", ".join(dict.fromkeys(f"U+{ord(c):04X}" for c in hidden))
         raise ArgumentError(
-            f"{shown(rel)!r} holds invisible or control characters ({codes}): memsync does not "
+            f"{as_text(rel)!r} holds invisible or control characters ({codes}): memsync does not "
             "let an agent write such a name"
         )
     if protected(rel, patterns):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import unicodedata
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,11 @@ except ImportError:  # pragma: no cover - an install without the MCP extra
     from typing import TypedDict
 
 from .notes import citation
+
+# the faces print names and text through output: these are theirs to use
+from .text import escape_controls as escape_controls
+from .text import escape_name as escape_name
+from .text import unescape_name as unescape_name
 
 if TYPE_CHECKING:
     from .notes import Lines
@@ -185,53 +189,9 @@ def vaults_text(facts: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _is_hidden(char: str) -> bool:
-    """A character a terminal would run or draw misleadingly: controls (tabs kept) and format
-    characters such as bidi overrides, ZWJ and ZWNJ kept since scripts need them to join."""
-    category = unicodedata.category(char)
-    return (category == "Cc" and char != "\t") or (category == "Cf" and char not in "\u200c\u200d")
-
-
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\\": "\\\\"}
-
-
-def _escape(char: str) -> str:
-    if char in _ESCAPES:
-        return _ESCAPES[char]
-    return f"\\x{ord(char):02x}" if ord(char) <= 0xFF else f"\\u{{{ord(char):x}}}"
-
-
-def visible(text: str) -> str:
-    """Control and format characters of a note's text as escapes (`\\x1b`, `\\r`, `\\u{202e}`;
-    tabs kept): a terminal would run them (colours, its title, the clipboard through OSC 52, a
-    carriage return or a bidi override that hides or reorders what a line says)."""
-    return "".join(_escape(char) if _is_hidden(char) else char for char in text)
-
-
-def visible_name(name: str) -> str:
-    """A note's name as `visible` shows text, its backslashes doubled too, so that `unescaped`
-    gives back exactly this name (a name may hold a backslash on Linux and macOS)."""
-    return "".join(_escape(char) if _is_hidden(char) or char == "\\" else char for char in name)
-
-
-_ESCAPED = re.compile(r"\\(?:x([0-9a-f]{2})|u\{([0-9a-f]{1,6})\}|([nr\\]))")
-_UNESCAPES = {escape[1]: char for char, escape in _ESCAPES.items()}
-
-
-def _unescape(match: re.Match[str]) -> str:
-    code = match[1] or match[2]
-    return chr(int(code, 16)) if code else _UNESCAPES[match[3]]
-
-
-def unescaped(text: str) -> str:
-    """A name as `visible_name` printed it, back: `memsync get` takes the `path:lines` that
-    `query` printed; a backslash that starts no escape stays as it is."""
-    return _ESCAPED.sub(_unescape, text)
-
-
 def _about(path: str, why: str, lead: str = "  ") -> str:
     """A skipped file or a note's warning, one line: its name may hold any character."""
-    return visible(f"{lead}{path}: {why}")
+    return escape_controls(f"{lead}{path}: {why}")
 
 
 def numbered(lines: Lines) -> str:
@@ -240,7 +200,7 @@ def numbered(lines: Lines) -> str:
         return ""
     width = len(str(lines.end_line))
     return "\n".join(
-        f"{n:>{width}} | {visible(line)}"
+        f"{n:>{width}} | {escape_controls(line)}"
         for n, line in enumerate(lines.text.split("\n"), start=lines.start_line)
     )
 
@@ -303,7 +263,7 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
     for notice in outcome.notices:
         lines.append(f"note: {notice}")
     for rank, hit in enumerate(outcome.results, start=1):
-        where = f"{visible_name(hit.path)}:{hit.start_line}-{hit.end_line}"
+        where = f"{escape_name(hit.path)}:{hit.start_line}-{hit.end_line}"
         if links is not None:
             where = hyperlink(where, links / hit.path)
         if color:
@@ -311,7 +271,7 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
         flag = "  exact match" if hit.exact else ""
         lines.append(f"{rank}. {hit.score:.2f}  {where}{flag}")
         for offset, line in enumerate(hit.snippet.split("\n")):
-            shown = _highlight(visible(line), terms, color)
+            shown = _highlight(escape_controls(line), terms, color)
             lines.append(f"   {hit.snippet_start + offset:>5} | {shown}")
         if hit.explain is not None:
             lines.append(f"   why: {explanation(hit.explain)}")
@@ -405,10 +365,11 @@ def search_text(result: SearchResult) -> str:
         lines.append(f"no notes match {result['query']!r}")
     for rank, hit in enumerate(result["results"], start=1):
         both = ", keyword and meaning" if hit["hybrid_match"] else ""
-        lines.append(f"{rank}. {visible_name(hit['citation'])} (score {hit['score']:.2f}{both})")
+        lines.append(f"{rank}. {escape_name(hit['citation'])} (score {hit['score']:.2f}{both})")
         first = hit["snippet_start_line"]
         lines += [
-            f"   {first + i} | {visible(line)}" for i, line in enumerate(hit["snippet"].split("\n"))
+            f"   {first + i} | {escape_controls(line)}"
+            for i, line in enumerate(hit["snippet"].split("\n"))
         ]
     return "\n".join(lines)
 
@@ -486,8 +447,8 @@ def tree_text(tree: Tree) -> str:
             folder = "/".join(parts[:depth])
             if folder not in shown:
                 shown.add(folder)
-                lines.append("  " * (depth - base - 1) + visible_name(parts[depth - 1]) + "/")
-        lines.append("  " * (len(parts) - base - 1) + visible_name(parts[-1]) + detail)
+                lines.append("  " * (depth - base - 1) + escape_name(parts[depth - 1]) + "/")
+        lines.append("  " * (len(parts) - base - 1) + escape_name(parts[-1]) + detail)
     if tree["more"]:
         lines.append(f"({tree['more']})")
     return "\n".join(lines)
@@ -495,7 +456,7 @@ def tree_text(tree: Tree) -> str:
 
 def lines_result(lines: Lines) -> tuple[str, NoteLines]:
     """memory_get's text (numbered lines, and how to read on when the read was cut) and data."""
-    text = numbered(lines) or f"{visible_name(lines.path)} is empty"
+    text = numbered(lines) or f"{escape_name(lines.path)} is empty"
     if lines.rest():
         text += f"\n({lines.rest()})"
     if lines.copy:

@@ -1,9 +1,11 @@
-"""Names as text: how a name is compared (case-folded) and shown (bytes that are not UTF-8 as
-escapes); pure, imported by every room that handles a note's name."""
+"""Names and text as memsync compares and prints them: case-folded for comparing, bytes that are
+not UTF-8 as escapes for storing, control characters escaped for a terminal and names escaped so
+that they read back exactly; pure, imported by every room that handles a note's name."""
 
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 
 
@@ -15,7 +17,7 @@ def fold(name: str) -> str:
     return unicodedata.normalize("NFKC", name).casefold()
 
 
-def shown(rel: str) -> str:
+def as_text(rel: str) -> str:
     """A path as text that can be printed and stored: bytes that are not UTF-8 as \\xNN escapes."""
     return os.fsencode(rel).decode("utf-8", "backslashreplace")
 
@@ -30,3 +32,48 @@ def is_utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def is_hidden(char: str) -> bool:
+    """A character that a terminal would run, or that draws a name misleadingly: controls
+    (newline, tab, escape) and format characters (bidi overrides, zero-width space, BOM); ZWJ and
+    ZWNJ are not, since Persian names and emoji need them to join."""
+    category = unicodedata.category(char)
+    return category == "Cc" or (category == "Cf" and char not in "\u200c\u200d")
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\\": "\\\\"}
+
+
+def _escape(char: str) -> str:
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    return f"\\x{ord(char):02x}" if ord(char) <= 0xFF else f"\\u{{{ord(char):x}}}"
+
+
+def escape_controls(text: str) -> str:
+    """Control and format characters of a note's text as escapes (`\\x1b`, `\\r`, `\\u{202e}`;
+    tabs kept): a terminal would run them (colours, its title, the clipboard through OSC 52, a
+    carriage return or a bidi override that hides or reorders what a line says)."""
+    return "".join(_escape(char) if is_hidden(char) and char != "\t" else char for char in text)
+
+
+def escape_name(name: str) -> str:
+    """A note's name as `escape_controls` shows text, its backslashes doubled too, so that
+    `unescape_name` gives back exactly this name (a name may hold a backslash on Linux and macOS)."""
+    return "".join(_escape(char) if is_hidden(char) or char == "\\" else char for char in name)
+
+
+_ESCAPED = re.compile(r"\\(?:x([0-9a-f]{2})|u\{([0-9a-f]{1,6})\}|([nr\\]))")
+_UNESCAPES = {escape[1]: char for char, escape in _ESCAPES.items()}
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match[1] or match[2]
+    return chr(int(code, 16)) if code else _UNESCAPES[match[3]]
+
+
+def unescape_name(text: str) -> str:
+    """A name as `escape_name` printed it, back: `memsync get` takes the `path:lines` that
+    `query` printed; a backslash that starts no escape stays as it is."""
+    return _ESCAPED.sub(_unescape, text)

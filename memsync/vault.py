@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from . import confined
 from .errors import VaultError
-from .text import fold, is_utf8, shown
+from .text import as_text, fold, is_utf8
 
 NOTE_SUFFIXES = (".md", ".markdown")
 SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
@@ -109,7 +109,7 @@ def vault_root(path: str | os.PathLike[str]) -> Path:
         raise VaultError(f"vault is not a folder: {root}")
     real = root.resolve()
     if not is_utf8(str(real)):  # the index keeps the vault's path, and its notes', as text
-        raise VaultError(f"the vault's path {shown(str(real))} is not UTF-8: rename the folder")
+        raise VaultError(f"the vault's path {as_text(str(real))} is not UTF-8: rename the folder")
     return real
 
 
@@ -135,7 +135,7 @@ def _judge_file(
     if rules.skips_file(rel):
         return None
     if not is_utf8(rel):
-        return Skip(shown(rel), "file name is not valid UTF-8: rename the file to index it")
+        return Skip(as_text(rel), "file name is not valid UTF-8: rename the file to index it")
     real = _realpath(path) if is_link else None
     if is_link:
         if real is None:
@@ -184,7 +184,7 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
             entries = list(os.scandir(folder))
         except OSError as exc:
             result.skipped.append(
-                Skip(shown(rel_folder or "."), f"cannot list folder: {exc.strerror}")
+                Skip(as_text(rel_folder or "."), f"cannot list folder: {exc.strerror}")
             )
             continue
         for entry in entries:
@@ -204,7 +204,7 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
             if rules.skips_dir(rel):
                 continue
             if not is_utf8(entry.name):
-                result.skipped.append(Skip(shown(rel), "folder name is not valid UTF-8"))
+                result.skipped.append(Skip(as_text(rel), "folder name is not valid UTF-8"))
                 continue
             if not is_link:  # no need to ask the kernel: the parent's real path + name
                 stack.append((entry.path, rel, os.path.join(folder_real, entry.name)))

@@ -27,9 +27,9 @@ from .embedding import embed_pending
 from .errors import EmbeddingError, LockError, MemsyncError, StoreError
 from .locate import Location, check_writer, for_vault, owner_of
 from .origin import Owner
-from .output import visible
 from .store import StoreWriter
 from .sync import Report, Syncer
+from .text import escape_controls
 from .vault import IGNORE_FILE, IgnoreRules, vault_root
 from .watch_plan import subfolders, watch_roots
 
@@ -493,9 +493,9 @@ class Watcher:
         # the report is the one place a skip or a warning is told: `index` prints it, the daemon
         # logs it here (sync logging them too wrote each line twice)
         for path, reason in report.skipped:  # a file name's control characters as escapes
-            log.warning("skipped %s: %s", visible(path), visible(reason))
+            log.warning("skipped %s: %s", escape_controls(path), escape_controls(reason))
         for path, warning in report.warnings:
-            log.warning("%s: %s", visible(path), visible(warning))
+            log.warning("%s: %s", escape_controls(path), escape_controls(warning))
         if touched or what != "batch":
             log.info(
                 "%s: %d files (%d new, %d changed, %d moved, %d removed), %d chunks, %.0f ms",

@@ -11,12 +11,10 @@ from memsync.output import (
     search_text,
     tree_of,
     tree_text,
-    unescaped,
-    visible,
-    visible_name,
     wants_color,
 )
 from memsync.search import Hit, Outcome
+from memsync.text import escape_controls, escape_name, unescape_name
 
 
 def _outcome() -> Outcome:
@@ -105,10 +103,10 @@ def test_a_vault_too_large_to_list_whole_is_listed_as_deep_as_fits() -> None:
 
 
 def test_control_characters_are_shown_as_escapes_and_tabs_and_text_kept() -> None:
-    assert visible("a\tb 端口 é") == "a\tb 端口 é"
-    assert visible("x\x1b[31my\rz\nw\x7f\x9b\x00") == "x\\x1b[31my\\rz\\nw\\x7f\\x9b\\x00"
+    assert escape_controls("a\tb 端口 é") == "a\tb 端口 é"
+    assert escape_controls("x\x1b[31my\rz\nw\x7f\x9b\x00") == "x\\x1b[31my\\rz\\nw\\x7f\\x9b\\x00"
     for name in ("x\x1b[31my\rz\nw\x7f\x9b\x00", "a\tb 端口 é.md", "plain/name.md"):
-        assert unescaped(visible(name)) == name  # what `get` reads back
+        assert unescape_name(escape_controls(name)) == name  # what `get` reads back
 
 
 def test_the_mcp_tools_texts_show_control_characters_as_escapes_and_their_data_as_is() -> None:
@@ -135,13 +133,23 @@ def test_the_mcp_tools_texts_show_control_characters_as_escapes_and_their_data_a
 
 
 def test_a_name_round_trips_through_its_escapes_and_shows_no_hidden_character():
-    odd = ["new\\nline.md", "new\nline.md", "back\\x2e\\x2e.md", "a\u202eb.md", "x\\", "\\\\n",
-           "é\u200dz\u200c\t.md", "\x00\x9b\u2066\ufeff.md", "\\u{202e}.md", "\\q\\.md"]
+    odd = [
+        "new\\nline.md",
+        "new\nline.md",
+        "back\\x2e\\x2e.md",
+        "a\u202eb.md",
+        "x\\",
+        "\\\\n",
+        "é\u200dz\u200c\t.md",
+        "\x00\x9b\u2066\ufeff.md",
+        "\\u{202e}.md",
+        "\\q\\.md",
+    ]
     names = odd + [a + b for a in odd for b in odd]
     for name in names:
-        shown = visible_name(name)
-        assert unescaped(shown) == name
+        shown = escape_name(name)
+        assert unescape_name(shown) == name
         assert not any(unicodedata.category(c) == "Cc" and c != "\t" for c in shown)
         assert not any(unicodedata.category(c) == "Cf" and c not in "\u200c\u200d" for c in shown)
-    assert visible_name("new\\nline.md") != visible_name("new\nline.md")
-    assert visible("a\u202eb") == "a\\u{202e}b"
+    assert escape_name("new\\nline.md") != escape_name("new\nline.md")
+    assert escape_controls("a\u202eb") == "a\\u{202e}b"

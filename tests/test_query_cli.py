@@ -319,7 +319,8 @@ def test_an_endpoint_s_password_never_reaches_a_notice(
     assert "S3cr" not in result.output and "Qk-77" not in result.output
     unsure = {"MEMSYNC_RERANK_URL": f"http://ana:S3cr/t@127.0.0.1:{port}/rerank"}
     refused = CliRunner().invoke(main, ["query", "6380", "--vault", str(keyword_vault)], env=unsure)
-    assert refused.exit_code == 1 and "MEMSYNC_RERANK_URL cannot be read" in refused.output
+    assert refused.exit_code == 2 and "rerank_url" in refused.output  # refused as it is read
+    assert "cannot be read as one URL" in refused.output
     assert "S3cr" not in refused.output and refused.output.count("\n") == 1
 
 
