@@ -11,7 +11,6 @@ import hashlib
 import json
 import logging
 import math
-import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -27,7 +26,7 @@ from .errors import (
     EmbeddingResponseError,
     EmbeddingUnavailable,
 )
-from .redact import redacted
+from .redact import redacted, scrub
 from .store import ModelKey
 from .vectors import normalise
 
@@ -35,7 +34,6 @@ if TYPE_CHECKING:  # numpy is imported when vectors are made: a no-op sync never
     import numpy as np
 
 log = logging.getLogger("memsync.embed")
-_BEARER = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"':=\s]+)[A-Za-z0-9._~+/=-]{8,}")
 
 LOCAL_MODEL = "multilingual-e5-small-q4"
 DEFAULT_MODELS = {
@@ -73,14 +71,6 @@ class Embedder(ABC):
 
     def describe(self) -> str:
         return f"{self.provider} {self.model}"
-
-
-def redact(text: str, secret: str | None) -> str:
-    """Text from a server (an error body may echo the request) without the API key or any bearer
-    token, before it reaches a message, a log, the lock file or `status`."""
-    if secret:
-        text = text.replace(secret, "[redacted]")
-    return _BEARER.sub(r"\1[redacted]", text)
 
 
 class LocalEmbedder(Embedder):
@@ -227,7 +217,7 @@ class HttpService:
                 f"{self.provider}: {url} or model {self.model!r} not found (404)"
             )
         if status >= 400:
-            body = redact(raw.decode("utf-8", "replace"), self._secret)[:200]
+            body = scrub(raw.decode("utf-8", "replace"), self._secret)[:200]
             raise EmbeddingResponseError(f"{self.provider} answered {status}: {body}")
         if status >= 300:
             raise EmbeddingResponseError(

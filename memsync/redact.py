@@ -32,6 +32,8 @@ _PAIR = re.compile(
 )
 _KEYWORD = re.compile(r"\s*([A-Za-z_]+)\s*=")
 _UNESCAPE = re.compile(r"\\(.)")
+# a token a server's error body spells out: `Bearer ...`, `"api_key": "..."`
+_SPELLED_OUT = re.compile(r"(?i)(bearer\s+|api[_-]?key[\"':=\s]+)[A-Za-z0-9._~+/=-]{8,}")
 
 _PASSWORDS: set[str] = set()  # every secret seen in a URL, scrubbed from any message
 
@@ -125,9 +127,10 @@ def _remember(secret: str) -> None:
     _PASSWORDS.update({secret, urllib.parse.unquote(secret)} - {""})
 
 
-def scrub(message: str) -> str:
-    """`message` with every password redact() has seen replaced, the longest first (one may
-    hold another)."""
-    for password in sorted(_PASSWORDS, key=len, reverse=True):
-        message = message.replace(password, HIDDEN)
-    return message
+def scrub(message: str, *secrets: str | None) -> str:
+    """`message` (a server's error, which may echo the request) without `secrets` (an API key),
+    any password redact() has seen, the longest first (one may hold another), or a bearer token
+    or API key it spells out."""
+    for secret in sorted(_PASSWORDS.union(s for s in secrets if s), key=len, reverse=True):
+        message = message.replace(secret, HIDDEN)
+    return _SPELLED_OUT.sub(rf"\1{HIDDEN}", message)
