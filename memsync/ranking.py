@@ -106,17 +106,17 @@ def calibrate_by_script(
     scripts: Sequence[str],
     background: np.ndarray,
     backdrop: Sequence[tuple[str, str]],
-    asked: str,
+    query_script: str,
 ) -> np.ndarray:
     """calibrate_cosine with each script's own mean: a multilingual model puts a query nearer
     every text in its own language, so a Chinese note's cosine with an English question is
     measured from where Chinese notes sit, in the spread of every script around its own mean
     (pooled: a few vectors give a steady mean but no steady spread). `backdrop` holds each
     sampled chunk's (script, note); a script sampled from fewer than MIN_NOTES notes is measured
-    as the whole sample is. A chunk in another script than the question's (`asked`) is scored
+    as the whole sample is. A chunk in another script than the question's (`query_script`) is scored
     on the flatter Z_WIDTH_ACROSS."""
     cosines = np.asarray(cosines, dtype=np.float64)
-    widths = np.array([Z_WIDTH if kind == asked else Z_WIDTH_ACROSS for kind in scripts])
+    widths = np.array([Z_WIDTH if kind == query_script else Z_WIDTH_ACROSS for kind in scripts])
     overall = float(background.mean()) if background.size else 0.0
     means = script_means(background, backdrop)
     if _one_script(means, backdrop):

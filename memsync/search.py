@@ -154,7 +154,7 @@ def ranked(
     the candidates `reranked` orders and cuts to the limit, at least `rerank_top` of them."""
     outcome = Outcome(query, options.mode, options.mode)
     legs = Legs()
-    asked = fts.script(query)
+    query_script = fts.script(query)
     vector_runs = False
     if options.mode in ("hybrid", "vector", "rrf"):
         reason = _vector_unavailable(store, embedder, unavailable)
@@ -170,11 +170,11 @@ def ranked(
                 # searches the vectors: SQLite, psycopg, the model and numpy release the GIL
                 keyword = beside.submit(
                     lambda: _keyword_legs(
-                        _second(store), query, asked, options, legs, keyword_notices
+                        _second(store), query, query_script, options, legs, keyword_notices
                     )
                 )
             else:
-                _keyword_legs(store, query, asked, options, legs, keyword_notices)
+                _keyword_legs(store, query, query_script, options, legs, keyword_notices)
         if vector_runs:
             assert embedder is not None
             try:
@@ -185,11 +185,11 @@ def ranked(
                 _vector_leg(store, query, query_vector, options, legs, outcome.notices)
         if keyword is not None:
             keyword.result()
-    if legs.ran_text and asked == "latin" and "cjk" in _sampled_scripts(store, legs):
-        _glossed_leg(store, query, asked, options, legs, keyword_notices)  # holds Chinese
+    if legs.ran_text and query_script == "latin" and "cjk" in _sampled_scripts(store, legs):
+        _glossed_leg(store, query, query_script, options, legs, keyword_notices)  # holds Chinese
     outcome.notices += keyword_notices
     outcome.mode = resolved_mode(options.mode, legs.ran_vector, legs.ran_text)
-    candidates = _candidates(store, query, asked, legs)
+    candidates = _candidates(store, query, query_script, legs)
     limit = max(options.limit, options.rerank_top) if to_rerank else options.limit
     ranking = replace(options, mode=outcome.mode, limit=limit)
     outcome.results = _hits(candidates, query, ranking, legs)
@@ -298,14 +298,19 @@ def _keyword_leg(
 
 
 def _keyword_legs(
-    store: StoreReader, query: str, asked: str, options: Options, legs: Legs, notices: list[str]
+    store: StoreReader,
+    query: str,
+    query_script: str,
+    options: Options,
+    legs: Legs,
+    notices: list[str],
 ) -> None:
     """The keyword leg, then for a Chinese question the same across scripts: its glosses search
     the English chunks (in a vault without them they find nothing, at little cost), beside the
     vector leg as the keyword leg is (a long question's glosses cost 55 ms at 100k chunks)."""
     _keyword_leg(store, query, options, legs, notices)
-    if legs.ran_text and asked == "cjk":
-        _glossed_leg(store, query, asked, options, legs, notices)
+    if legs.ran_text and query_script == "cjk":
+        _glossed_leg(store, query, query_script, options, legs, notices)
 
 
 def _sampled_scripts(store: StoreReader, legs: Legs) -> set[str]:
@@ -314,7 +319,12 @@ def _sampled_scripts(store: StoreReader, legs: Legs) -> set[str]:
 
 
 def _glossed_leg(
-    store: StoreReader, query: str, asked: str, options: Options, legs: Legs, notices: list[str]
+    store: StoreReader,
+    query: str,
+    query_script: str,
+    options: Options,
+    legs: Legs,
+    notices: list[str],
 ) -> None:
     """The keyword leg across scripts: a Chinese question's words glossed in English, an English
     question's words translated to Chinese (glossary), searched as any of them, for the chunks
@@ -324,7 +334,7 @@ def _glossed_leg(
         notices += filter(None, [unavailable(data_dir())])
         return
     try:
-        if asked == "cjk":
+        if query_script == "cjk":
             legs.glosses = [words for _, words in segments(query, glossary)]
             terms = list(dict.fromkeys(w for words in legs.glosses for w in words))
         else:
@@ -354,7 +364,7 @@ def resolved_mode(requested: str, ran_vector: bool, ran_text: bool) -> str:
     return "none"
 
 
-def _candidates(store: StoreReader, query: str, asked: str, legs: Legs) -> list[Candidate]:
+def _candidates(store: StoreReader, query: str, query_script: str, legs: Legs) -> list[Candidate]:
     """Every chunk a leg found, with both legs' calibrated scores and the exact-match rule."""
     idents = identifiers(query)
     others = other_terms(query, idents)
@@ -373,7 +383,7 @@ def _candidates(store: StoreReader, query: str, asked: str, legs: Legs) -> list[
             [scripts[i] for i in ids],
             legs.background,
             legs.backdrop,
-            asked,
+            query_script,
         )
         legs.vector = {i: float(s) for i, s in zip(ids, calibrated)}
     found = [i for i in legs.bm25 if i in rows]
@@ -384,13 +394,13 @@ def _candidates(store: StoreReader, query: str, asked: str, legs: Legs) -> list[
         legs.best_bm25,
         {i for i in found if names[rows[i].path]},
     )
-    glossed = _glossed_scores(legs, rows, scripts, asked, text_scores)
+    glossed = _glossed_scores(legs, rows, scripts, query_script, text_scores)
     text_scores.update(glossed)
     # where the question's glosses found chunks, a chunk they did not find lacks keyword
     # evidence as one in the question's own script does (`公式` among Obsidian's English help
     # pages: a chunk whose window `---` is near every short question outranked, unmatched, the
     # page on formulas that the glosses found)
-    reached = {scripts[i] for i in legs.gloss_bm25 if i in rows} | {asked}
+    reached = {scripts[i] for i in legs.gloss_bm25 if i in rows} | {query_script}
     return [
         Candidate(
             id=row.id,
@@ -401,7 +411,7 @@ def _candidates(store: StoreReader, query: str, asked: str, legs: Legs) -> list[
             vector_score=legs.vector.get(row.id),
             text_score=text_scores.get(row.id),
             exact=is_exact(row.text, idents, others),
-            other_script=scripts[row.id] != asked,
+            other_script=scripts[row.id] != query_script,
             out_of_reach=scripts[row.id] not in reached,
             glossed=row.id in glossed,
             bm25=legs.gloss_bm25[row.id] if row.id in glossed else legs.bm25.get(row.id),
@@ -417,13 +427,13 @@ def _glossed_scores(
     legs: Legs,
     rows: dict[int, ChunkRow],
     scripts: dict[int, str],
-    asked: str,
+    query_script: str,
     text_scores: dict[int, float],
 ) -> dict[int, float]:
     """The keyword scores of the chunks in the other script that the question's words in their
     language found, where higher than their own; a translation's match is no stronger than the
     best match of the question's own words."""
-    across = [i for i in legs.gloss_bm25 if i in rows and scripts[i] != asked]
+    across = [i for i in legs.gloss_bm25 if i in rows and scripts[i] != query_script]
     ceiling = max(text_scores.values(), default=1.0)
     scores = calibrate_bm25(
         {i: legs.gloss_bm25[i] for i in across},
