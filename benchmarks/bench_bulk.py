@@ -55,13 +55,13 @@ def main() -> None:
         "--graph",
         action="store_true",
         help="build the HNSW graph whatever the vault's size (memsync builds none below "
-        "pg_store.GRAPH_MIN_VECTORS vectors): what a larger vault's first load pays",
+        "pg_vectors.GRAPH_MIN_VECTORS vectors): what a larger vault's first load pays",
     )
     args = parser.parse_args()
     if args.graph:
-        from memsync import pg_store
+        from memsync import pg_vectors
 
-        pg_store.GRAPH_MIN_VECTORS = 1
+        pg_vectors.GRAPH_MIN_VECTORS = 1
     folder = Path(tempfile.mkdtemp())
     admin = args.db
     if admin is None:

@@ -49,7 +49,7 @@ from memsync.config import EF_SEARCH  # noqa: E402
 from memsync.embedders import LocalEmbedder  # noqa: E402
 from memsync.filters import note_filter  # noqa: E402
 from memsync.locate import Location, PostgresLocation, SqliteLocation  # noqa: E402
-from memsync.pg_store import HNSW_EF_CONSTRUCTION, HNSW_M  # noqa: E402
+from memsync.pg_vectors import HNSW_EF_CONSTRUCTION, HNSW_M  # noqa: E402
 from memsync.search import Options  # noqa: E402
 from memsync.store import StoreWriter as Store  # noqa: E402
 from memsync.sync import index_vault  # noqa: E402

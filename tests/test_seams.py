@@ -9,7 +9,16 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "memsync"
 SOURCES = {p.stem: p.read_text() for p in PACKAGE.glob("*.py")}
-POSTGRES = {"pg_store", "pg_lock", "pg_bm25"}
+# the PostgreSQL backend: the store, the modules of its jobs, its writer lock
+POSTGRES = {
+    "pg_store",
+    "pg_connect",
+    "pg_schema",
+    "pg_vectors",
+    "pg_keywords",
+    "pg_bm25",
+    "pg_lock",
+}
 
 
 def _importers(module: str) -> set[str]:
