@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import MemsyncError, StoreError
 from .redact import redacted, scrub
-from .sql_tables import Migration
+from .sql_schema import Migration
 from .store import translated
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ from typing import Any
 from .filters import NoteFilter
 from .pg_bm25 import Bm25, phrases_of, top_any, tsquery
 from .pg_connect import psycopg_sql, scalar
-from .sql_tables import Ranking, SharedTables
+from .sql_reading import Ranking, SharedReading
 
 
-class PgKeywords(SharedTables):
+class PgKeywords(SharedReading):
     """BM25's counters and its ranking, over the shared tables' hooks."""
 
     def _count_tokens(self, cursor: Any, chunks: int, tokens: int, words: Counter[str]) -> None:

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from .errors import IndexNotFound, StoreError
 from .pg_connect import LOCK_CLASS, MIGRATION_LOCK, SHARED, ensure_shared, exists, names
 from .redact import redact
-from .sql_tables import Migration, SharedTables, added_in, overlap_step, window_lines_step
+from .sql_schema import Migration, added_in, overlap_step, window_lines_step
+from .sql_tables import SharedTables
 
 
 def _means_sized(store: SharedTables) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .config import EF_SEARCH
 from .filters import NoteFilter
 from .pg_connect import psycopg_sql, scalar
-from .sql_tables import SharedTables
+from .sql_reading import SharedReading
 from .store import ModelKey
 from .vectors import KEPT_IN_MEMORY, MeanVectors, centroid, from_blob
 
@@ -44,7 +44,7 @@ def mean_of(blob: bytes | None, dims: int) -> np.ndarray | None:
     return from_blob(centroid(blob, dims)) if blob else None
 
 
-class PgVectors(SharedTables):
+class PgVectors(SharedReading):
     """The vault's mean vectors and their graph, over the shared tables' hooks."""
 
     ef_search: int = EF_SEARCH

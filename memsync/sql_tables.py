@@ -1,25 +1,22 @@
 """The policy both backends share, and the SQL they run alike: the tables every index has, in
 SQL that SQLite and PostgreSQL read the same way (`?` placeholders, which PgStore turns into
-psycopg's), the schema's named steps, a long-lived reader's kept mean vectors and calibration
-sample. Each engine supplies small hooks (its vector storage, its chunk rows, its keyword
-ranking, its schema's record); each engine's own tables stay in sqlite_store and pg_store."""
+psycopg's). Each engine supplies small hooks (its vector storage, its chunk rows); the schema's
+steps are sql_schema's, the reader's half sql_reading's, each engine's own tables stay in
+sqlite_store and pg_store."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from . import fts
-from .errors import StoreError
 from .filters import NoteFilter
-from .origin import Origin
+from .sql_schema import SchemaSteps
 from .store import (
     SOURCE,
-    ChunkRow,
     FileFacts,
     FileRow,
     ModelKey,
@@ -29,10 +26,6 @@ from .store import (
     SkipRow,
     spread_ids,
 )
-from .vectors import Background, MeanVectors, coarse_pool, fit_in_memory, rescored, unit_rows
-
-if TYPE_CHECKING:
-    import numpy as np
 
 BATCH = 500  # ids or paths per `IN (...)`: well under either engine's limit on parameters
 
@@ -42,61 +35,13 @@ def _marks(count: int) -> str:
 
 
 T = TypeVar("T", bound="SharedTables")
-# a keyword ranking of one query: (the notes it may find, how many) -> (chunk id, bm25 rank)
-Ranking = Callable[[NoteFilter, int], list[tuple[int, float]]]
 
 
-@dataclass(frozen=True)
-class Migration:
-    """One named step of an index's schema. `schema` is the number an index records once the
-    step is applied (its schema_version): numbers stay as released, so an index never takes a
-    step twice."""
-
-    name: str
-    schema: int
-    sql: str = ""  # its statements, run at once
-    adds: tuple[str, ...] = ()  # what readers read that it adds ("table" or "table.column")
-    then: Callable[[Any], None] | None = None  # with the store, after its SQL: what SQL cannot say
-
-
-def overlap_step(schema: int) -> Migration:
-    """How many of a chunk's first lines repeat the chunk before, which embeds them (a chunk's
-    windows cover its own lines and one line in front: chunking.embed_inputs)."""
-    sql = "ALTER TABLE chunks ADD COLUMN overlap INTEGER NOT NULL DEFAULT 0"
-    return Migration("overlap", schema, sql)
-
-
-def window_lines_step(schema: int) -> Migration:
-    """The lines of each of a chunk's windows (chunking.Chunk.window_lines), for the lines a
-    query shows; NULL until `index` chunks the notes again (the chunker's rules say `spans`)."""
-    sql = "ALTER TABLE chunks ADD COLUMN windows TEXT"
-    return Migration("window lines", schema, sql, adds=("chunks.windows",))
-
-
-def added_in(steps: Sequence[Migration]) -> dict[str, int]:
-    """What each step added that readers read: the schema from which an index holds it."""
-    return {name: step.schema for step in steps for name in step.adds}
-
-
-class SharedTables:
+class SharedTables(SchemaSteps):
     """meta, files, tags, skipped and the embedding cache, over `_rows` and `_run_many`."""
 
-    conn: Any  # the engine's connection
-
-    MIGRATIONS: Sequence[Migration] = ()  # the engine's schema, step by step
-    SCHEMA_VERSION: int = 0  # the engine's newest schema
-    READABLE_FROM: int = 1  # the oldest schema a reader answers from as it is
-    # what a later schema added that readers read ("table" or "table.column"): the schema that did
-    ADDED_IN: dict[str, int] = {}
-    schema: int = 0  # the index's schema as opened: a reader may answer from an older one
-    read_only: bool = False
-    shown: str = "the index"  # in messages: "index /path", "vault notes"
     vectors_in_memory: bool = False  # a long-lived reader's: it keeps the mean vectors
-
     _companion: Any = None  # beside()'s connection, once opened
-    _means: MeanVectors | None = None  # a long-lived reader's mean vectors
-    _too_many: Any = None  # the index's version when its mean vectors did not fit in memory
-    _sample: tuple[Any, Background] | None = None  # a long-lived reader's calibration sample
 
     def close(self) -> None:
         if self._companion is not None:
@@ -128,9 +73,6 @@ class SharedTables:
     def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         raise NotImplementedError
 
-    def transaction(self) -> AbstractContextManager[None]:
-        raise NotImplementedError
-
     def _delete_chunks(self, paths: Sequence[str]) -> None:
         """The chunks of these notes, with everything kept beside them."""
         raise NotImplementedError
@@ -140,12 +82,6 @@ class SharedTables:
         self._run_many("UPDATE chunks SET path = ? WHERE path = ?", [(new, old)])
 
     # the engine's hooks under the shared policy below
-
-    def _schema_version(self) -> int:
-        raise NotImplementedError
-
-    def _record_schema(self, number: int) -> None:
-        """Where the engine keeps the schema number besides meta's schema_version."""
 
     def _reset_vectors(self, dims: int) -> None:
         """Every chunk without a vector, and the vector storage made for `dims`."""
@@ -165,117 +101,6 @@ class SharedTables:
     def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:
         """A condition on `path` true for any of the globs (SQLite's GLOB semantics)."""
         raise NotImplementedError
-
-    def _rows_of(
-        self, select: str, ids: Sequence[int], tail: str = ""
-    ) -> Iterable[tuple[Any, ...]]:
-        """`select` (up to its FROM) for the chunks `ids`, `tail` after their condition."""
-        raise NotImplementedError
-
-    def _keyword_ranking(self, terms: Sequence[str], any_term: bool) -> Ranking:
-        """How the engine ranks chunks by FTS5's bm25 for these terms (every one, or any)."""
-        raise NotImplementedError
-
-    def _index_version(self) -> Any:
-        """Changes whenever the index's chunks or their vectors may have changed."""
-        raise NotImplementedError
-
-    def _all_means(self) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, rows) of every chunk's mean vector, by id."""
-        raise NotImplementedError
-
-    def _updated_means(self, kept: MeanVectors, version: Any) -> MeanVectors | None:
-        """`kept` brought to `version` by reading only what changed; None where the engine
-        cannot (SQLite may give a new chunk the id of a deleted one: all are read again)."""
-        return None
-
-    def _nearest_stored(
-        self, directions: Sequence[np.ndarray], wanted: int, only: NoteFilter
-    ) -> Iterable[tuple[int, bytes]]:
-        """_nearest_windows by the engine's own search, where no mean vectors are kept."""
-        raise NotImplementedError
-
-    # -- schema ---------------------------------------------------------------------------
-
-    def _open_schema(self, writer: bool) -> None:
-        """A writer (it holds the writer lock: index, watch) brings the index to this release's
-        schema; a reader never changes it: it answers from an older schema as it is, or refuses
-        one it cannot read, naming who must upgrade it. A newer schema is refused."""
-        self.schema = self._schema_version()
-        if self.schema > self.SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.shown} has schema {self.schema}, newer than this memsync "
-                f"({self.SCHEMA_VERSION}): upgrade memsync"
-            )
-        if writer:
-            self.upgrade()
-        elif self.schema == 0:
-            raise StoreError(f"{self.shown} is still being created: try again in a moment")
-        elif self.schema < self.READABLE_FROM:
-            raise StoreError(
-                f"{self.shown} has schema {self.schema}, older than this memsync reads: "
-                f"{self._upgrader()} must run this release's memsync index or watch first"
-            )
-
-    def upgrade(self) -> None:
-        """The schema's steps up to this release's, each in its own transaction; only a
-        writer holding the writer lock calls this, and one this user cannot write is refused."""
-        if self._schema_version() < self.SCHEMA_VERSION and self.read_only:
-            raise StoreError(
-                f"{self.shown} needs an upgrade that this user cannot write: run memsync "
-                "index as its owner"
-            )
-        current = self._schema_version()
-        for step in [s for s in self.MIGRATIONS if current < s.schema <= self.SCHEMA_VERSION]:
-            with self.transaction():
-                if self._schema_version() >= step.schema:
-                    continue  # another writer (a query's refresh, index) applied it meanwhile
-                self._migrate(step)
-        self.schema = self.SCHEMA_VERSION
-
-    def _migrate(self, step: Migration) -> None:
-        """One step and its record, inside upgrade's transaction."""
-        if step.sql:
-            self.conn.execute(step.sql)
-        if step.then is not None:
-            step.then(self)
-        self._record_schema(step.schema)
-        self.set_meta(schema_version=step.schema)
-
-    @property
-    def behind(self) -> str:
-        """"" for an index of this release's schema; else what a reader of an older one says
-        (read again: a writer may have upgraded it since)."""
-        if self.schema < self.SCHEMA_VERSION:
-            self.schema = self._schema_version()
-        if self.schema >= self.SCHEMA_VERSION:
-            return ""
-        return (
-            f"{self.shown} is behind an older memsync's rules (schema {self.schema}, this "
-            f"release's is {self.SCHEMA_VERSION}): answers come from it as it is, not refreshed; "
-            f"{self._upgrader()} brings it up to date with this release's memsync index or watch"
-        )
-
-    def _upgrader(self) -> str:
-        """Who may upgrade the index: its vault's writer, on the host it records, else of its
-        folder."""
-        origin = Origin.of(self.meta())
-        if origin.host:
-            return f"the vault's writer on host {origin.host}"
-        return f"the writer of {origin.path}" if origin.path else "its writer"
-
-    def _has(self, name: str) -> bool:
-        """Whether the index holds a table or `table.column` that a later schema added."""
-        return self.schema >= self.ADDED_IN.get(name, 1)
-
-    def _column(self, name: str) -> str:
-        """`table.column`'s column, or NULL in an older index without it: what a writer's
-        migration would hold there until `index` fills it."""
-        return name.partition(".")[2] if self._has(name) else "NULL"
-
-    def _tags(self) -> str:
-        """The tags table, or none in an older index without it."""
-        return "tags" if self._has("tags") else "(SELECT NULL AS path, NULL AS tag WHERE 1 = 0)"
 
     def _batches(self, sql: str, values: Sequence[Any], *args: Any) -> Iterator[tuple[Any, ...]]:
         """`sql` with its `({in})` filled for BATCH values at a time; `args` come first."""
@@ -575,132 +400,6 @@ class SharedTables:
     def pending_count(self) -> int:
         """Chunks without a vector (cheap: a partial index holds exactly those)."""
         return int(self._rows("SELECT count(*) FROM chunks WHERE embedding IS NULL")[0][0])
-
-    # -- reading ----------------------------------------------------------------------------
-
-    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
-        rows = self._rows_of(
-            "SELECT id, path, start_line, end_line, text, embedding, "
-            f"{self._column('chunks.windows')} FROM chunks",
-            ids,
-        )
-        return {
-            r[0]: ChunkRow(
-                r[0], r[1], r[2], r[3], r[4], None if r[5] is None else bytes(r[5]), r[6]
-            )
-            for r in rows
-        }
-
-    def keyword_search(
-        self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()
-    ) -> tuple[list[tuple[int, float]], float | None]:
-        ranked = self._keyword_ranking(terms, any_term)
-        found = ranked(only, limit)
-        # the best rank in the whole index calibrates a filtered query as the unfiltered one
-        best = ranked(NoteFilter(), 1) if only and found else found
-        return found, best[0][1] if best else None
-
-    def sample_vectors(self, size: int) -> Background:
-        """Up to `size` chunks spread evenly over the index, every window of each, and each
-        one's script: the background a query's cosines are calibrated against. A long-lived
-        reader keeps it while the index stays as it is, as it keeps the mean vectors; a one-shot
-        store samples once, so a cache would cost it a version read for nothing."""
-        if not self.vectors_in_memory:
-            return self._read_sample(size)
-        version = (self._index_version(), size)
-        if self._sample is None or self._sample[0] != version:
-            self._sample = (version, self._read_sample(size))
-        return self._sample[1]
-
-    def _read_sample(self, size: int) -> Background:
-        found = self._rows_of(
-            f"SELECT embedding, substr(text, 1, {fts.SCRIPT_SAMPLE}), path FROM chunks",
-            self._sample_ids(size),
-            "AND embedding IS NOT NULL ORDER BY id",
-        )
-        rows = [(bytes(r[0]), fts.script(r[1]), r[2]) for r in found]
-        return Background.of(rows, self.dims() or 0)
-
-    def vector_search(
-        self,
-        query: np.ndarray,
-        limit: int,
-        only: NoteFilter = NoteFilter(),
-        probes: Sequence[np.ndarray] = (),
-        every: bool = False,
-    ) -> list[tuple[int, float]]:
-        """(chunk id, cosine distance of its nearest window) nearest first, in two steps: the
-        chunks whose mean vector is nearest, coarse_pool(limit) of them (and as many nearest
-        each of `probes`, other directions search looks in), then those scored exactly by their
-        windows against the query; the `limit` nearest of them, or with `every` all. A search
-        reads one vector per chunk and the windows of the few it keeps; `only` filters before
-        the nearest are chosen, so a filtered query still gets its top k."""
-        import numpy as np
-
-        directions = [np.asarray(v, dtype=np.float32) for v in (query, *probes)]
-        found = self._nearest_windows(directions, coarse_pool(limit), only)
-        return rescored(found, directions[0], None if every else limit)
-
-    def _nearest_windows(
-        self, directions: Sequence[np.ndarray], wanted: int, only: NoteFilter
-    ) -> Iterable[tuple[int, bytes]]:
-        """(chunk id, windows blob) of the `wanted` chunks whose mean vector is nearest each
-        direction, each chunk once; `only` filters before the nearest are chosen. A long-lived
-        reader takes this step in its memory; others by the engine's own search."""
-        kept = self._kept_means() if self.vectors_in_memory else None
-        if kept is None:
-            return self._nearest_stored(directions, wanted, only)
-        return self._nearest_of(kept, directions, wanted, only)
-
-    def _nearest_of(
-        self, means: MeanVectors, directions: Sequence[np.ndarray], wanted: int, only: NoteFilter
-    ) -> Iterable[tuple[int, bytes]]:
-        """_nearest_windows by numpy's exact product over `means`."""
-        import numpy as np
-
-        permitted = None
-        if only:  # the rows of the allowed chunks: a product over those
-            allowed, args = self._allowed(only)
-            found = self._rows(f"SELECT id FROM chunks WHERE {allowed}", args)
-            permitted = np.array([r[0] for r in found], dtype=np.int64)
-        near = dict.fromkeys(i for d in directions for i in means.nearest(d, wanted, permitted))
-        return self._windows(list(near))
-
-    def _windows(self, ids: Sequence[int]) -> Iterable[tuple[int, bytes]]:
-        """(chunk id, windows blob) of the chunks `ids` that have their vectors."""
-        rows = self._rows_of("SELECT id, embedding FROM chunks", ids)
-        return ((int(i), bytes(b)) for i, b in rows if b is not None)
-
-    def _keeps_means(self) -> bool:
-        """Whether this store keeps the vault's mean vectors in memory: a long-lived reader's,
-        while they fit in MEMORY_VECTOR_BYTES."""
-        if not self.vectors_in_memory:
-            return False
-        vectors = self._rows("SELECT count(*) FROM chunks WHERE embedding IS NOT NULL")[0][0]
-        return fit_in_memory(int(vectors), self.dims() or 0)
-
-    def _kept_means(self) -> MeanVectors | None:
-        """A long-lived reader's mean vectors, read again only when the index changed since;
-        None for a vault whose vectors would take more than MEMORY_VECTOR_BYTES (the engine's
-        own search serves it)."""
-        version = self._index_version()
-        kept = self._means
-        if kept is not None and kept.version == version:
-            return kept
-        if self._too_many == version:
-            return None
-        self._means = None
-        if not self._keeps_means():
-            self._too_many = version
-            return None
-        updated = self._updated_means(kept, version) if kept is not None else None
-        self._means = self._read_means(version) if updated is None else updated
-        return self._means
-
-    def _read_means(self, version: Any) -> MeanVectors:
-        """Every chunk's mean vector, at unit length."""
-        ids, rows = self._all_means()
-        return MeanVectors(version, ids, unit_rows(rows))
 
     def counts(self) -> dict[str, int]:
         files, chunks, pending, cache = self._rows(

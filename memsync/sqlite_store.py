@@ -18,14 +18,8 @@ from typing import TYPE_CHECKING, Any
 from . import fts
 from .errors import StoreError, os_reason
 from .filters import NoteFilter
-from .sql_tables import (
-    Migration,
-    Ranking,
-    SharedTables,
-    added_in,
-    overlap_step,
-    window_lines_step,
-)
+from .sql_reading import Ranking, SharedReading
+from .sql_schema import Migration, added_in, overlap_step, window_lines_step
 from .store import SOURCE, ModelKey, NoteWrite, translating
 from .vectors import KEPT_IN_MEMORY, centroid, window_rows
 
@@ -184,7 +178,7 @@ def database_error(exc: BaseException) -> StoreError | None:
 
 
 @translating(database_error)
-class SqliteStore(SharedTables):
+class SqliteStore(SharedReading):
     """A connection to one index. Writers serialise through SQLite; readers never wait (WAL)."""
 
     MIGRATIONS = MIGRATIONS
@@ -320,7 +314,7 @@ class SqliteStore(SharedTables):
     def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
 
-    # -- the hooks of the shared policy (sql_tables.SharedTables) ---------------------------
+    # -- the hooks of the shared policy (sql_tables, sql_reading) ---------------------------
 
     def _schema_version(self) -> int:
         return int(_one(self.conn.execute("PRAGMA user_version"))[0])

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import EmbeddingServer, set_back, write
 
-from memsync.sql_tables import Migration, SharedTables
+from memsync.sql_schema import Migration, SchemaSteps
 
 # the commit the named schema steps replaced numbered migrations at: its indexes must open
 BUILT_BY = "462584a1dc0ab7e9bdd377691603dc0f09d3bf2f"
@@ -137,13 +137,13 @@ def _vault_away(vault: Path) -> Iterator[None]:
 def steps_taken(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The names of the schema steps this process applies."""
     taken: list[str] = []
-    migrate = SharedTables._migrate
+    migrate = SchemaSteps._migrate
 
-    def recorded(store: SharedTables, step: Migration) -> None:
+    def recorded(store: SchemaSteps, step: Migration) -> None:
         taken.append(step.name)
         migrate(store, step)
 
-    monkeypatch.setattr(SharedTables, "_migrate", recorded)
+    monkeypatch.setattr(SchemaSteps, "_migrate", recorded)
     yield taken
 
 
