@@ -23,7 +23,6 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from benchmarks.common import MEMSYNC, embedding_server, server_url, short_notes, start_pgserver
-from memsync import pg_store
 from memsync.config import load_config
 from memsync.memory import index
 
@@ -52,11 +51,13 @@ def main() -> None:
         "--graph",
         action="store_true",
         help="build the HNSW graph whatever the vault's size (memsync builds none below "
-        "pg_store.GRAPH_MIN_VECTORS vectors): what a larger vault's first load pays",
+        "pg_vectors.GRAPH_MIN_VECTORS vectors): what a larger vault's first load pays",
     )
     args = parser.parse_args()
     if args.graph:
-        pg_store.GRAPH_MIN_VECTORS = 1
+        from memsync import pg_vectors
+
+        pg_vectors.GRAPH_MIN_VECTORS = 1
     folder = Path(tempfile.mkdtemp())
     admin = args.db or start_pgserver(folder / "pg").get_uri()
     server = embedding_server(0.0)

@@ -49,7 +49,7 @@ from memsync.embedders import LocalEmbedder
 from memsync.filters import note_filter
 from memsync.locate import Location, PostgresLocation, SqliteLocation
 from memsync.options import Options
-from memsync.pg_store import HNSW_EF_CONSTRUCTION, HNSW_M
+from memsync.pg_vectors import HNSW_EF_CONSTRUCTION, HNSW_M
 from memsync.search import search
 from memsync.store import StoreWriter as Store
 from memsync.sync import index_vault

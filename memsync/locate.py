@@ -158,7 +158,7 @@ def known_indexes() -> list[KnownIndex]:
 
 def vaults_at(url: str) -> list[PostgresLocation]:
     """Every vault indexed in the PostgreSQL database at `url`."""
-    from .pg_store import vault_names
+    from .pg_connect import vault_names
 
     return [PostgresLocation(url, name) for name in vault_names(url)]
 
@@ -166,7 +166,7 @@ def vaults_at(url: str) -> list[PostgresLocation]:
 def _postgres(config: Config) -> Location:
     """The vault --name names in the server's database (opening it says if there is none), or
     the database's only vault."""
-    from .pg_store import vault_names
+    from .pg_connect import vault_names
 
     assert config.db is not None
     if config.name:

@@ -1,5 +1,5 @@
-"""One writer per PostgreSQL vault, across machines: a session advisory lock, with the holder's
-facts in memsync.writers for messages and `status`."""
+"""One writer per PostgreSQL vault (a PgStore's), across machines: a session advisory lock,
+with the holder's facts in memsync.writers for messages and `status`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from .lock import WriterLock
-from .pg_store import (
+from .pg_connect import (
     LOCK_CLASS,
     SHARED,
     connect,

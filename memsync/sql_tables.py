@@ -1,7 +1,8 @@
 """The policy both backends share, and the SQL they run alike: the tables every index has, in
 SQL that SQLite and PostgreSQL read the same way (`?` placeholders, which PgStore turns into
-psycopg's). Each engine supplies small hooks (its vector storage, its chunk rows, its schema
-steps); the search legs and each engine's own tables stay in sqlite_store and pg_store."""
+psycopg's). Each engine supplies small hooks (its vector storage, its chunk rows); the schema's
+steps are sql_schema's, the reader's half sql_reading's, each engine's own tables stay in
+sqlite_store and pg_store."""
 
 from __future__ import annotations
 
@@ -9,12 +10,11 @@ import contextlib
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from . import fts
-from .errors import StoreError
 from .filters import NoteFilter
-from .origin import Origin
+from .sql_schema import SchemaSteps
 from .store import (
     SOURCE,
     FileFacts,
@@ -26,10 +26,6 @@ from .store import (
     SkipRow,
     spread_ids,
 )
-from .vectors import coarse_pool, fit_in_memory, rescored
-
-if TYPE_CHECKING:
-    import numpy as np
 
 BATCH = 500  # ids or paths per `IN (...)`: well under either engine's limit on parameters
 
@@ -38,23 +34,13 @@ def _marks(count: int) -> str:
     return ",".join("?" * count)
 
 
-T = TypeVar("T", bound="Tables")
+T = TypeVar("T", bound="SharedTables")
 
 
-class Tables:
+class SharedTables(SchemaSteps):
     """meta, files, tags, skipped and the embedding cache, over `_rows` and `_run_many`."""
 
-    conn: Any  # the engine's connection
-
-    SCHEMA_VERSION: int = 0  # the engine's newest schema
-    READABLE_FROM: int = 1  # the oldest schema a reader answers from as it is
-    # what a later schema added that readers read ("table" or "table.column"): the schema that did
-    ADDED_IN: dict[str, int] = {}
-    schema: int = 0  # the index's schema as opened: a reader may answer from an older one
-    read_only: bool = False
-    shown: str = "the index"  # in messages: "index /path", "vault notes"
     vectors_in_memory: bool = False  # a long-lived reader's: it keeps the mean vectors
-
     _companion: Any = None  # beside()'s connection, once opened
 
     def close(self) -> None:
@@ -87,9 +73,6 @@ class Tables:
     def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         raise NotImplementedError
 
-    def transaction(self) -> AbstractContextManager[None]:
-        raise NotImplementedError
-
     def _delete_chunks(self, paths: Sequence[str]) -> None:
         """The chunks of these notes, with everything kept beside them."""
         raise NotImplementedError
@@ -99,13 +82,6 @@ class Tables:
         self._run_many("UPDATE chunks SET path = ? WHERE path = ?", [(new, old)])
 
     # the engine's hooks under the shared policy below
-
-    def _schema_version(self) -> int:
-        raise NotImplementedError
-
-    def _apply_migration(self, number: int) -> None:
-        """Migration `number` and its record, inside upgrade's transaction."""
-        raise NotImplementedError
 
     def _reset_vectors(self, dims: int) -> None:
         """Every chunk without a vector, and the vector storage made for `dims`."""
@@ -125,86 +101,6 @@ class Tables:
     def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:
         """A condition on `path` true for any of the globs (SQLite's GLOB semantics)."""
         raise NotImplementedError
-
-    def _nearest_windows(
-        self, directions: Sequence[np.ndarray], wanted: int, only: NoteFilter
-    ) -> Iterable[tuple[int, bytes]]:
-        """(chunk id, windows blob) of the `wanted` chunks whose mean vector is nearest each
-        direction, each chunk once; `only` filters before the nearest are chosen."""
-        raise NotImplementedError
-
-    # -- schema ---------------------------------------------------------------------------
-
-    def _open_schema(self, writer: bool) -> None:
-        """A writer (it holds the writer lock: index, watch) brings the index to this release's
-        schema; a reader never changes it: it answers from an older schema as it is, or refuses
-        one it cannot read, naming who must upgrade it. A newer schema is refused."""
-        self.schema = self._schema_version()
-        if self.schema > self.SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.shown} has schema {self.schema}, newer than this memsync "
-                f"({self.SCHEMA_VERSION}): upgrade memsync"
-            )
-        if writer:
-            self.upgrade()
-        elif self.schema == 0:
-            raise StoreError(f"{self.shown} is still being created: try again in a moment")
-        elif self.schema < self.READABLE_FROM:
-            raise StoreError(
-                f"{self.shown} has schema {self.schema}, older than this memsync reads: "
-                f"{self._upgrader()} must run this release's memsync index or watch first"
-            )
-
-    def upgrade(self) -> None:
-        """Numbered migrations up to this release's schema, each in its own transaction; only a
-        writer holding the writer lock calls this, and one this user cannot write is refused."""
-        if self._schema_version() < self.SCHEMA_VERSION and self.read_only:
-            raise StoreError(
-                f"{self.shown} needs an upgrade that this user cannot write: run memsync "
-                "index as its owner"
-            )
-        for number in range(self._schema_version() + 1, self.SCHEMA_VERSION + 1):
-            with self.transaction():
-                if self._schema_version() >= number:
-                    continue  # another writer (a query's refresh, index) applied it meanwhile
-                self._apply_migration(number)
-                self.set_meta(schema_version=number)
-        self.schema = self.SCHEMA_VERSION
-
-    @property
-    def behind(self) -> str:
-        """"" for an index of this release's schema; else what a reader of an older one says
-        (read again: a writer may have upgraded it since)."""
-        if self.schema < self.SCHEMA_VERSION:
-            self.schema = self._schema_version()
-        if self.schema >= self.SCHEMA_VERSION:
-            return ""
-        return (
-            f"{self.shown} is behind an older memsync's rules (schema {self.schema}, this "
-            f"release's is {self.SCHEMA_VERSION}): answers come from it as it is, not refreshed; "
-            f"{self._upgrader()} brings it up to date with this release's memsync index or watch"
-        )
-
-    def _upgrader(self) -> str:
-        """Who may upgrade the index: its vault's writer, on the host it records, else of its
-        folder."""
-        origin = Origin.of(self.meta())
-        if origin.host:
-            return f"the vault's writer on host {origin.host}"
-        return f"the writer of {origin.path}" if origin.path else "its writer"
-
-    def _has(self, name: str) -> bool:
-        """Whether the index holds a table or `table.column` that a later schema added."""
-        return self.schema >= self.ADDED_IN.get(name, 1)
-
-    def _column(self, name: str) -> str:
-        """`table.column`'s column, or NULL in an older index without it: what a writer's
-        migration would hold there until `index` fills it."""
-        return name.partition(".")[2] if self._has(name) else "NULL"
-
-    def _tags(self) -> str:
-        """The tags table, or none in an older index without it."""
-        return "tags" if self._has("tags") else "(SELECT NULL AS path, NULL AS tag WHERE 1 = 0)"
 
     def _batches(self, sql: str, values: Sequence[Any], *args: Any) -> Iterator[tuple[Any, ...]]:
         """`sql` with its `({in})` filled for BATCH values at a time; `args` come first."""
@@ -282,6 +178,19 @@ class Tables:
         self._run_many(
             "UPDATE files SET mtime = ?, size = ?, date = coalesce(?, date) WHERE path = ?",
             [(row.mtime_ns, row.size, day, row.path)],
+        )
+
+    def listing(self, folder: str = "") -> list[tuple[str, int, int, int]]:
+        """(path, size, mtime_ns, chunks) of every indexed note below `folder`, in code-point
+        order on both engines (PostgreSQL would sort by locale)."""
+        where, args = self._paths_matching([f"{folder.rstrip('/')}/*"]) if folder else ("TRUE", [])
+        return sorted(
+            self._rows(
+                "SELECT f.path, f.size, f.mtime, count(c.id) FROM (SELECT path, size, mtime "
+                f"FROM files WHERE {where}) AS f LEFT JOIN chunks AS c ON c.path = f.path "
+                "GROUP BY f.path, f.size, f.mtime",
+                args,
+            )
         )
 
     def indexed_text(self, path: str) -> tuple[str, float] | None:
@@ -448,8 +357,9 @@ class Tables:
         """Around adding `count` vectors at once: an engine may prepare for a bulk load."""
         return contextlib.nullcontext()
 
-    def _note_conditions(self, only: NoteFilter) -> tuple[list[str], list[Any]]:
-        """The conditions on a chunk's `path` that `only` asks for, and their arguments."""
+    def _allowed(self, only: NoteFilter) -> tuple[str, list[Any]]:
+        """The condition on a chunk's `path` that `only` asks for (TRUE for none), and its
+        arguments."""
         conditions: list[str] = []
         args: list[Any] = []
         if only.paths:
@@ -466,7 +376,7 @@ class Tables:
         for tag in only.tags:
             conditions.append(f"path IN (SELECT path FROM {self._tags()} WHERE tag = ?)")
             args.append(tag)
-        return conditions, args
+        return " AND ".join(conditions) or "TRUE", args
 
     def has_vectors(self) -> bool:
         """Whether any chunk has its vector (a query's check: no count over every chunk)."""
@@ -490,34 +400,6 @@ class Tables:
     def pending_count(self) -> int:
         """Chunks without a vector (cheap: a partial index holds exactly those)."""
         return int(self._rows("SELECT count(*) FROM chunks WHERE embedding IS NULL")[0][0])
-
-    def vector_search(
-        self,
-        query: np.ndarray,
-        limit: int,
-        only: NoteFilter = NoteFilter(),
-        probes: Sequence[np.ndarray] = (),
-        every: bool = False,
-    ) -> list[tuple[int, float]]:
-        """(chunk id, cosine distance of its nearest window) nearest first, in two steps: the
-        chunks whose mean vector is nearest, coarse_pool(limit) of them (and as many nearest
-        each of `probes`, other directions search looks in), then those scored exactly by their
-        windows against the query; the `limit` nearest of them, or with `every` all. A search
-        reads one vector per chunk and the windows of the few it keeps; `only` filters before
-        the nearest are chosen, so a filtered query still gets its top k."""
-        import numpy as np
-
-        directions = [np.asarray(v, dtype=np.float32) for v in (query, *probes)]
-        found = self._nearest_windows(directions, coarse_pool(limit), only)
-        return rescored(found, directions[0], None if every else limit)
-
-    def _keeps_means(self) -> bool:
-        """Whether this store keeps the vault's mean vectors in memory: a long-lived reader's,
-        while they fit in MEMORY_VECTOR_BYTES."""
-        if not self.vectors_in_memory:
-            return False
-        vectors = self._rows("SELECT count(*) FROM chunks WHERE embedding IS NOT NULL")[0][0]
-        return fit_in_memory(int(vectors), self.dims() or 0)
 
     def counts(self) -> dict[str, int]:
         files, chunks, pending, cache = self._rows(

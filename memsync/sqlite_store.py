@@ -18,30 +18,31 @@ from typing import TYPE_CHECKING, Any
 from . import fts
 from .errors import StoreError, os_reason
 from .filters import NoteFilter
-from .sql_tables import Tables
-from .store import (
-    SOURCE,
-    ChunkRow,
-    ModelKey,
-    NoteWrite,
-    translating,
-)
-from .vectors import (
-    KEPT_IN_MEMORY,
-    Background,
-    MeanVectors,
-    centroid,
-    unit_rows,
-    window_rows,
-)
+from .sql_reading import Ranking, SharedReading
+from .sql_schema import Migration, added_in, overlap_step, window_lines_step
+from .store import SOURCE, ModelKey, NoteWrite, translating
+from .vectors import KEPT_IN_MEMORY, centroid, window_rows
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
 
-MIGRATIONS: list[str] = [
-    # 1: the reference design's tables, names kept; `context` holds the heading path embedded with
-    # the chunk, `skipped` the files the last sync could not index and why.
-    """
+
+def _vectors_as_windows(store: SqliteStore) -> None:
+    """chunks_vec made again for the windows' means (the step's SQL emptied the vectors)."""
+    if store.vec_version:
+        store.conn.execute("DROP TABLE IF EXISTS chunks_vec")
+        store._create_vec(store.dims())
+
+
+# each step's SQL stands as first released, to the space: SQLite keeps a table's CREATE text and
+# rewrites it with each ALTER, so an index made today holds the same text as one migrated
+MIGRATIONS = (
+    # the reference design's tables, names kept; `context` holds the heading path embedded with
+    # the chunk, `skipped` the files the last sync could not index and why
+    Migration(
+        "tables",
+        1,
+        """
     CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE files(
         path TEXT PRIMARY KEY, source TEXT NOT NULL DEFAULT 'memory',
@@ -62,15 +63,24 @@ MIGRATIONS: list[str] = [
         tokenize = 'porter unicode61 remove_diacritics 2');
     CREATE TABLE skipped(path TEXT PRIMARY KEY, reason TEXT NOT NULL, at INTEGER NOT NULL);
     """,
-    # 2: a file skipped for what it holds (too large, binary) is remembered by (mtime, size), like a
+    ),
+    # a file skipped for what it holds (too large, binary) is remembered by (mtime, size), like a
     # note, so that it is not read again until it changes; NULL for skips a walk decides
-    """
+    Migration(
+        "skips until changed",
+        2,
+        """
     ALTER TABLE skipped ADD COLUMN mtime INTEGER;
     ALTER TABLE skipped ADD COLUMN size INTEGER;
     """,
-    # 3: what a note says about itself, for filters: its title, the date it is about, its tags
-    # (a nested tag with its ancestors), and a warning such as malformed front matter
-    """
+        adds=("skipped.mtime", "skipped.size"),
+    ),
+    # what a note says about itself, for filters: its title, the date it is about, its tags (a
+    # nested tag with its ancestors), and a warning such as malformed front matter
+    Migration(
+        "note facts",
+        3,
+        """
     ALTER TABLE files ADD COLUMN title TEXT;
     ALTER TABLE files ADD COLUMN date TEXT;
     ALTER TABLE files ADD COLUMN warning TEXT;
@@ -78,39 +88,33 @@ MIGRATIONS: list[str] = [
     CREATE TABLE tags(path TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(tag, path));
     CREATE INDEX idx_tags_path ON tags(path);
     """,
-    # 4: each note's text as indexed, and when: `get` and `memory_get` read it where the vault's
+        adds=("files.title", "files.date", "files.warning", "tags"),
+    ),
+    # each note's text as indexed, and when: `get` and `memory_get` read it where the vault's
     # files cannot be read (another machine, a vault folder that is gone)
-    """
+    Migration(
+        "indexed text",
+        4,
+        """
     ALTER TABLE files ADD COLUMN text TEXT;
     ALTER TABLE files ADD COLUMN indexed_at REAL;
     """,
-    # 5: a chunk's vectors are its windows' (chunks.embedding holds them end to end; chunks_vec
-    # their mean, for the coarse search): the one-vector rows go, and `index` embeds the chunks
-    # again (_apply_migration)
-    "UPDATE chunks SET embedding = NULL, model = NULL",
-    # 6: how many of a chunk's first lines repeat the chunk before, which embeds them (a chunk's
-    # windows cover its own lines and one line in front: chunking.embed_inputs)
-    "ALTER TABLE chunks ADD COLUMN overlap INTEGER NOT NULL DEFAULT 0",
-    # 7: the lines of each of a chunk's windows (chunking.Chunk.window_lines), for the lines a query
-    # shows; NULL until `index` chunks the notes again (the chunker's rules say `spans`)
-    "ALTER TABLE chunks ADD COLUMN windows TEXT",
-]
+        adds=("files.text", "files.indexed_at"),
+    ),
+    # a chunk's vectors are its windows' (chunks.embedding holds them end to end; chunks_vec their
+    # mean, for the coarse search): the one-vector rows go, and `index` embeds the chunks again
+    Migration(
+        "windows",
+        5,
+        "UPDATE chunks SET embedding = NULL, model = NULL",
+        then=_vectors_as_windows,
+    ),
+    overlap_step(6),
+    window_lines_step(7),
+)
 # the tables that say a database is a memsync index (and not someone else's file)
 OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"})
-
-SCHEMA_VERSION = len(MIGRATIONS)
-# what readers read that a later migration added: a reader of an older index reads NULL there
-ADDED_IN = {
-    "skipped.mtime": 2,
-    "skipped.size": 2,
-    "files.title": 3,
-    "files.date": 3,
-    "files.warning": 3,
-    "tags": 3,
-    "files.text": 4,
-    "files.indexed_at": 4,
-    "chunks.windows": 7,
-}
+SCHEMA_VERSION = MIGRATIONS[-1].schema
 MAX_K = 4096  # the most neighbours sqlite-vec returns from one query
 
 
@@ -174,11 +178,12 @@ def database_error(exc: BaseException) -> StoreError | None:
 
 
 @translating(database_error)
-class SqliteStore(Tables):
+class SqliteStore(SharedReading):
     """A connection to one index. Writers serialise through SQLite; readers never wait (WAL)."""
 
+    MIGRATIONS = MIGRATIONS
     SCHEMA_VERSION = SCHEMA_VERSION
-    ADDED_IN = ADDED_IN
+    ADDED_IN = added_in(MIGRATIONS)
 
     def __init__(self, path: Path, *, create: bool = True, vectors_in_memory: bool = False) -> None:
         """`vectors_in_memory`: for long-lived callers (an agent, the evaluation) that query many
@@ -192,10 +197,6 @@ class SqliteStore(Tables):
         self.path = Path(path)
         self.shown = f"index {self.path}"
         self.vectors_in_memory = vectors_in_memory
-        self._means: MeanVectors | None = None
-        self._too_many: tuple[int, int] | None = None  # the index's state when they were
-        self._background: tuple[tuple[tuple[int, int], int], Background] | None
-        self._background = None
         if not create and not self.path.exists():
             raise StoreError(f"no index at {self.path}")
         try:
@@ -313,17 +314,13 @@ class SqliteStore(Tables):
     def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
 
-    # -- the hooks of the shared policy (sql_tables.Tables) ---------------------------------
+    # -- the hooks of the shared policy (sql_tables, sql_reading) ---------------------------
 
     def _schema_version(self) -> int:
         return int(_one(self.conn.execute("PRAGMA user_version"))[0])
 
-    def _apply_migration(self, number: int) -> None:
-        self.conn.execute(MIGRATIONS[number - 1])
-        if number == 5 and self.vec_version:
-            self.conn.execute("DROP TABLE IF EXISTS chunks_vec")
-            self._create_vec(self.dims())
-        self.conn.execute(f"PRAGMA user_version={number}")
+    def _record_schema(self, number: int) -> None:
+        self.conn.execute(f"PRAGMA user_version={int(number)}")
 
     def _reset_vectors(self, dims: int) -> None:
         self.conn.execute("UPDATE chunks SET embedding = NULL, model = NULL")
@@ -379,10 +376,10 @@ class SqliteStore(Tables):
     def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:
         return "(" + " OR ".join("path GLOB ?" for _ in globs) + ")", list(globs)
 
-    def _allowed_chunks(self, only: NoteFilter) -> tuple[str, list[Any]]:
-        """The SELECT of the ids of the chunks that pass `only`, and its arguments."""
-        conditions, args = self._note_conditions(only)
-        return "SELECT id FROM chunks WHERE " + (" AND ".join(conditions) or "1"), args
+    def _rows_of(
+        self, select: str, ids: Sequence[int], tail: str = ""
+    ) -> Iterable[tuple[Any, ...]]:
+        return self._batches(f"{select} WHERE id IN ({{marks}}) {tail}", ids)
 
     def integrity_check(self) -> str:
         return str(_one(self.conn.execute("PRAGMA integrity_check"))[0])
@@ -403,18 +400,6 @@ class SqliteStore(Tables):
         return row is not None
 
     # -- files ------------------------------------------------------------------------------
-
-    def listing(self, folder: str = "") -> list[tuple[str, int, int, int]]:
-        """(path, size, mtime_ns, chunks) of every indexed note below `folder`, by path."""
-        where, args = ("f.path GLOB ?", [f"{folder.rstrip('/')}/*"]) if folder else ("1", [])
-        return list(
-            self.conn.execute(
-                "SELECT f.path, f.size, f.mtime, count(c.id) FROM files f "
-                f"LEFT JOIN chunks c ON c.path = f.path WHERE {where} "
-                "GROUP BY f.path ORDER BY f.path",
-                args,
-            )
-        )
 
     def _delete_chunks(self, paths: Sequence[str]) -> None:
         """Note by note: a batch of notes' old chunks could pass SQLite's variable limit."""
@@ -450,130 +435,65 @@ class SqliteStore(Tables):
 
     # -- reading ----------------------------------------------------------------------------
 
-    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
-        rows = self._batches(
-            "SELECT id, path, start_line, end_line, text, embedding, "
-            f"{self._column('chunks.windows')} FROM chunks WHERE id IN ({{marks}})",
-            ids,
-        )
-        return {row[0]: ChunkRow(*row) for row in rows}
-
-    def sample_vectors(self, size: int) -> Background:
-        """Up to `size` chunks spread evenly over the index, every window of each, and each
-        one's script: the background a query's cosines are calibrated against."""
-        version = self._data_version()
-        if self._background is not None and self._background[0] == (version, size):
-            return self._background[1]
-        dims = self.dims() or 0
-        ids = self._sample_ids(size)
-        found = self._batches(
-            f"SELECT embedding, substr(text, 1, {fts.SCRIPT_SAMPLE}), path FROM chunks "
-            "WHERE id IN ({marks}) AND embedding IS NOT NULL ORDER BY id",
-            ids,
-        )
-        sample = Background.of([(r[0], fts.script(r[1]), r[2]) for r in found], dims)
-        if self.vectors_in_memory:  # a long-lived store keeps it while nothing changes
-            self._background = ((version, size), sample)
-        return sample
-
-    def keyword_search(
-        self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()
-    ) -> tuple[list[tuple[int, float]], float | None]:
+    def _keyword_ranking(self, terms: Sequence[str], any_term: bool) -> Ranking:
         match = fts.match_expression(list(terms), "OR" if any_term else "AND")
-        if not only:
-            rows = list(
-                self.conn.execute(
+
+        def ranked(only: NoteFilter, limit: int) -> list[tuple[int, float]]:
+            if not only:
+                return self._rows(
                     "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts "
                     "WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
                     (match, limit),
                 )
-            )
-            return rows, rows[0][1] if rows else None
-        # `+rowid` keeps the planner from handing the id list to FTS5 as a rowid constraint (a
-        # lookup per id, 10x slower): FTS5 scans its matches and each is checked against the list
-        ids, args = self._allowed_chunks(only)
-        rows = list(
-            self.conn.execute(
+            # `+rowid` keeps the planner from handing the id list to FTS5 as a rowid constraint
+            # (a lookup per id, 10x slower): FTS5 scans its matches, each checked against the list
+            allowed, args = self._allowed(only)
+            return self._rows(
                 "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? "
-                f"AND +rowid IN ({ids}) ORDER BY rank LIMIT ?",
+                f"AND +rowid IN (SELECT id FROM chunks WHERE {allowed}) ORDER BY rank LIMIT ?",
                 (match, *args, limit),
             )
-        )
-        best = _first(
-            self.conn.execute(
-                "SELECT bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? "
-                "ORDER BY rank LIMIT 1",
-                (match,),
-            )
-        )
-        return rows, best[0] if best else None
 
-    def _nearest_windows(
+        return ranked
+
+    def _nearest_stored(
         self, directions: Sequence[np.ndarray], wanted: int, only: NoteFilter
     ) -> Iterable[tuple[int, bytes]]:
-        """sqlite-vec's KNN over the mean vectors, or numpy's product over them (kept in memory
-        between queries by a store opened with vectors_in_memory)."""
+        """sqlite-vec's KNN over the mean vectors, or numpy's product over them read now."""
         import numpy as np
 
-        allowed_ids, args = self._allowed_chunks(only)
-        kept = self._kept_means() if self.vectors_in_memory else None
-        if kept is None and self._has_vec_table() and wanted <= MAX_K:
-            subset = f" AND rowid IN ({allowed_ids})" if only else ""
+        if not (self._has_vec_table() and wanted <= MAX_K):
+            return self._nearest_of(
+                self._read_means(self._index_version()), directions, wanted, only
+            )
+        allowed, args = self._allowed(only)
+        subset = f" AND rowid IN (SELECT id FROM chunks WHERE {allowed})" if only else ""
 
-            def nearest(vector: np.ndarray) -> list[int]:
-                found = self.conn.execute(
-                    f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?"
-                    f"{subset} ORDER BY distance",
-                    (np.asarray(vector, dtype="<f4").tobytes(), wanted, *args),
-                )
-                return [i for i, d in found if d is not None]
-        else:
-            permitted = None
-            if only:  # the rows of the allowed chunks: a product over those
-                found = self.conn.execute(allowed_ids, args)
-                permitted = np.array([r[0] for r in found], np.int64)
-            means = kept or self._mean_vectors(self._data_version())
+        def nearest(vector: np.ndarray) -> list[int]:
+            found = self.conn.execute(
+                f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?"
+                f"{subset} ORDER BY distance",
+                (np.asarray(vector, dtype="<f4").tobytes(), wanted, *args),
+            )
+            return [i for i, d in found if d is not None]
 
-            def nearest(vector: np.ndarray) -> list[int]:
-                return means.nearest(vector, wanted, permitted)
+        near = dict.fromkeys(i for vector in directions for i in nearest(vector))
+        return self._windows(list(near))
 
-        near = list(dict.fromkeys(i for vector in directions for i in nearest(vector)))
-        return self._batches("SELECT id, embedding FROM chunks WHERE id IN ({marks})", near)
-
-    def _data_version(self) -> tuple[int, int]:
+    def _index_version(self) -> tuple[int, int]:
         """Changes when any connection has written the index since."""
         return (_one(self.conn.execute("PRAGMA data_version"))[0], self.conn.total_changes())
 
-    def _kept_means(self) -> MeanVectors | None:
-        """A long-lived store's mean vectors, read again only when the index changed since (SQLite
-        may give a new chunk the id of a deleted one: all of them); None for a vault whose
-        vectors would take more than MEMORY_VECTOR_BYTES (sqlite-vec scans those)."""
-        version = self._data_version()
-        if self._means is not None and self._means.version == version:
-            return self._means
-        self._means = None
-        if self._too_many != version:
-            if self._keeps_means():
-                self._means = self._mean_vectors(version)
-            else:
-                self._too_many = version
-        return self._means
-
-    def _mean_vectors(self, version: tuple[object, ...]) -> MeanVectors:
-        """Every chunk's mean vector, normalised."""
+    def _all_means(self) -> tuple[np.ndarray, np.ndarray]:
         import numpy as np
 
         dims = self.dims() or 0
         if self._has_vec_table():  # the means are stored: a quarter of the windows' bytes
-            rows = list(self.conn.execute("SELECT rowid, embedding FROM chunks_vec ORDER BY rowid"))
+            rows = self._rows("SELECT rowid, embedding FROM chunks_vec ORDER BY rowid")
             means = [r[1] for r in rows]
         else:
-            rows = list(
-                self.conn.execute(
-                    "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY id"
-                )
+            rows = self._rows(
+                "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY id"
             )
             means = [centroid(r[1], dims) for r in rows]
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        matrix = unit_rows(window_rows(means, dims)[1])  # one window each: the means
-        return MeanVectors(version, ids, matrix)
+        return np.array([r[0] for r in rows], dtype=np.int64), window_rows(means, dims)[1]

@@ -118,11 +118,11 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Locatio
     if request.param == "sqlite":
         yield SqliteLocation(tmp_path / "index.sqlite")
     else:
-        from memsync import pg_store
+        from memsync import pg_vectors
 
         # the graph from the first vector, as a large vault has it (below GRAPH_MIN_VECTORS a
         # vault is scanned exactly: test_postgres covers that)
-        request.getfixturevalue("monkeypatch").setattr(pg_store, "GRAPH_MIN_VECTORS", 1)
+        request.getfixturevalue("monkeypatch").setattr(pg_vectors, "GRAPH_MIN_VECTORS", 1)
         url, name = request.getfixturevalue("pg_vault")
         yield PostgresLocation(url, name)
 

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import EmbeddingServer, HashEmbedder, drop_vault, write
 
-from memsync import pg_store, sync
+from memsync import pg_schema, sync
 from memsync.cli import main
 from memsync.errors import LockError, MemsyncError, StoreError
 from memsync.filters import NoteFilter, note_filter
@@ -355,13 +355,13 @@ def test_an_unreachable_server_is_one_line_exit_1(tmp_path: Path) -> None:
 def test_without_psycopg_a_postgres_url_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from memsync import pg_store
+    from memsync import pg_connect
 
     for missing in ("psycopg", "pgvector.psycopg"):
         with monkeypatch.context() as patched:
             patched.setitem(sys.modules, missing, None)  # as if not installed
             with pytest.raises(MemsyncError, match=r"pip install 'memsync\[postgres\]'"):
-                pg_store.connect("postgresql://x@/db")
+                pg_connect.connect("postgresql://x@/db")
 
 
 def test_a_newer_vault_schema_is_refused(pg_vault: tuple[str, str]) -> None:
@@ -670,7 +670,7 @@ def test_a_reader_of_an_older_vault_answers_from_it_or_names_its_writer_and_neve
     )  # fmt: skip
     assert upgraded.returncode == 0, upgraded.stderr
     version, columns = _schema_of(url, "team")
-    assert version == str(pg_store.SCHEMA_VERSION) and "windows" in columns
+    assert version == str(pg_schema.SCHEMA_VERSION) and "windows" in columns
     fresh = memsync("query", "redis port", "--db", read_only, "--name", "team", "--json")
     assert not any("behind" in n for n in json.loads(fresh.stdout)["notices"])
 
@@ -730,11 +730,11 @@ def test_a_bulk_load_builds_the_hnsw_graph_after_the_rows_and_later_updates_go_i
 ) -> None:
     from conftest import HashEmbedder
 
-    from memsync import pg_store
-    from memsync.pg_store import BULK_VECTORS
+    from memsync import pg_vectors
+    from memsync.pg_vectors import BULK_VECTORS
     from memsync.sync import index_vault
 
-    monkeypatch.setattr(pg_store, "GRAPH_MIN_VECTORS", BULK_VECTORS)  # a vault worth a graph
+    monkeypatch.setattr(pg_vectors, "GRAPH_MIN_VECTORS", BULK_VECTORS)  # a vault worth a graph
     url, name = pg_vault
     root = tmp_path / "v"
     for i in range(BULK_VECTORS + 200):
@@ -784,10 +784,10 @@ def _word_vault(
     graph_from: int,
 ) -> tuple[Path, PostgresLocation]:
     """A vault of `notes` word notes indexed, its graph built from `graph_from` vectors."""
-    from memsync import pg_store
+    from memsync import pg_vectors
     from memsync.sync import index_vault
 
-    monkeypatch.setattr(pg_store, "GRAPH_MIN_VECTORS", graph_from)
+    monkeypatch.setattr(pg_vectors, "GRAPH_MIN_VECTORS", graph_from)
     root, where = tmp_path / "v", PostgresLocation(*pg_vault)
     _word_notes(root, range(notes), pg_vault[1])
     with where.open(create=True) as store:

@@ -161,7 +161,7 @@ def test_schema_1_indexes_are_upgraded_in_place(tmp_path: Path) -> None:
     from memsync.sqlite_store import MIGRATIONS
 
     conn = apsw.Connection(str(tmp_path / "old.sqlite"))
-    conn.execute(MIGRATIONS[0])
+    conn.execute(MIGRATIONS[0].sql)
     conn.execute("PRAGMA user_version=1")
     conn.execute("INSERT INTO skipped(path, reason, at) VALUES('big.md', 'too large', 1)")
     conn.close()
