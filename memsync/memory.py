@@ -59,9 +59,8 @@ __all__ = [
 
 log = logging.getLogger("memsync.memory")
 WRITE_SYNC_WAIT = 5.0  # seconds an agent's write waits for a running watcher to index it
-# A question, not a document: embedding costs time in proportion to the text (the local model on
-# one core: 1,000 Chinese characters 2.3 s, 1,000 English 0.7 s, 120,000 a minute and more), and
-# one agent's pasted document would hold the MCP server for minutes.
+# A question, not a document: embedding costs time in proportion to the text, and one agent's
+# pasted document would hold the MCP server for minutes.
 MAX_QUERY_CHARS = 1000
 
 

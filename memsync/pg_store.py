@@ -159,8 +159,8 @@ class PgStore(PgKeywords, PgVectors, VaultSchema):
 
     def cached_embeddings(self, key: ModelKey | None, hashes: Sequence[str]) -> dict[str, bytes]:
         """One index probe per hash: the cache is shared by every vault of the database, and
-        with `hash IN (...)` the planner read all of a model's rows for each batch (10,000
-        rows: 5 ms a batch, growing with the cache; analyzed or not)."""
+        with `hash IN (...)` the planner read all of a model's rows for each batch, a cost that
+        grows with the cache (analyzed or not)."""
         if key is None or not hashes:
             return {}
         rows = self._rows(

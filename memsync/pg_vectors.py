@@ -22,18 +22,17 @@ if TYPE_CHECKING:
     import numpy as np
 
 log = logging.getLogger("memsync.pg")
-# the HNSW graph, chosen for recall@10 >= 0.98 against exact search at 100k model-like chunks
-# (bench_postgres.py: 0.991 at 15 ms; pgvector's default m 16, ef_construction 64 reach 0.975
-# only at ef_search 1,000, the most it allows); its search list is config.EF_SEARCH
+# the HNSW graph, chosen for recall@10 >= 0.98 against exact search at 100k model-like chunks,
+# which pgvector's defaults (m 16, ef_construction 64) do not reach; its search list is
+# config.EF_SEARCH (benchmarks/NOTES.md)
 HNSW_M, HNSW_EF_CONSTRUCTION = 32, 128
-# the mean vectors' type: half precision where pgvector has it (0.7+; the same recall at 100k
-# chunks, a third of the graph's size, a faster graph step), and the most dimensions pgvector's
+# the mean vectors' type: half precision where pgvector has it (0.7+; the same recall, a smaller
+# graph, a faster graph step), and the most dimensions pgvector's
 # HNSW indexes of each; above, search is exact
 HNSW_MAX_DIMS = {"vector": 2000, "halfvec": 4000}
-# a vault's mean vectors from which an HNSW graph pays: 384-dimension vectors, ef_search 400,
-# the nearest 100 on this 2-core machine: 10,000 exact 5.3 ms / graph 7.0 ms (its build 8.6 s),
-# 20,000 11.2 / 10.7 ms, 50,000 29.1 / 13.7 ms; below, a vault is scanned exactly, as SQLite's
-# sqlite-vec scans it: as fast, every neighbour found, no graph to build or hold in memory
+# a vault's mean vectors from which an HNSW graph is faster than an exact scan (benchmarks/NOTES.md);
+# below, a vault is scanned exactly, as SQLite's sqlite-vec scans it: as fast, every neighbour
+# found, no graph to build or hold in memory
 GRAPH_MIN_VECTORS = 20_000
 BULK_VECTORS = 1000  # vectors added at once, and most of a vault's, from which the graph is rebuilt
 
@@ -122,7 +121,7 @@ class PgVectors(SharedReading):
         return self._version
 
     def _attach_vectors(self, key: ModelKey, items: Sequence[tuple[int, str, bytes]]) -> int:
-        """One statement for the batch (a round trip per vector made loads 20x slower)."""
+        """One statement for the batch (a round trip per vector makes loads many times slower)."""
         dims = self.dims() or 0
         with self.conn.cursor() as cursor:
             cursor.execute(
@@ -167,8 +166,7 @@ class PgVectors(SharedReading):
         """A vault made while the server had no halfvec (pgvector < 0.7) keeps its mean vectors
         as `vector`; once the server has it, the writer's next sync converts them in place (no
         re-embedding: the windows, which score the results, stay full precision) and builds the
-        graph again over them: a third of its size and a faster graph step at 100k chunks (130
-        against 202 MB, 12.3 against 17.1 ms, recall 0.955 against 0.958)."""
+        graph again over them: smaller, with a faster graph step and the same recall."""
         log.info(
             "converting the mean vectors to halfvec(%d) (once; then the graph is rebuilt)", dims
         )
@@ -231,7 +229,7 @@ class PgVectors(SharedReading):
     def _mean_rows(self, ids: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """(ids, rows) of the mean vectors of the chunks `ids`, or of every chunk, by id: in
         pgvector's own binary form (a 4-byte header, then big-endian floats) joined into one
-        buffer, no object per vector (100k vectors: 1.1 s, a third of reading objects)."""
+        buffer, no object per vector (a third of the time reading objects takes)."""
         import numpy as np
 
         dims = self.dims() or 0
@@ -270,8 +268,8 @@ class PgVectors(SharedReading):
         self, vector: np.ndarray, wanted: int, only: NoteFilter, allowed: str, args: list[Any]
     ) -> list[tuple[Any, ...]]:
         """(id, windows) of the `wanted` chunks whose mean is nearest: through the graph where
-        it serves, else an exact scan. Rows in binary form: the windows' hex text took 3 ms of a
-        query to send and decode (0.9 ms as bytes)."""
+        it serves, else an exact scan. Rows in binary form: the windows' hex text costs a query
+        three times as much to send and decode."""
         kind, dims, graph = self._centroid_column()
         graph = graph and wanted <= 1000 and dims <= HNSW_MAX_DIMS[kind]
         rows: list[tuple[Any, ...]] | None = None

@@ -374,8 +374,7 @@ def copies(a: set[str], b: set[str], same_note: bool) -> bool:
 
 
 # two chunks of one note, or of notes that copy each other, are at least this alike to MMR: they
-# share a subject whatever their words (near-copies' repeats in the top 3: 0.07 -> 0.00 at lambda
-# 0.7; 0.3 left one at lambda 0.9)
+# share a subject whatever their words (benchmarks/NOTES.md)
 SAME_NOTE = 0.5
 
 

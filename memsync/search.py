@@ -307,7 +307,7 @@ def _keyword_legs(
 ) -> None:
     """The keyword leg, then for a Chinese question the same across scripts: its glosses search
     the English chunks (in a vault without them they find nothing, at little cost), beside the
-    vector leg as the keyword leg is (a long question's glosses cost 55 ms at 100k chunks)."""
+    vector leg as the keyword leg is (a long question's glosses cost as much as a leg)."""
     _keyword_leg(store, query, options, legs, notices)
     if legs.ran_text and query_script == "cjk":
         _glossed_leg(store, query, query_script, options, legs, notices)
@@ -487,7 +487,7 @@ def _nearest_lines(candidate: Candidate, query_vector: np.ndarray | None) -> tup
     """The lines of the candidate's window nearest the question (0-based in its text, the end
     excluded; a short note's whole vector, which may score it, says no lines); None without
     vectors or their lines, or where those lines are cut away (a result of its note above shows
-    them: leaning on the nearest of the rest showed the evidence turn 0.002 less often, LoCoMo)."""
+    them: leaning on the nearest of the rest showed the evidence less often)."""
     if candidate.vectors is None or candidate.window_lines is None or query_vector is None:
         return None
     lines = read_window_lines(candidate.window_lines)

@@ -391,7 +391,7 @@ class SharedTables(SchemaSteps):
     def _sample_ids(self, size: int) -> list[int]:
         """Up to `size` chunk ids spread evenly from the first to the last. Two subqueries: SQLite
         answers a lone min() or max() from the primary key, both in one select by reading every
-        row (17 ms at 100k chunks, on every query's calibration sample)."""
+        row (on every query's calibration sample)."""
         [(low, high)] = self._rows(
             "SELECT (SELECT min(id) FROM chunks), (SELECT max(id) FROM chunks)"
         )

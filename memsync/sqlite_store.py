@@ -137,7 +137,7 @@ def _now() -> int:
 
 def _vec_extension() -> str:
     """sqlite-vec's loadable file, found without importing the package (which imports numpy,
-    40 ms that a no-op sync does not need)."""
+    which a no-op sync does not need)."""
     import importlib.util
 
     spec = importlib.util.find_spec("sqlite_vec")
@@ -187,8 +187,8 @@ class SqliteStore(SharedReading):
 
     def __init__(self, path: Path, *, create: bool = True, vectors_in_memory: bool = False) -> None:
         """`vectors_in_memory`: for long-lived callers (an agent, the evaluation) that query many
-        times: the vectors stay in RAM (4 bytes x dims per chunk) and KNN is a numpy product, about
-        8x faster than sqlite-vec's scan at 100k chunks; a one-shot CLI query does not pay to load them.
+        times: the vectors stay in RAM (4 bytes x dims per chunk) and KNN is a numpy product, much
+        faster than sqlite-vec's scan; a one-shot CLI query does not pay to load them.
         `create=False` (readers): the index must exist, and one this user cannot write is opened
         read-only (`read_only` says so) instead of failing; an older schema is read as it is
         (`create=True` is the writer's, under its lock: it migrates)."""
@@ -415,8 +415,8 @@ class SqliteStore(SharedReading):
 
     def _move_chunks(self, old: str, new: str) -> None:
         super()._move_chunks(old, new)
-        # by rowid: chunks_fts's path is UNINDEXED, and `WHERE path = ?` read every row (58 ms a
-        # note at 78k chunks: renaming a folder of 173 notes kept the watcher busy for 11 s)
+        # by rowid: chunks_fts's path is UNINDEXED, and `WHERE path = ?` reads every row, for
+        # every note of a renamed folder
         self.conn.execute(
             "UPDATE chunks_fts SET path = ? WHERE rowid IN (SELECT id FROM chunks WHERE path = ?)",
             (new, new),
@@ -446,7 +446,7 @@ class SqliteStore(SharedReading):
                     (match, limit),
                 )
             # `+rowid` keeps the planner from handing the id list to FTS5 as a rowid constraint
-            # (a lookup per id, 10x slower): FTS5 scans its matches, each checked against the list
+            # (a lookup per id, much slower): FTS5 scans its matches, each checked against the list
             allowed, args = self._allowed(only)
             return self._rows(
                 "SELECT rowid, bm25(chunks_fts) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? "
