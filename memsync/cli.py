@@ -516,6 +516,7 @@ MAX_LOG_LINE = 500  # characters: a library's message naming thousands of paths 
 
 def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
     """memsync's log (and the named libraries') on stderr or appended to a file, never stdout."""
+
     class ShortLines(logging.Formatter):
         def format(self, record: logging.LogRecord) -> str:
             return "\n".join(

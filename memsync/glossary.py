@@ -139,7 +139,11 @@ class Glossary:
                     raise
                 self._rebuilt = True
                 self._db.close()
-                log.info("the Chinese-English glossary at %s is damaged (%s): built anew", self._path, exc)
+                log.info(
+                    "the Chinese-English glossary at %s is damaged (%s): built anew",
+                    self._path,
+                    exc,
+                )
                 build(self._path)
                 self._db = _connect(self._path)
                 self._notice = f"the Chinese-English glossary was damaged ({exc}) and is built anew"

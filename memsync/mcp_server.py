@@ -60,7 +60,6 @@ def _result(text: str, structured: Any) -> CallToolResult:
     )
 
 
-
 def _read(memory: Memory, path: str, start: int | None, end: int | None) -> Lines | None:
     try:
         return memory.read(path, start, end)
@@ -82,6 +81,7 @@ def _read_either_form(memory: Memory, path: str, start: int | None, end: int | N
             "give the path exactly as memory_search's data shows it"
         )
     return literal or other or memory.read(path, start, end)
+
 
 class MemoryServer:
     """The tools over one index, opened on first use and kept open (vectors in memory)."""
@@ -141,7 +141,9 @@ class MemoryServer:
                 if isinstance(exc, StoreError) and exc.reopen:  # a server restarted, a disk
                     log.warning("%s: %s; the index is opened again on the next call", name, exc)
                     self.close()
-                raise ToolError(output.escape_controls(str(exc))) from None  # a name may hold a newline
+                raise ToolError(
+                    output.escape_controls(str(exc))
+                ) from None  # a name may hold a newline
             except Exception as exc:
                 log.exception("%s failed", name)
                 raise ToolError(

@@ -122,7 +122,7 @@ class SchemaSteps:
 
     @property
     def behind(self) -> str:
-        """"" for an index of this release's schema; else what a reader of an older one says
+        """ "" for an index of this release's schema; else what a reader of an older one says
         (read again: a writer may have upgraded it since)."""
         if self.schema < self.SCHEMA_VERSION:
             self.schema = self._schema_version()

@@ -119,7 +119,7 @@ class StoreReader(Protocol):
 
     @property
     def behind(self) -> str:
-        """"" for an index of this release's schema; else, in one line, that the answers come
+        """ "" for an index of this release's schema; else, in one line, that the answers come
         from an older one as it is and who brings it up to date (a reader never migrates)."""
 
     def close(self) -> None: ...

@@ -264,7 +264,9 @@ class Syncer:
         work = plan(disk, {p: index[p] for p in disk if p in index}, skips)
         report.skipped.extend((p, skips[p].reason) for p in work.still_skipped)
         removed = [p for p in candidates if p in index and p not in disk]
-        forget = [as_text(p) for p in candidates if as_text(p) in skips and p not in work.still_skipped]
+        forget = [
+            as_text(p) for p in candidates if as_text(p) in skips and p not in work.still_skipped
+        ]
         if new_skips or forget:
             self.store.update_skips(new_skips, forget)
         report.unchanged += work.unchanged

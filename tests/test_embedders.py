@@ -250,9 +250,7 @@ def test_an_error_body_that_echoes_the_key_is_redacted(embedding_server: Embeddi
     with pytest.raises(EmbeddingResponseError) as raised:
         _openai(embedding_server).embed_documents(["a"])
     assert "sk-secret-123" not in str(raised.value) and "***" in str(raised.value)
-    assert scrub("Authorization: Bearer abc.def-ghi_123456") == (
-        "Authorization: Bearer ***"
-    )
+    assert scrub("Authorization: Bearer abc.def-ghi_123456") == ("Authorization: Bearer ***")
     assert scrub('{"api_key": "zzzzzzzzzzzz"}') == '{"api_key": "***"}'
 
 

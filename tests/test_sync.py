@@ -258,7 +258,11 @@ def test_keyword_only_run_leaves_chunks_pending_until_a_model_runs(
         report = index_vault(store, root, MB, None)
         assert report.pending == store.counts()["chunks"] > 0
         later = embed_pending(store, hash_embedder)
-        assert later.pending == 0 and later.embedded == report.pending and store.model_key() == hash_embedder.key
+        assert (
+            later.pending == 0
+            and later.embedded == report.pending
+            and store.model_key() == hash_embedder.key
+        )
 
 
 def test_changing_the_model_reembeds_and_never_mixes_vectors(
