@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -165,7 +166,45 @@ def shared_words(query: str, document: str) -> float:
     return len(words & set(re.findall(r"\w+", document.lower()))) / (1 + len(words))
 
 
-class EmbeddingServer:
+class JsonHandler(BaseHTTPRequestHandler):
+    """A test server's handler: quiet, and reading a request's JSON body."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def read_json(self) -> Any:
+        length = int(self.headers.get("Content-Length", 0))
+        return json.loads(self.rfile.read(length) or b"{}")
+
+
+class LocalServer:
+    """A real HTTP server on 127.0.0.1 in a thread of its own; `closing` is set when it closes,
+    so that an answer still being written (a delay, a trickle) ends at once."""
+
+    def __init__(self) -> None:
+        self.closing = threading.Event()
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        # a short poll: shutdown() waits for the loop to see it (0.5 s by default, every test)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    def close(self) -> None:
+        self.closing.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+class EmbeddingServer(LocalServer):
     """A real HTTP server on 127.0.0.1 speaking OpenAI's and Ollama's embedding APIs, and the
     common /rerank API (Jina/Cohere's body, or Text Embeddings Inference's).
 
@@ -174,10 +213,10 @@ class EmbeddingServer:
     """
 
     def __init__(self, dims: int = 16) -> None:
+        super().__init__()  # closing ends a delay at once: teardown never waits for one
         self.dims = dims
         self.script: list[tuple[int, dict[str, str]]] = []
         self.delay = 0.0
-        self.closing = threading.Event()  # ends a delay at once: teardown never waits for one
         self.in_flight = 0  # requests being answered now, and the most at once
         self.most_in_flight = 0
         self._counting = threading.Lock()
@@ -189,14 +228,9 @@ class EmbeddingServer:
         self._model = HashEmbedder(dims)
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(JsonHandler):
             def do_POST(self) -> None:  # noqa: N802
-
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
+                body = self.read_json()
                 server.requests.append(body)
                 server.headers.append(dict(self.headers))
                 with server._counting:
@@ -250,23 +284,11 @@ class EmbeddingServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        # a short poll: shutdown() waits for the loop to see it (0.5 s by default, every test)
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
-        self.thread.start()
+        self.serve(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def close(self) -> None:
-        self.closing.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
+        return f"http://127.0.0.1:{self.port}"
 
 
 @pytest.fixture

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
-from conftest import EmbeddingServer, memsync, write
+from conftest import EmbeddingServer, JsonHandler, LocalServer, memsync, write
 
 from memsync.embedders import Reranker
 from memsync.errors import EmbeddingResponseError
@@ -137,25 +137,21 @@ def test_an_answer_that_is_not_scores_is_a_provider_error(answer: object) -> Non
 Answer = Callable[[BaseHTTPRequestHandler, int, threading.Event], None]
 
 
-class MisbehavingReranker:
+class MisbehavingReranker(LocalServer):
     """A real HTTP server on 127.0.0.1 whose /rerank answer is `answer(handler, documents,
     closing)`: raw bytes, odd headers, a trickle, an endless body. `closing` ends a trickle or
     an endless body when the test ends; `held` is set while an answer is being written."""
 
     def __init__(self, answer: Answer) -> None:
+        super().__init__()
         self.answer = answer
-        self.closing = threading.Event()
         self.held = threading.Event()
         self.requests: list[dict[str, object]] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(JsonHandler):
             def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length))
+                body = self.read_json()
                 server.requests.append(body)
                 server.held.set()
                 try:
@@ -165,22 +161,11 @@ class MisbehavingReranker:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # memsync stopped reading, as it should
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
-        self.thread.start()
+        self.serve(Handler)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1/rerank"
-
-    def close(self) -> None:
-        self.closing.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
+        return f"http://127.0.0.1:{self.port}/v1/rerank"
 
 
 def _send(handler: BaseHTTPRequestHandler, raw: bytes, status: int = 200, **headers: str) -> None:
