@@ -55,7 +55,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.graph:
-        from memsync import pg_vectors
+        from memsync.store import pg_vectors
 
         pg_vectors.GRAPH_MIN_VECTORS = 1
     folder = Path(tempfile.mkdtemp())

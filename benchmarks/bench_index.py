@@ -22,9 +22,9 @@ from pathlib import Path
 
 from benchmarks.common import MEMSYNC, make_vault, process_seconds, timed
 from memsync.embedders import LocalEmbedder
-from memsync.embedding import embed_pending
-from memsync.sqlite_store import SqliteStore
-from memsync.sync import index_vault
+from memsync.store.sqlite_store import SqliteStore
+from memsync.sync.embedding import embed_pending
+from memsync.sync.syncer import index_vault
 
 
 def bare_walk_stat(root: Path) -> int:

@@ -23,7 +23,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from benchmarks.common import MEMSYNC, QUERIES, build, p95, rss_mb
 from memsync.embedders import LocalEmbedder
-from memsync.locate import SqliteLocation
+from memsync.store.locate import SqliteLocation
 
 
 def server_pid() -> int | None:

@@ -47,12 +47,12 @@ from memsync.chunking import chunk_text
 from memsync.config import EF_SEARCH
 from memsync.embedders import LocalEmbedder
 from memsync.filters import note_filter
-from memsync.locate import Location, PostgresLocation, SqliteLocation
-from memsync.options import Options
-from memsync.pg_vectors import HNSW_EF_CONSTRUCTION, HNSW_M
-from memsync.search import search
-from memsync.store import StoreWriter as Store
-from memsync.sync import index_vault
+from memsync.search.options import Options
+from memsync.search.pipeline import search
+from memsync.store.locate import Location, PostgresLocation, SqliteLocation
+from memsync.store.pg_vectors import HNSW_EF_CONSTRUCTION, HNSW_M
+from memsync.store.protocols import StoreWriter as Store
+from memsync.sync.syncer import index_vault
 from memsync.vectors import coarse_pool, rescored
 
 EF_VALUES = (100, 200, 400, 800)

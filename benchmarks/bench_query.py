@@ -18,8 +18,8 @@ from pathlib import Path
 from benchmarks.common import SAMPLE_VAULT, build, in_process, whole_process
 from memsync.embedders import LocalEmbedder
 from memsync.filters import note_filter
-from memsync.locate import SqliteLocation
-from memsync.options import Options
+from memsync.search.options import Options
+from memsync.store.locate import SqliteLocation
 
 
 def main() -> None:

@@ -29,10 +29,10 @@ from benchmarks.common import MEMSYNC, SAMPLE_VAULT, make_vault, p95, rss_mb
 from memsync import fts
 from memsync.config import load_config
 from memsync.embedders import LocalEmbedder
-from memsync.locate import SqliteLocation
-from memsync.sqlite_store import SqliteStore
-from memsync.store import StoreWriter as Store
-from memsync.watcher import Watcher
+from memsync.store.locate import SqliteLocation
+from memsync.store.protocols import StoreWriter as Store
+from memsync.store.sqlite_store import SqliteStore
+from memsync.sync.watcher import Watcher
 
 
 def _start(root: Path, db: Path, embedder: object) -> tuple[Watcher, threading.Thread]:

@@ -30,11 +30,11 @@ from memsync import fts
 from memsync.chunking import chunk_text, embed_inputs
 from memsync.config import data_dir
 from memsync.embedders import LocalEmbedder
-from memsync.glossary import cached_path
-from memsync.locate import Location
-from memsync.options import Options
-from memsync.search import search
-from memsync.store import FileRow, NewChunk, StoreWriter
+from memsync.search.glossary import cached_path
+from memsync.search.options import Options
+from memsync.search.pipeline import search
+from memsync.store.locate import Location
+from memsync.store.protocols import FileRow, NewChunk, StoreWriter
 from memsync.vectors import to_blob
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -45,12 +45,12 @@ from benchmarks.common import ROOT, SAMPLE_VAULT, start_pgserver
 from memsync.embedders import LocalEmbedder
 from memsync.evaluate import distinct, novelty_ndcg_at, score_run
 from memsync.filters import note_filter
-from memsync.locate import Location, PostgresLocation, SqliteLocation
-from memsync.options import Options
-from memsync.search import Hit, search
-from memsync.sqlite_store import SqliteStore
-from memsync.store import StoreWriter as Store
-from memsync.sync import index_vault
+from memsync.search.options import Options
+from memsync.search.pipeline import Hit, search
+from memsync.store.locate import Location, PostgresLocation, SqliteLocation
+from memsync.store.protocols import StoreWriter as Store
+from memsync.store.sqlite_store import SqliteStore
+from memsync.sync.syncer import index_vault
 
 TODAY = date(2026, 11, 29)  # the sample vault's "now", so decay is reproducible
 CONFIGS = {

@@ -439,7 +439,7 @@ def watch(
     def action() -> None:
         import signal
 
-        from .watcher import Watcher
+        from .sync.watcher import Watcher
 
         config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO

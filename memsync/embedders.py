@@ -27,7 +27,7 @@ from .errors import (
     EmbeddingUnavailable,
 )
 from .redact import redacted, scrub
-from .store import ModelKey
+from .store.protocols import ModelKey
 from .vectors import normalise
 
 if TYPE_CHECKING:  # numpy is imported when vectors are made: a no-op sync never needs it

@@ -30,21 +30,21 @@ from .embedders import (
     make_reranker,
     resolve_provider,
 )
-from .embedding import ProgressFactory
 from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, StoreError, VaultTaken
 from .filters import note_filter, path_globs
-from .glossary import cached_path, shared_glossary
-from .locate import Location, check_writer, for_vault, locate, owner_of
-from .lock import QUERY_REFRESH
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import checked_path, note_path, parse_location
-from .options import Options
-from .origin import Origin, this_host
-from .ranking import query_words
-from .search import SAMPLE_CHUNKS, Outcome, ranked, reranked
+from .search.glossary import cached_path, shared_glossary
+from .search.options import Options
+from .search.pipeline import SAMPLE_CHUNKS, Outcome, ranked, reranked
+from .search.ranking import query_words
 from .status import gather, vaults_in
-from .store import ModelKey, StoreWriter
-from .sync import Report, Syncer, drift, index_vault
+from .store.locate import Location, check_writer, for_vault, locate, owner_of
+from .store.lock import QUERY_REFRESH
+from .store.origin import Origin, this_host
+from .store.protocols import ModelKey, StoreWriter
+from .sync.embedding import ProgressFactory
+from .sync.syncer import Report, Syncer, drift, index_vault
 from .vault import IgnoreRules, vault_root
 
 __all__ = [

@@ -24,8 +24,8 @@ from .text import unescape_name as unescape_name
 
 if TYPE_CHECKING:
     from .notes import Lines
-    from .search import Outcome
-    from .sync import Report
+    from .search.pipeline import Outcome
+    from .sync.syncer import Report
 
 
 def as_json(value: Any) -> str:

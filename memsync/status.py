@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import MemsyncError
-from .locate import Location, PostgresLocation, vaults_at
-from .origin import Origin
 from .redact import redact
-from .store import StoreReader
-from .sync import drift, rules_current
+from .store.locate import Location, PostgresLocation, vaults_at
+from .store.origin import Origin
+from .store.protocols import StoreReader
+from .sync.syncer import drift, rules_current
 
 
 def gather(location: Location, opened: StoreReader | None = None) -> dict[str, Any]:

@@ -19,8 +19,8 @@ import pytest
 
 from memsync.config import data_dir
 from memsync.embedders import Embedder
-from memsync.glossary import cached_path, open_glossary
-from memsync.locate import Location, PostgresLocation, SqliteLocation
+from memsync.search.glossary import cached_path, open_glossary
+from memsync.store.locate import Location, PostgresLocation, SqliteLocation
 from memsync.vectors import normalise
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,7 +119,7 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Locatio
     if request.param == "sqlite":
         yield SqliteLocation(tmp_path / "index.sqlite")
     else:
-        from memsync import pg_vectors
+        from memsync.store import pg_vectors
 
         # the graph from the first vector, as a large vault has it (below GRAPH_MIN_VECTORS a
         # vault is scanned exactly: test_postgres covers that)
@@ -376,7 +376,7 @@ def set_back(db: Path, version: int) -> None:
     """The index as the memsync of schema `version` made it: the later migrations undone."""
     import apsw
 
-    from memsync.sqlite_store import SCHEMA_VERSION
+    from memsync.store.sqlite_store import SCHEMA_VERSION
 
     conn = apsw.Connection(str(db))
     for number in range(SCHEMA_VERSION, version, -1):

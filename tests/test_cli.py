@@ -343,7 +343,7 @@ def test_a_database_error_after_opening_is_one_line_exit_1(
 ) -> None:
     import apsw
 
-    from memsync.sqlite_store import SqliteStore
+    from memsync.store.sqlite_store import SqliteStore
 
     vault = _vault(tmp_path / "notes")
 

@@ -6,7 +6,7 @@ import queue
 import threading
 import time
 
-from memsync.debounce import Debouncer
+from memsync.sync.debounce import Debouncer
 
 
 def test_nothing_within_the_timeout_is_an_empty_batch() -> None:

@@ -191,7 +191,7 @@ def test_a_team_index_of_a_remote_provider_is_queried_only_when_this_reader_name
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from memsync.embedders import embedder_for_index
-    from memsync.store import ModelKey
+    from memsync.store.protocols import ModelKey
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-exported-for-something-else")
     key = ModelKey("openai", "text-embedding-3-small", "f")
@@ -230,10 +230,10 @@ def test_vectors_without_a_direction_are_a_provider_error(
 def test_nan_vectors_are_never_stored_and_queries_still_work(
     tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
-    from memsync.options import Options
-    from memsync.search import search
-    from memsync.sqlite_store import SqliteStore
-    from memsync.sync import index_vault
+    from memsync.search.options import Options
+    from memsync.search.pipeline import search
+    from memsync.store.sqlite_store import SqliteStore
+    from memsync.sync.syncer import index_vault
 
     write(tmp_path / "v", "a.md", "# A\n\nport 6380\n")
     embedding_server.transform = lambda vs: [[float("nan")] * len(v) for v in vs]

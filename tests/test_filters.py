@@ -13,12 +13,12 @@ import pytest
 from conftest import HashEmbedder, write
 
 from memsync.filters import note_filter
-from memsync.locate import Location
-from memsync.options import Options
-from memsync.search import search
-from memsync.sqlite_store import SqliteStore
-from memsync.store import StoreWriter as Store
-from memsync.sync import index_vault
+from memsync.search.options import Options
+from memsync.search.pipeline import search
+from memsync.store.locate import Location
+from memsync.store.protocols import StoreWriter as Store
+from memsync.store.sqlite_store import SqliteStore
+from memsync.sync.syncer import index_vault
 
 MB = 1 << 20
 TODAY = date(2026, 11, 30)

@@ -5,9 +5,9 @@ from collections.abc import Iterator
 import pytest
 
 from memsync import fts
-from memsync.locate import Location
-from memsync.store import FileRow, NewChunk
-from memsync.store import StoreWriter as Store
+from memsync.store.locate import Location
+from memsync.store.protocols import FileRow, NewChunk
+from memsync.store.protocols import StoreWriter as Store
 
 HOSTILE = [
     '"',

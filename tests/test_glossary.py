@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from memsync import glossary
-from memsync.glossary import (
+from memsync.search import glossary
+from memsync.search.glossary import (
     Glossary,
     build,
     cached_path,

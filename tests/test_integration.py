@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_VAULT, EmbeddingServer, write
 
-from memsync.sqlite_store import SqliteStore
+from memsync.store.sqlite_store import SqliteStore
 
 
 def _offline_prefix() -> list[str]:

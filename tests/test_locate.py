@@ -9,7 +9,7 @@ from conftest import write
 
 from memsync.config import load_config
 from memsync.errors import AmbiguousIndex, ConfigError, IndexNotFound
-from memsync.locate import (
+from memsync.store.locate import (
     PostgresLocation,
     SqliteLocation,
     default_name,
@@ -17,7 +17,7 @@ from memsync.locate import (
     known_indexes,
     locate,
 )
-from memsync.sync import index_vault
+from memsync.sync.syncer import index_vault
 
 
 def _index(root: Path) -> Path:

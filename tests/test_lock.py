@@ -13,7 +13,7 @@ import pytest
 
 import memsync
 from memsync.errors import LockError
-from memsync.lock import FileLock, read_holder
+from memsync.store.lock import FileLock, read_holder
 
 
 def test_a_second_writer_is_refused_naming_the_first_and_gets_the_lock_once_it_is_free(
@@ -33,7 +33,7 @@ def test_a_second_writer_is_refused_naming_the_first_and_gets_the_lock_once_it_i
 
 
 def _windows_lock_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    """memsync/lock.py imported as on Windows: no fcntl, and an msvcrt whose byte-range locks
+    """memsync/store/lock.py imported as on Windows: no fcntl, and an msvcrt whose byte-range locks
     belong to one open file each (as Windows handles do)."""
     held: dict[tuple[int, int], int] = {}
 
@@ -47,8 +47,8 @@ def _windows_lock_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     fake = types.SimpleNamespace(LK_NBLCK=2, LK_UNLCK=0, locking=locking)
     monkeypatch.setitem(sys.modules, "msvcrt", fake)
     monkeypatch.setitem(sys.modules, "fcntl", None)  # importing it fails, as on Windows
-    path = Path(memsync.__file__).with_name("lock.py")
-    spec = importlib.util.spec_from_file_location("memsync.lock_on_windows", path)
+    path = Path(memsync.__file__).parent / "store" / "lock.py"
+    spec = importlib.util.spec_from_file_location("memsync.store.lock_on_windows", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

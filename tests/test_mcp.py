@@ -483,8 +483,8 @@ def test_look_alikes_of_protected_notes_read_only_notes_and_ignored_folders_in_a
 
 def test_a_write_while_a_watcher_runs_is_indexed_by_the_watcher(indexed: tuple[Path, Path]) -> None:
     from memsync.config import load_config
-    from memsync.locate import SqliteLocation
-    from memsync.watcher import Watcher
+    from memsync.store.locate import SqliteLocation
+    from memsync.sync.watcher import Watcher
 
     vault, db = indexed
     watcher = Watcher(vault.resolve(), SqliteLocation(db), load_config(debounce_ms=100), None)

@@ -13,8 +13,8 @@ import pytest
 from conftest import memsync, write
 
 from memsync.errors import VaultTaken
-from memsync.origin import HOST_KEY, PATH_KEY, Origin, Owner
 from memsync.redact import redact
+from memsync.store.origin import HOST_KEY, PATH_KEY, Origin, Owner
 
 
 def _notes(root: Path, topic: str) -> Path:

@@ -13,7 +13,7 @@ from memsync.output import (
     tree_text,
     wants_color,
 )
-from memsync.search import Hit, Outcome
+from memsync.search.pipeline import Hit, Outcome
 from memsync.text import escape_controls, escape_name, unescape_name
 
 

@@ -3,6 +3,7 @@ and each of them imports from the wheel alone."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,8 +13,12 @@ from conftest import ROOT
 
 
 def test_the_wheel_ships_every_module_and_each_imports(tmp_path: Path) -> None:
+    # a copy of the sources: setuptools would reuse a build/ folder left in the checkout, and
+    # ship modules since moved or deleted
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".*", "build", "__pycache__"))
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation",
          "--quiet", "--wheel-dir", str(tmp_path)],
         capture_output=True,
         text=True,
@@ -22,8 +27,8 @@ def test_the_wheel_ships_every_module_and_each_imports(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("memsync-*.whl")
     shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".py")}
-    source = {str(p.relative_to(ROOT)) for p in (ROOT / "memsync").rglob("*.py")}
-    assert shipped == source
+    in_checkout = {str(p.relative_to(ROOT)) for p in (ROOT / "memsync").rglob("*.py")}
+    assert shipped == in_checkout
     names = (name[:-3].replace("/", ".").removesuffix(".__init__") for name in shipped)
     modules = sorted(name for name in names if name != "memsync.__main__")  # it runs the CLI
     check = (

@@ -6,7 +6,16 @@ import random
 
 import psycopg
 
-from memsync.pg_bm25 import K1, Bm25, frequency, idf, phrases_of, top_any, tsquery, tsvector_of
+from memsync.store.pg_bm25 import (
+    K1,
+    Bm25,
+    frequency,
+    idf,
+    phrases_of,
+    top_any,
+    tsquery,
+    tsvector_of,
+)
 
 
 def test_tsvectors_keep_fts5_s_tokens_and_positions_and_quote_everything() -> None:

@@ -15,14 +15,15 @@ import pytest
 from click.testing import CliRunner
 from conftest import EmbeddingServer, HashEmbedder, drop_vault, write
 
-from memsync import pg_schema, sync
 from memsync.cli import main
 from memsync.errors import LockError, MemsyncError, StoreError
 from memsync.filters import NoteFilter, note_filter
-from memsync.locate import PostgresLocation
 from memsync.redact import UNREADABLE, redact, scrub
-from memsync.store import StoreReader
-from memsync.sync import Syncer
+from memsync.store import pg_schema
+from memsync.store.locate import PostgresLocation
+from memsync.store.protocols import StoreReader
+from memsync.sync import syncer
+from memsync.sync.syncer import Syncer
 
 
 def _invoke(*args: str) -> object:
@@ -125,7 +126,7 @@ def test_a_killed_writer_leaves_no_lock_behind(tmp_path: Path, pg_vault: tuple[s
     url, name = pg_vault
     code = (
         "import os, sys\n"
-        "from memsync.locate import PostgresLocation\n"
+        "from memsync.store.locate import PostgresLocation\n"
         f"PostgresLocation({url!r}, {name!r}).writer_lock('watch').acquire()\n"
         "print('held', flush=True)\n"
         "os.kill(os.getpid(), 9)\n"
@@ -175,7 +176,7 @@ def test_a_crash_mid_file_leaves_the_vault_consistent(
                         raise psycopg.OperationalError("server closed the connection unexpectedly")
                 return self.cursor.executemany(query, *args, **kwargs)
 
-        monkeypatch.setattr(sync, "BATCH_NOTES", 2)
+        monkeypatch.setattr(syncer, "BATCH_NOTES", 2)
         monkeypatch.setattr(store.conn, "cursor", DiesAtTheEndOfTheSecondBatch)
         with pytest.raises(StoreError, match="server failed") as raised:  # translated at the store
             Syncer(store, root, 1 << 20).sync_all()
@@ -355,7 +356,7 @@ def test_an_unreachable_server_is_one_line_exit_1(tmp_path: Path) -> None:
 def test_without_psycopg_a_postgres_url_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from memsync import pg_connect
+    from memsync.store import pg_connect
 
     for missing in ("psycopg", "pgvector.psycopg"):
         with monkeypatch.context() as patched:
@@ -386,12 +387,12 @@ def test_a_vault_of_the_release_before_records_its_windows_lines_and_keeps_its_v
     text = "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60))
     write(root, "chat.md", text)
     with where.open(create=True) as store:
-        sync.index_vault(store, root, 1 << 20, hash_embedder)
+        syncer.index_vault(store, root, 1 << 20, hash_embedder)
         store.conn.execute("ALTER TABLE chunks DROP COLUMN windows")  # type: ignore[attr-defined]
-        store.record(schema_version=4, chunker=sync.INDEX_RULES.replace(" spans", ""))
+        store.record(schema_version=4, chunker=syncer.INDEX_RULES.replace(" spans", ""))
     with where.open(create=True) as store:  # the writer (index, watch) migrates it
         assert all(row.window_lines is None for row in store.chunks(range(1, 100)).values())
-        report = sync.index_vault(store, root, 1 << 20, hash_embedder)
+        report = syncer.index_vault(store, root, 1 << 20, hash_embedder)
         assert report.embedded == 0 and store.pending_count() == 0
         rows = sorted(store.chunks(range(1, 100)).values(), key=lambda row: row.start_line)
         assert [row.window_lines for row in rows] == [
@@ -402,7 +403,7 @@ def test_a_vault_of_the_release_before_records_its_windows_lines_and_keeps_its_v
 def test_the_embedding_cache_is_shared_by_the_vaults_of_a_database(
     tmp_path: Path, pg_url: str, hash_embedder: object
 ) -> None:
-    from memsync.sync import index_vault
+    from memsync.sync.syncer import index_vault
 
     first, second = PostgresLocation(pg_url, "cache_a"), PostgresLocation(pg_url, "cache_b")
     try:
@@ -427,9 +428,9 @@ def test_watch_keeps_a_postgres_vault_fresh_for_readers_elsewhere(
     import time
 
     from memsync.config import load_config
-    from memsync.options import Options
-    from memsync.search import search
-    from memsync.watcher import Watcher
+    from memsync.search.options import Options
+    from memsync.search.pipeline import search
+    from memsync.sync.watcher import Watcher
 
     url, name = pg_vault
     root = _vault(tmp_path / "w", "kafka")
@@ -466,7 +467,7 @@ def test_a_watcher_that_loses_its_lock_stops_instead_of_writing_unlocked(
     import threading
 
     from memsync.config import load_config
-    from memsync.watcher import Watcher
+    from memsync.sync.watcher import Watcher
 
     url, name = pg_vault
     root = _vault(tmp_path / "w", "kafka")
@@ -506,7 +507,7 @@ def test_a_watcher_whose_connection_is_dropped_opens_the_index_again(
     import time
 
     from memsync.config import load_config
-    from memsync.watcher import Watcher
+    from memsync.sync.watcher import Watcher
 
     url, name = pg_vault
     root = _vault(tmp_path / "w", "kafka")
@@ -730,9 +731,9 @@ def test_a_bulk_load_builds_the_hnsw_graph_after_the_rows_and_later_updates_go_i
 ) -> None:
     from conftest import HashEmbedder
 
-    from memsync import pg_vectors
-    from memsync.pg_vectors import BULK_VECTORS
-    from memsync.sync import index_vault
+    from memsync.store import pg_vectors
+    from memsync.store.pg_vectors import BULK_VECTORS
+    from memsync.sync.syncer import index_vault
 
     monkeypatch.setattr(pg_vectors, "GRAPH_MIN_VECTORS", BULK_VECTORS)  # a vault worth a graph
     url, name = pg_vault
@@ -784,8 +785,8 @@ def _word_vault(
     graph_from: int,
 ) -> tuple[Path, PostgresLocation]:
     """A vault of `notes` word notes indexed, its graph built from `graph_from` vectors."""
-    from memsync import pg_vectors
-    from memsync.sync import index_vault
+    from memsync.store import pg_vectors
+    from memsync.sync.syncer import index_vault
 
     monkeypatch.setattr(pg_vectors, "GRAPH_MIN_VECTORS", graph_from)
     root, where = tmp_path / "v", PostgresLocation(*pg_vault)
@@ -810,7 +811,7 @@ def test_a_small_vault_is_scanned_exactly_and_gets_its_graph_once_it_is_large(
     """Below GRAPH_MIN_VECTORS no graph is built (an exact scan is as fast there, and finds
     every neighbour); the sync that brings the vault to it builds the graph, and searches use
     it from then on."""
-    from memsync.sync import index_vault
+    from memsync.sync.syncer import index_vault
 
     root, where = _word_vault(tmp_path, pg_vault, monkeypatch, hash_embedder, 20, graph_from=30)
     with where.open() as store:
@@ -833,7 +834,7 @@ def test_a_reader_searches_the_graph_with_the_ef_search_it_is_configured_with(
     """`ef_search` (config, MEMSYNC_EF_SEARCH) sets the HNSW search list of a reader's session:
     a team trades recall for latency; status says what it is."""
     from memsync.config import load_config
-    from memsync.locate import for_vault
+    from memsync.store.locate import for_vault
 
     root, _ = _word_vault(tmp_path, pg_vault, monkeypatch, hash_embedder, 5, graph_from=1)
     monkeypatch.setenv("MEMSYNC_EF_SEARCH", "200")
@@ -852,8 +853,8 @@ def test_a_vault_of_one_vector_per_chunk_is_embedded_again_as_windows(
 ) -> None:
     """Vault schema 3: the one-vector column and its graph go, the mean-vector column takes the
     vault's size with a new graph, and `index` embeds every chunk again."""
-    from memsync.pg_store import PgStore
-    from memsync.sync import index_vault
+    from memsync.store.pg_store import PgStore
+    from memsync.sync.syncer import index_vault
 
     url, name = pg_vault
     root = tmp_path / "vault"
@@ -909,7 +910,7 @@ def test_a_vault_made_without_halfvec_is_converted_once_the_server_has_it(
     """Mean vectors kept as `vector` (a vault made on pgvector < 0.7) become halfvec at the
     writer's next sync where the server has it, without re-embedding, with their graph built
     again; an older server keeps `vector`. The nearest chunk is found before and after."""
-    from memsync.sync import index_vault
+    from memsync.sync.syncer import index_vault
 
     root, where = _word_vault(tmp_path, pg_vault, monkeypatch, hash_embedder, 12, graph_from=1)
     name = pg_vault[1]
@@ -947,7 +948,7 @@ def test_mean_vectors_are_half_precision_where_pgvector_has_halfvec(
 ) -> None:
     """pgvector 0.7+: the graph's vectors are halfvec (a third of the graph, the same recall);
     older servers keep vector. Either way the nearest chunk is found, filtered or not."""
-    from memsync.sync import index_vault
+    from memsync.sync.syncer import index_vault
 
     url, name = pg_vault
     root = tmp_path / "v"

@@ -327,9 +327,9 @@ def test_an_endpoint_s_password_never_reaches_a_notice(
 def test_when_the_text_cannot_be_refreshed_the_query_says_results_may_be_stale(
     keyword_vault: Path, tmp_path: Path
 ) -> None:
-    from memsync.locate import SqliteLocation
     from memsync.memory import refresh_text
-    from memsync.sqlite_store import SqliteStore
+    from memsync.store.locate import SqliteLocation
+    from memsync.store.sqlite_store import SqliteStore
 
     (tmp_path / "a-file").write_text("not a folder")
     scratch = SqliteLocation(tmp_path / "scratch.sqlite")
@@ -411,7 +411,7 @@ def test_filter_flags_narrow_the_cli_query_and_bad_values_exit_2(keyword_vault: 
 
 def test_terminal_links_only_for_a_person_at_a_terminal() -> None:
     from memsync.output import query_text
-    from memsync.search import Hit, Outcome
+    from memsync.search.pipeline import Hit, Outcome
 
     outcome = Outcome("q", "keyword", "keyword")
     outcome.results.append(Hit("a b.md", 1, 2, 0.9, None, 0.9, "text", 1, 0.9, False))

@@ -9,8 +9,9 @@ import pytest
 
 from memsync.chunking import cut_window_lines
 from memsync.metadata import note_date
-from memsync.options import Options
-from memsync.ranking import (
+from memsync.search.options import Options
+from memsync.search.pipeline import _nearest_lines
+from memsync.search.ranking import (
     OVERLAP,
     REPEAT,
     Candidate,
@@ -28,7 +29,6 @@ from memsync.ranking import (
     snippet,
     spread_notes,
 )
-from memsync.search import _nearest_lines
 
 
 def _c(
@@ -257,7 +257,7 @@ def test_a_snippet_shows_the_match_with_content_not_front_matter() -> None:
 
 
 def test_text_calibration_is_bm25_floored_by_the_share_of_terms_found() -> None:
-    from memsync.ranking import calibrate_bm25, coverage
+    from memsync.search.ranking import calibrate_bm25, coverage
 
     assert coverage("Replications running all night", ["replication", "run"]) == 1.0
     assert coverage("nothing here", ["replication", "run"]) == 0.0
@@ -280,7 +280,7 @@ def test_text_calibration_is_bm25_floored_by_the_share_of_terms_found() -> None:
 
 
 def test_a_note_the_query_names_is_lifted_on_the_keyword_leg() -> None:
-    from memsync.ranking import NAMED, calibrate_bm25, named
+    from memsync.search.ranking import NAMED, calibrate_bm25, named
 
     assert named("projects/heron.md", ["heron"])
     assert named("people/li-wei.md", ["li", "wei"]) and named("daily/2026-10-02.md", ["2026 10 02"])
@@ -297,7 +297,7 @@ def test_a_note_the_query_names_is_lifted_on_the_keyword_leg() -> None:
 
 
 def test_a_number_shared_by_chance_is_no_exact_match() -> None:
-    from memsync.ranking import is_exact, other_terms
+    from memsync.search.ranking import is_exact, other_terms
 
     query = "ssh port 2222"
     idents = identifiers(query)
@@ -420,7 +420,7 @@ def test_a_script_seen_in_one_long_note_is_not_moved_by_that_notes_own_mean() ->
 def test_a_chunk_in_another_script_than_the_query_is_scored_by_its_vector_leg_alone() -> None:
     """No keyword of an English question can match a Chinese note: its missing keyword score
     is no evidence against it, while an English chunk's is."""
-    from memsync.options import Options
+    from memsync.search.options import Options
 
     english = Candidate(1, "a.md", 1, 2, "garden notes", vector_score=0.6, text_score=None)
     chinese = Candidate(
@@ -463,7 +463,7 @@ def test_at_an_equal_score_the_question_s_own_words_come_before_their_glosses() 
 
 
 def test_in_rrf_a_chunk_in_another_script_counts_its_vector_rank_for_both_legs() -> None:
-    from memsync.options import Options
+    from memsync.search.options import Options
 
     chinese = Candidate(
         1,
@@ -502,7 +502,7 @@ def test_in_rrf_a_chunk_in_another_script_counts_its_vector_rank_for_both_legs()
 
 
 def test_the_vector_pool_reaches_as_far_as_the_scripts_means_may_move_a_cosine() -> None:
-    from memsync.ranking import script_shift_range
+    from memsync.search.ranking import script_shift_range
 
     rng = np.random.default_rng(1)
     english = rng.normal(0.80, 0.01, 200)

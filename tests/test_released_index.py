@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import EmbeddingServer, set_back, write
 
-from memsync.sql_schema import Migration, SchemaSteps
+from memsync.store.sql_schema import Migration, SchemaSteps
 
 # the commit the named schema steps replaced numbered migrations at: its indexes must open
 BUILT_BY = "462584a1dc0ab7e9bdd377691603dc0f09d3bf2f"
@@ -91,6 +91,7 @@ def _process(code: Path | None, argv: list[str], env: dict[str, str]) -> str:
 
 
 # a writer opening an index: it migrates it, and does nothing else
+# run by the released code, whose modules were not yet grouped into rooms
 SQLITE_WRITER = (
     "import sys; from memsync.sqlite_store import SqliteStore; SqliteStore(sys.argv[1]).close()"
 )
@@ -148,9 +149,9 @@ def steps_taken(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 def test_the_schema_steps_keep_the_released_numbers_one_after_another() -> None:
-    from memsync.pg_connect import SHARED_MIGRATIONS
-    from memsync.pg_schema import VAULT_MIGRATIONS
-    from memsync.sqlite_store import MIGRATIONS
+    from memsync.store.pg_connect import SHARED_MIGRATIONS
+    from memsync.store.pg_schema import VAULT_MIGRATIONS
+    from memsync.store.sqlite_store import MIGRATIONS
 
     for steps, newest in ((MIGRATIONS, 7), (VAULT_MIGRATIONS, 5), (SHARED_MIGRATIONS, 1)):
         assert [step.schema for step in steps] == list(range(1, newest + 1))
@@ -175,7 +176,7 @@ def test_a_released_sqlite_index_set_back_migrates_as_the_released_code_did_and_
     """Set back to `version`, read alike by both as it is; migrated by the released code in one
     copy and by this code's steps in another, into the same tables (SQLite keeps each
     statement's text) and the same answers; opened again, neither takes a step."""
-    from memsync.sqlite_store import MIGRATIONS, SqliteStore
+    from memsync.store.sqlite_store import MIGRATIONS, SqliteStore
 
     vault = _vault(tmp_path / "vault")
     theirs, ours = tmp_path / "theirs" / "i.sqlite", tmp_path / "ours" / "i.sqlite"
@@ -244,8 +245,8 @@ def test_a_released_index_is_read_as_it_is_and_its_writer_takes_no_step(
     request: pytest.FixtureRequest,
     backend: str,
 ) -> None:
-    from memsync import pg_schema, sqlite_store
-    from memsync.locate import Location, PostgresLocation, SqliteLocation
+    from memsync.store import pg_schema, sqlite_store
+    from memsync.store.locate import Location, PostgresLocation, SqliteLocation
 
     vault = _vault(tmp_path / "vault")
     location: Location
@@ -287,8 +288,8 @@ def test_a_released_postgres_vault_set_back_migrates_as_the_released_code_did_an
     import psycopg
     from conftest import drop_vault
 
-    from memsync.locate import PostgresLocation
-    from memsync.pg_schema import VAULT_MIGRATIONS
+    from memsync.store.locate import PostgresLocation
+    from memsync.store.pg_schema import VAULT_MIGRATIONS
 
     url, name = pg_vault
     vault = _vault(tmp_path / "vault")

@@ -1,4 +1,5 @@
-"""The module boundaries the style guide promises, checked from the sources."""
+"""The module boundaries the style guide promises, checked from the sources: modules are named by
+their dotted path under memsync (`store.sqlite_store`; a room's `__init__` by the room's name)."""
 
 from __future__ import annotations
 
@@ -8,22 +9,23 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "memsync"
-SOURCES = {p.stem: p.read_text() for p in PACKAGE.glob("*.py")}
+
+
+def _dotted(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
+
+
+SOURCES = {_dotted(p): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
+ROOMS = {name for name in SOURCES if (PACKAGE / name.replace(".", "/")).is_dir()}
 # the PostgreSQL backend: the store, the modules of its jobs, its writer lock
-POSTGRES = {
-    "pg_store",
-    "pg_connect",
-    "pg_schema",
-    "pg_vectors",
-    "pg_keywords",
-    "pg_bm25",
-    "pg_lock",
-}
+POSTGRES = {name for name in SOURCES if name.startswith("store.pg_")}
+# what the rest of memsync may use of the store: its protocols, where an index is and who writes it
+STORE_FACE = {"store.protocols", "store.locate", "store.lock", "store.origin"}
 
 
-def _importers(module: str) -> set[str]:
-    pattern = re.compile(rf"^\s*(import {module}\b|from {module}\b)", re.MULTILINE)
-    return {name for name, text in SOURCES.items() if pattern.search(text)}
+def _importers(library: str) -> set[str]:
+    return {name for name, text in SOURCES.items() if library in imports_of(text, name)[1]}
 
 
 def _type_checking(node: ast.AST) -> bool:
@@ -34,12 +36,24 @@ def _type_checking(node: ast.AST) -> bool:
     )
 
 
-def imports_of(source: str, type_only: bool = False) -> tuple[set[str], set[str]]:
+def _package(module: str) -> str:
+    """The package a module's relative imports start from ('' for memsync itself)."""
+    return module if module in ROOMS else module.rpartition(".")[0]
+
+
+def _resolved(base: str, names: list[str]) -> set[str]:
+    """`from BASE import NAMES`: the submodules named, else BASE itself."""
+    found = {f"{base}.{n}".lstrip(".") for n in names if f"{base}.{n}".lstrip(".") in SOURCES}
+    return found or {base}
+
+
+def imports_of(source: str, module: str = "", type_only: bool = False) -> tuple[set[str], set[str]]:
     """(memsync modules, top-level third-party or standard modules) a module imports, at any
     level of the code (function-level imports count), except under `if TYPE_CHECKING:` unless
     `type_only` (what the type checker follows too)."""
     ours: set[str] = set()
     others: set[str] = set()
+    package = _package(module)
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
@@ -48,27 +62,29 @@ def imports_of(source: str, type_only: bool = False) -> tuple[set[str], set[str]
                     visit(branch)
                 continue
             if isinstance(child, ast.ImportFrom):
-                if child.level == 1 and child.module:
-                    ours.add(child.module.split(".")[0])
-                elif child.level == 1:
-                    ours.update(alias.name for alias in child.names)
+                names = [alias.name for alias in child.names]
+                if child.level:
+                    start = package.split(".") if package else []
+                    start = start[: len(start) - (child.level - 1)]
+                    base = ".".join([*start, *([child.module] if child.module else [])])
+                    ours.update(_resolved(base, names))
                 elif child.module and child.module.split(".")[0] == "memsync":
-                    ours.add(child.module.split(".")[1])
+                    ours.update(_resolved(child.module.partition(".")[2], names))
                 elif child.module:
                     others.add(child.module.split(".")[0])
             elif isinstance(child, ast.Import):
                 for alias in child.names:
-                    parts = alias.name.split(".")
-                    (ours.add(parts[1]) if parts[0] == "memsync" else others.add(parts[0]))
+                    top, _, rest = alias.name.partition(".")
+                    (ours.add(rest) if top == "memsync" else others.add(top))
             visit(child)
 
     visit(ast.parse(source))
-    return ours, others - {"__future__"}
+    return ours - {""}, others - {"__future__"}
 
 
-GRAPH = {name: imports_of(text)[0] for name, text in SOURCES.items()}
+GRAPH = {name: imports_of(text, name)[0] for name, text in SOURCES.items()}
 # with the imports only the type checker follows: a circle there is a circle of concepts too
-TYPED_GRAPH = {name: imports_of(text, type_only=True)[0] for name, text in SOURCES.items()}
+TYPED_GRAPH = {name: imports_of(text, name, type_only=True)[0] for name, text in SOURCES.items()}
 
 
 def _reachable(start: str, graph: dict[str, set[str]] = GRAPH) -> set[str]:
@@ -90,17 +106,36 @@ def test_the_import_graph_has_no_circle() -> None:
     assert typed == [], typed
 
 
-def test_the_graph_sees_function_level_imports_and_skips_type_checking_ones() -> None:
+def test_the_graph_resolves_relative_imports_and_skips_type_checking_ones() -> None:
     source = (
-        "from typing import TYPE_CHECKING\nfrom . import a\nif TYPE_CHECKING:\n"
-        "    from .b import B\ndef f():\n    from .c import C\n    import numpy\n"
+        "from typing import TYPE_CHECKING\nfrom . import pipeline\nfrom ..store import lock\n"
+        "from .. import fts\nif TYPE_CHECKING:\n    from .ranking import B\n"
+        "def f():\n    from ..errors import C\n    import numpy\n"
     )
-    assert imports_of(source) == ({"a", "c"}, {"typing", "numpy"})
+    assert imports_of(source, "search.options") == (
+        {"search.pipeline", "store.lock", "fts", "errors"},
+        {"typing", "numpy"},
+    )
+    assert "search.ranking" in imports_of(source, "search.options", type_only=True)[0]
 
 
 def test_the_cli_and_the_mcp_server_talk_to_the_library_face_only() -> None:
-    assert GRAPH["cli"] <= {"memory", "output", "config", "errors", "watcher", "mcp_server"}
+    assert GRAPH["cli"] <= {"memory", "output", "config", "errors", "sync.watcher", "mcp_server"}
     assert GRAPH["mcp_server"] <= {"memory", "output", "config", "errors"}
+
+
+def test_a_room_is_used_through_its_modules_never_its_init() -> None:
+    """A room's `__init__` holds its docstring only: importing it would load nothing useful,
+    and modules inside a room import each other directly."""
+    assert not [name for name, targets in GRAPH.items() if targets & ROOMS], GRAPH
+    for room in ROOMS:
+        assert not imports_of(SOURCES[room], room)[0], room
+
+
+def test_outside_the_store_only_its_protocols_locate_lock_and_origin_are_used() -> None:
+    outside = {name: targets for name, targets in GRAPH.items() if not name.startswith("store")}
+    used = {t for targets in outside.values() for t in targets if t.startswith("store.")}
+    assert used <= STORE_FACE, used - STORE_FACE
 
 
 def test_only_the_cli_imports_click() -> None:
@@ -112,7 +147,7 @@ def test_only_the_embedders_import_httpx() -> None:
 
 
 def test_only_the_watcher_imports_watchdog() -> None:
-    assert _importers("watchdog") == {"watcher"}
+    assert _importers("watchdog") == {"sync.watcher"}
 
 
 def test_only_the_mcp_server_imports_mcp() -> None:
@@ -120,7 +155,7 @@ def test_only_the_mcp_server_imports_mcp() -> None:
 
 
 def test_only_the_sqlite_backend_and_its_tokenizer_import_apsw() -> None:
-    assert _importers("apsw") == {"sqlite_store", "tokenizer"}
+    assert _importers("apsw") == {"store.sqlite_store", "store.tokenizer"}
 
 
 def test_only_the_postgres_backend_imports_psycopg_and_pgvector() -> None:
@@ -132,10 +167,13 @@ def test_no_module_but_the_backends_and_locate_names_a_backend() -> None:
     """Sync, search, the watcher, the CLI talk to the store protocols; locate picks the backend."""
     backends = re.compile(r"\b(sqlite_store|pg_store|SqliteStore|PgStore)\b")
     naming = {name for name, text in SOURCES.items() if backends.search(text)}
-    shared = {"sql_tables", "sql_schema", "sql_reading"}
-    assert naming == {"sqlite_store", "locate", "store", "tokenizer"} | shared | (
-        POSTGRES - {"pg_bm25"}
-    )
+    shared = {"store.sql_tables", "store.sql_schema", "store.sql_reading"}
+    assert naming == {
+        "store.sqlite_store",
+        "store.locate",
+        "store.protocols",
+        "store.tokenizer",
+    } | shared | (POSTGRES - {"store.pg_bm25"})
 
 
 def test_a_no_op_sync_imports_no_numpy() -> None:
@@ -143,8 +181,8 @@ def test_a_no_op_sync_imports_no_numpy() -> None:
     import subprocess
 
     code = (
-        "import sys, memsync.cli, memsync.sync, memsync.store, memsync.vault, memsync.lock; "
-        "print('numpy' in sys.modules)"
+        "import sys, memsync.cli, memsync.sync.syncer, memsync.store.protocols, memsync.vault, "
+        "memsync.store.lock; print('numpy' in sys.modules)"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
@@ -152,12 +190,21 @@ def test_a_no_op_sync_imports_no_numpy() -> None:
     assert result.stdout.strip() == "False"
 
 
-def test_only_the_backends_speak_sql() -> None:
-    """The index's SQL lives in its backends; the glossary keeps a file of its own (not the
-    index, the same on every backend) and the only other SQL is its."""
+def test_only_the_store_speaks_sql() -> None:
+    """The index's SQL lives in the store; the glossary keeps a file of its own (not the index,
+    the same on every backend) and the only other SQL is its."""
     sql = re.compile(r"\b(SELECT .* FROM|INSERT INTO|DELETE FROM|CREATE TABLE|UPDATE \w+ SET)\b")
     speaking = {name for name, text in SOURCES.items() if sql.search(text)}
-    assert speaking == {"sqlite_store", "sql_tables", "sql_reading", "glossary"} | POSTGRES
+    assert (
+        speaking
+        == {
+            "store.sqlite_store",
+            "store.sql_tables",
+            "store.sql_reading",
+            "search.glossary",
+        }
+        | POSTGRES
+    )
 
 
 # the pure modules, each with the one library it may use beside the standard library
@@ -166,7 +213,7 @@ PURE = {
     "fts": set(),
     "evaluate": set(),
     "metadata": {"yaml"},
-    "ranking": {"numpy"},
+    "search.ranking": {"numpy"},
     "filters": set(),
     "vectors": {"numpy"},
     "redact": set(),
@@ -176,9 +223,15 @@ PURE = {
 
 def test_pure_modules_import_only_the_standard_library_and_their_one_dependency() -> None:
     for name, allowed in PURE.items():
-        ours, others = imports_of(SOURCES[name])
+        ours, others = imports_of(SOURCES[name], name)
         assert others - set(sys.stdlib_module_names) <= allowed, name
         assert ours <= set(PURE) | {"errors"}, name  # and only other pure modules of memsync
+
+
+def test_the_top_level_holds_about_twenty_modules_and_no_module_is_over_about_600_lines() -> None:
+    top = [name for name in SOURCES if "." not in name and name not in ROOMS]
+    assert len(top) <= 22, top
+    assert not [n for n, text in SOURCES.items() if text.count("\n") > 640], "split it by job"
 
 
 def test_every_module_says_its_one_job_in_its_opening_line() -> None:

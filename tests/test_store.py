@@ -9,9 +9,9 @@ from conftest import HashEmbedder, older_index, write
 from memsync.chunking import chunk_text, embed_inputs
 from memsync.errors import StoreError
 from memsync.filters import NoteFilter
-from memsync.sqlite_store import SCHEMA_VERSION, SqliteStore
-from memsync.store import FileRow, ModelKey, NewChunk, NoteWrite
-from memsync.sync import index_vault
+from memsync.store.protocols import FileRow, ModelKey, NewChunk, NoteWrite
+from memsync.store.sqlite_store import SCHEMA_VERSION, SqliteStore
+from memsync.sync.syncer import index_vault
 
 
 def _tables(store: SqliteStore) -> set[str]:
@@ -138,7 +138,7 @@ def test_an_index_this_user_cannot_write_opens_read_only(world_readable: Path) -
 
 
 def test_database_errors_become_one_line_that_says_what_to_do(tmp_path: Path) -> None:
-    from memsync.sqlite_store import database_error
+    from memsync.store.sqlite_store import database_error
 
     with SqliteStore(tmp_path / "i.sqlite") as store:
         pages = list(store.conn.execute("PRAGMA page_count"))[0][0]
@@ -158,7 +158,7 @@ def test_database_errors_become_one_line_that_says_what_to_do(tmp_path: Path) ->
 def test_schema_1_indexes_are_upgraded_in_place(tmp_path: Path) -> None:
     import apsw
 
-    from memsync.sqlite_store import MIGRATIONS
+    from memsync.store.sqlite_store import MIGRATIONS
 
     conn = apsw.Connection(str(tmp_path / "old.sqlite"))
     conn.execute(MIGRATIONS[0].sql)
@@ -223,7 +223,7 @@ def _chat_index_of_schema(
     """(vault, index, the note's text): a chat note indexed, its index set back to schema
     `version` (< 7, which added chunks.windows; < 6, chunks.overlap), chunked by the rules
     before `spans`."""
-    from memsync.sync import INDEX_RULES
+    from memsync.sync.syncer import INDEX_RULES
 
     root = tmp_path / "vault"
     text = "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60))
@@ -272,7 +272,7 @@ def test_an_index_whose_chunks_embedded_their_overlap_is_chunked_and_embedded_ag
     """Schema 6 and the `lead` rule: an index of the release before (each chunk's windows began
     with the lines the chunk before had embedded) is upgraded by `index`: chunked again, each
     chunk's overlap recorded, and a later chunk's vectors are those of its own lines' windows."""
-    from memsync.sync import INDEX_RULES
+    from memsync.sync.syncer import INDEX_RULES
 
     root, db, text = _chat_index_of_schema(tmp_path, hash_embedder, 5)
     with SqliteStore(db) as store:
@@ -298,8 +298,8 @@ def test_an_index_without_its_windows_lines_records_them_and_keeps_its_vectors(
     """Schema 7 and the `spans` rule: an index of the release before has its chunks' window
     lines recorded by `index`, which chunks every note again and embeds nothing; until then a
     query shows lines as before."""
-    from memsync.options import Options
-    from memsync.search import search
+    from memsync.search.options import Options
+    from memsync.search.pipeline import search
 
     root, db, text = _chat_index_of_schema(tmp_path, hash_embedder, 6)
     options = Options(mode="vector", min_score=0.0, limit=1)
@@ -321,8 +321,8 @@ def test_a_query_says_how_many_chunks_wait_for_their_vectors(
 ) -> None:
     """An index upgraded by a query's refresh (or a watcher behind) finds some chunks by
     keyword only: the answer says so instead of ranking silently without them."""
-    from memsync.options import Options
-    from memsync.search import search
+    from memsync.search.options import Options
+    from memsync.search.pipeline import search
 
     root = tmp_path / "vault"
     for i in range(3):
@@ -341,8 +341,8 @@ def test_a_query_says_how_many_chunks_wait_for_their_vectors(
 def test_a_chunk_found_by_keyword_only_still_gets_its_cosine(tmp_path: Path) -> None:
     """Beyond the vector leg's pool a chunk has vectors all the same: fusion reads its cosine
     (from its stored windows), not 0."""
-    from memsync.options import Options
-    from memsync.search import search
+    from memsync.search.options import Options
+    from memsync.search.pipeline import search
 
     e = np.eye(8, dtype="<f4")
 
@@ -382,8 +382,8 @@ def test_where_the_glosses_found_notes_a_note_they_did_not_find_lacks_keyword_ev
     glosses did not find is scored as an English question scores it (0.7 of its vector score),
     not by its vectors alone as when no word could have matched it; it outranked the page on
     formulas on Obsidian's help pages by a vector near every short question."""
-    from memsync.options import Options
-    from memsync.search import search
+    from memsync.search.options import Options
+    from memsync.search.pipeline import search
 
     e = np.eye(8, dtype="<f4")
 

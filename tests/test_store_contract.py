@@ -15,12 +15,12 @@ from conftest import SAMPLE_VAULT, HashEmbedder, drop_vault, write
 from memsync.embedders import Embedder
 from memsync.errors import IndexNotFound, StoreError
 from memsync.filters import NoteFilter
-from memsync.locate import Location, PostgresLocation, SqliteLocation
-from memsync.options import Options
-from memsync.search import Hit, search
-from memsync.store import FileRow, ModelKey, NewChunk
-from memsync.store import StoreWriter as Store
-from memsync.sync import index_vault
+from memsync.search.options import Options
+from memsync.search.pipeline import Hit, search
+from memsync.store.locate import Location, PostgresLocation, SqliteLocation
+from memsync.store.protocols import FileRow, ModelKey, NewChunk
+from memsync.store.protocols import StoreWriter as Store
+from memsync.sync.syncer import index_vault
 
 MB = 1 << 20
 

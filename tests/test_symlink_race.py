@@ -18,9 +18,9 @@ import pytest
 from conftest import write
 
 from memsync.errors import ArgumentError
-from memsync.locate import Location
 from memsync.notes import checked_path, read_lines, write_note
-from memsync.sync import index_vault
+from memsync.store.locate import Location
+from memsync.sync.syncer import index_vault
 from memsync.vault import IgnoreRules, SkipFile, read_note
 
 SECONDS = 2.0  # each race: long enough for thousands of swaps against hundreds of calls

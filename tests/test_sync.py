@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from conftest import HashEmbedder, write
 
-from memsync import sync
 from memsync.chunking import MAX_TOKENS, count_tokens, embed_inputs, windows
-from memsync.embedding import embed_pending
-from memsync.locate import Location
-from memsync.store import NoteWrite
-from memsync.store import StoreWriter as Store
-from memsync.sync import Report, Syncer, index_vault, match_moves, plan
+from memsync.store.locate import Location
+from memsync.store.protocols import NoteWrite
+from memsync.store.protocols import StoreWriter as Store
+from memsync.sync import syncer
+from memsync.sync.embedding import embed_pending
+from memsync.sync.syncer import Report, Syncer, index_vault, match_moves, plan
 from memsync.vault import FileStat
 
 MB = 1 << 20
@@ -83,7 +83,7 @@ def test_unchanged_files_are_not_read_and_touch_is_not_rechunked(
         first = _index(store, root, hash_embedder)
         assert first.added == 5 and first.embedded == first.chunks_written > 0
 
-        import memsync.sync as sync_module
+        import memsync.sync.syncer as sync_module
 
         reads: list[str] = []
         real_read = sync_module.read_note
@@ -338,7 +338,7 @@ def test_a_non_utf8_file_name_is_skipped_and_every_other_note_indexed(
 def test_a_skipped_file_is_not_read_again_until_it_changes(
     tmp_path: Path, location: Location, hash_embedder: HashEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import memsync.sync as sync_module
+    import memsync.sync.syncer as sync_module
     from memsync.status import gather
 
     root = tmp_path / "vault"
@@ -371,7 +371,7 @@ def test_a_first_run_killed_midway_resumes_without_rechunking_what_it_wrote(
     _notes(root, 4)
     written: list[str] = []
 
-    monkeypatch.setattr(sync, "BATCH_NOTES", 2)
+    monkeypatch.setattr(syncer, "BATCH_NOTES", 2)
     with location.open(create=True) as store:
         real_replace = store.replace_files
 
@@ -416,9 +416,9 @@ def test_a_query_leaves_an_older_index_to_the_writer_that_holds_its_lock(tmp_pat
     from conftest import older_index
 
     from memsync.config import load_config
-    from memsync.lock import FileLock
     from memsync.memory import Memory, search_options
-    from memsync.sqlite_store import SCHEMA_VERSION
+    from memsync.store.lock import FileLock
+    from memsync.store.sqlite_store import SCHEMA_VERSION
 
     _, db = older_index(tmp_path, 6)
     config = load_config(db=str(db), provider="none")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import apsw
 
-from memsync.tokenizer import TOKENIZER, tokens
+from memsync.store.tokenizer import TOKENIZER, tokens
 
 
 def test_tokens_are_porter_stemmed_case_folded_and_without_diacritics() -> None:

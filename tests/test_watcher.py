@@ -18,11 +18,11 @@ from conftest import EmbeddingServer, write
 from memsync.config import load_config
 from memsync.embedders import OpenAIEmbedder
 from memsync.errors import LockError
-from memsync.locate import SqliteLocation
-from memsync.options import Options
-from memsync.search import search
-from memsync.sqlite_store import SqliteStore
-from memsync.watcher import Watcher
+from memsync.search.options import Options
+from memsync.search.pipeline import search
+from memsync.store.locate import SqliteLocation
+from memsync.store.sqlite_store import SqliteStore
+from memsync.sync.watcher import Watcher
 
 
 def wait_until(check: Callable[[], bool], timeout: float = 15.0) -> None:
@@ -432,8 +432,8 @@ def test_the_embedding_worker_survives_a_size_change_and_any_error_and_says_so(
 
     from conftest import HashEmbedder
 
-    from memsync import watcher as watcher_module
     from memsync.status import gather
+    from memsync.sync import watcher as watcher_module
 
     caplog.set_level(logging.INFO, logger="memsync")
     url = f"{embedding_server.url}/v1"
@@ -497,7 +497,7 @@ def test_sigterm_during_an_embedding_backlog_exits_promptly_and_counts_what_wait
 
 
 def test_index_waits_for_a_query_s_refresh_instead_of_failing(vault: Path, tmp_path: Path) -> None:
-    from memsync.lock import QUERY_REFRESH, FileLock
+    from memsync.store.lock import QUERY_REFRESH, FileLock
 
     db = tmp_path / "i.sqlite"
     refresh = FileLock(db, QUERY_REFRESH).acquire()
@@ -654,7 +654,7 @@ def test_a_watcher_says_how_many_chunks_it_will_embed_and_how_not_to(
 
     from conftest import HashEmbedder
 
-    from memsync.sync import index_vault
+    from memsync.sync.syncer import index_vault
 
     caplog.set_level(logging.INFO, logger="memsync")
     write(vault, "more.md", "# More\n\ncharlie\n")

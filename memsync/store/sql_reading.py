@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import fts
-from .filters import NoteFilter
+from .. import fts
+from ..filters import NoteFilter
+from ..vectors import Background, MeanVectors, coarse_pool, fit_in_memory, rescored, unit_rows
+from .protocols import ChunkRow
 from .sql_tables import SharedTables
-from .store import ChunkRow
-from .vectors import Background, MeanVectors, coarse_pool, fit_in_memory, rescored, unit_rows
 
 if TYPE_CHECKING:
     import numpy as np

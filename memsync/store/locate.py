@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from .config import (
+from ..config import (
     EF_SEARCH,
     RESERVED_NAMES,
     Config,
@@ -22,13 +22,13 @@ from .config import (
     default_db_path,
     is_postgres,
 )
-from .errors import AmbiguousIndex, IndexNotFound, StoreError
+from ..errors import AmbiguousIndex, IndexNotFound, StoreError
+from ..redact import redact
 from .origin import Owner
-from .redact import redact
 
 if TYPE_CHECKING:
     from .lock import WriterLock
-    from .store import StoreWriter
+    from .protocols import StoreWriter
 
 
 class Location(Protocol):

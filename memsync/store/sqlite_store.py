@@ -15,13 +15,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import fts
-from .errors import StoreError, os_reason
-from .filters import NoteFilter
+from .. import fts
+from ..errors import StoreError, os_reason
+from ..filters import NoteFilter
+from ..vectors import KEPT_IN_MEMORY, centroid, window_rows
+from .protocols import SOURCE, ModelKey, NoteWrite, translating
 from .sql_reading import Ranking, SharedReading
 from .sql_schema import Migration, added_in, overlap_step, window_lines_step
-from .store import SOURCE, ModelKey, NoteWrite, translating
-from .vectors import KEPT_IN_MEMORY, centroid, window_rows
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import VaultTaken
+from ..errors import VaultTaken
 
 PATH_KEY = "vault_path"
 HOST_KEY = "vault_host"

@@ -27,14 +27,14 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from .config import EF_SEARCH
+from ..config import EF_SEARCH
+from ..redact import redact
 from .pg_bm25 import tsvector_of
 from .pg_connect import SHARED, connect, database_error, psycopg_sql
 from .pg_keywords import PgKeywords
 from .pg_schema import VaultSchema
 from .pg_vectors import PgVectors, mean_of
-from .redact import redact
-from .store import SOURCE, ModelKey, NoteWrite, translating
+from .protocols import SOURCE, ModelKey, NoteWrite, translating
 
 
 def _glob_regex(pattern: str) -> str:

@@ -11,11 +11,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import fts
-from .chunking import read_window_lines
-from .config import data_dir
-from .embedders import Embedder, Reranker
-from .errors import EmbeddingError, StoreError
+from .. import fts
+from ..chunking import read_window_lines
+from ..config import data_dir
+from ..embedders import Embedder, Reranker
+from ..errors import EmbeddingError, StoreError
+from ..store.protocols import ChunkRow, StoreReader
+from ..vectors import best_cosine, nearest_window
 from .glossary import (
     segments,
     shared_glossary,
@@ -42,8 +44,6 @@ from .ranking import (
     script_shift_range,
     snippet,
 )
-from .store import ChunkRow, StoreReader
-from .vectors import best_cosine, nearest_window
 
 log = logging.getLogger("memsync.search")
 SAMPLE_CHUNKS = 256  # chunks whose nearest windows calibrate a query's cosines

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import LockError, StoreError, os_reason
+from ..errors import LockError, StoreError, os_reason
 from .origin import this_host
 
 # the file lock itself, behind one seam: flock on POSIX (per open file, dropped when its process

@@ -12,10 +12,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from . import fts
-from .filters import NoteFilter
-from .sql_schema import SchemaSteps
-from .store import (
+from .. import fts
+from ..filters import NoteFilter
+from .protocols import (
     SOURCE,
     FileFacts,
     FileRow,
@@ -26,6 +25,7 @@ from .store import (
     SkipRow,
     spread_ids,
 )
+from .sql_schema import SchemaSteps
 
 BATCH = 500  # ids or paths per `IN (...)`: well under either engine's limit on parameters
 

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from .filters import NoteFilter
+from ..filters import NoteFilter
 from .pg_bm25 import Bm25, phrases_of, top_any, tsquery
 from .pg_connect import psycopg_sql, scalar
 from .sql_reading import Ranking, SharedReading

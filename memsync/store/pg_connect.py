@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from .errors import MemsyncError, StoreError
-from .redact import redacted, scrub
+from ..errors import MemsyncError, StoreError
+from ..redact import redacted, scrub
+from .protocols import translated
 from .sql_schema import Migration
-from .store import translated
 
 if TYPE_CHECKING:
     import psycopg

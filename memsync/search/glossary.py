@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable, Sequence
 from contextlib import closing, suppress
 from pathlib import Path
 
-from .fts import FUNCTION_WORDS, STOPWORDS
+from ..fts import FUNCTION_WORDS, STOPWORDS
 
 log = logging.getLogger("memsync.glossary")
 

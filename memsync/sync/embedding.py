@@ -7,11 +7,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .chunking import embed_inputs
-from .embedders import Embedder
-from .errors import EmbeddingResponseError
-from .store import ModelKey, PendingChunk, StoreWriter
-from .vectors import to_blob
+from ..chunking import embed_inputs
+from ..embedders import Embedder
+from ..errors import EmbeddingResponseError
+from ..store.protocols import ModelKey, PendingChunk, StoreWriter
+from ..vectors import to_blob
 
 log = logging.getLogger("memsync.sync")
 

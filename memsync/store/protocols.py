@@ -16,8 +16,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, cast
 
-from .errors import StoreError
-from .filters import NoteFilter
+from ..errors import StoreError
+from ..filters import NoteFilter
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -25,7 +25,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
 
-    from .vectors import Background
+    from ..vectors import Background
 
 SOURCE = "memory"
 

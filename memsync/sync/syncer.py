@@ -14,13 +14,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import fts, metadata
-from .chunking import CHUNKER, chunk_text
-from .embedders import Embedder
-from .embedding import Progress, ProgressFactory, embed_pending
-from .errors import EmbeddingError, VaultError
-from .origin import Owner
-from .store import (
+from .. import fts, metadata
+from ..chunking import CHUNKER, chunk_text
+from ..embedders import Embedder
+from ..errors import EmbeddingError, VaultError
+from ..store.origin import Owner
+from ..store.protocols import (
     FileFacts,
     FileRow,
     NewChunk,
@@ -29,8 +28,9 @@ from .store import (
     StoreReader,
     StoreWriter,
 )
-from .text import as_text
-from .vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan
+from ..text import as_text
+from ..vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan
+from .embedding import Progress, ProgressFactory, embed_pending
 
 log = logging.getLogger("memsync.sync")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from datetime import date
 
-from .config import Config
-from .filters import NoteFilter
+from ..config import Config
+from ..filters import NoteFilter
 
 _SETTINGS = Config()  # the documented defaults live in Config only
 

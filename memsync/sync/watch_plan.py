@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .vault import IgnoreRules
+from ..vault import IgnoreRules
 
 
 def subfolders(root: Path, rel: str) -> list[str]:

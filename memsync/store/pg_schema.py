@@ -8,9 +8,9 @@ import contextlib
 import time
 from collections.abc import Iterator
 
-from .errors import IndexNotFound, StoreError
+from ..errors import IndexNotFound, StoreError
+from ..redact import redact
 from .pg_connect import LOCK_CLASS, MIGRATION_LOCK, SHARED, ensure_shared, exists, names
-from .redact import redact
 from .sql_schema import Migration, added_in, overlap_step, window_lines_step
 from .sql_tables import SharedTables
 

@@ -11,12 +11,12 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .config import EF_SEARCH
-from .filters import NoteFilter
+from ..config import EF_SEARCH
+from ..filters import NoteFilter
+from ..vectors import KEPT_IN_MEMORY, MeanVectors, centroid, from_blob
 from .pg_connect import psycopg_sql, scalar
+from .protocols import ModelKey
 from .sql_reading import SharedReading
-from .store import ModelKey
-from .vectors import KEPT_IN_MEMORY, MeanVectors, centroid, from_blob
 
 if TYPE_CHECKING:
     import numpy as np

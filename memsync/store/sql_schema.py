@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import StoreError
+from ..errors import StoreError
 from .origin import Origin
 
 

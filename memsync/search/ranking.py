@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import fts
-from .chunking import cut_window_lines
-from .metadata import front_matter_lines, note_date
-from .vectors import placed_scripts
+from .. import fts
+from ..chunking import cut_window_lines
+from ..metadata import front_matter_lines, note_date
+from ..vectors import placed_scripts
 
 if TYPE_CHECKING:
     from .options import Options

@@ -7,6 +7,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ..redact import redact
 from .lock import WriterLock
 from .pg_connect import (
     LOCK_CLASS,
@@ -17,8 +18,7 @@ from .pg_connect import (
     first_line,
     scalar,
 )
-from .redact import redact
-from .store import translated, translating
+from .protocols import translated, translating
 
 if TYPE_CHECKING:
     import psycopg

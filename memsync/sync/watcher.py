@@ -20,17 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import Config
+from ..config import Config
+from ..embedders import Embedder, make_embedder
+from ..errors import EmbeddingError, LockError, MemsyncError, StoreError
+from ..store.locate import Location, check_writer, for_vault, owner_of
+from ..store.origin import Owner
+from ..store.protocols import StoreWriter
+from ..text import escape_controls
+from ..vault import IGNORE_FILE, IgnoreRules, vault_root
 from .debounce import Debouncer
-from .embedders import Embedder, make_embedder
 from .embedding import embed_pending
-from .errors import EmbeddingError, LockError, MemsyncError, StoreError
-from .locate import Location, check_writer, for_vault, owner_of
-from .origin import Owner
-from .store import StoreWriter
-from .sync import Report, Syncer
-from .text import escape_controls
-from .vault import IGNORE_FILE, IgnoreRules, vault_root
+from .syncer import Report, Syncer
 from .watch_plan import subfolders, watch_roots
 
 log = logging.getLogger("memsync.watch")
