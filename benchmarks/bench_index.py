@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common import MEMSYNC, make_vault, process_seconds, timed
-from memsync.embedders import LocalEmbedder
+from memsync.embed.local import LocalEmbedder
 from memsync.store.sqlite_store import SqliteStore
 from memsync.sync.embedding import embed_pending
 from memsync.sync.syncer import index_vault

@@ -22,7 +22,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from benchmarks.common import MEMSYNC, QUERIES, build, p95, rss_mb
-from memsync.embedders import LocalEmbedder
+from memsync.embed.local import LocalEmbedder
 from memsync.store.locate import SqliteLocation
 
 

@@ -45,7 +45,7 @@ from benchmarks.common import (
 from memsync import fts
 from memsync.chunking import chunk_text
 from memsync.config import EF_SEARCH
-from memsync.embedders import LocalEmbedder
+from memsync.embed.local import LocalEmbedder
 from memsync.filters import note_filter
 from memsync.search.options import Options
 from memsync.search.pipeline import search

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common import SAMPLE_VAULT, build, in_process, whole_process
-from memsync.embedders import LocalEmbedder
+from memsync.embed.local import LocalEmbedder
 from memsync.filters import note_filter
 from memsync.search.options import Options
 from memsync.store.locate import SqliteLocation

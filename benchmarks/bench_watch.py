@@ -28,7 +28,7 @@ from pathlib import Path
 from benchmarks.common import MEMSYNC, SAMPLE_VAULT, make_vault, p95, rss_mb
 from memsync import fts
 from memsync.config import load_config
-from memsync.embedders import LocalEmbedder
+from memsync.embed.local import LocalEmbedder
 from memsync.store.locate import SqliteLocation
 from memsync.store.protocols import StoreWriter as Store
 from memsync.store.sqlite_store import SqliteStore

@@ -29,7 +29,7 @@ import numpy as np
 from memsync import fts
 from memsync.chunking import chunk_text, embed_inputs
 from memsync.config import data_dir
-from memsync.embedders import LocalEmbedder
+from memsync.embed.local import LocalEmbedder
 from memsync.search.glossary import cached_path
 from memsync.search.options import Options
 from memsync.search.pipeline import search

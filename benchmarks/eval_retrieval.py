@@ -42,7 +42,7 @@ from pathlib import Path
 
 from benchmarks import locomo
 from benchmarks.common import ROOT, SAMPLE_VAULT, start_pgserver
-from memsync.embedders import LocalEmbedder
+from memsync.embed.local import LocalEmbedder
 from memsync.evaluate import distinct, novelty_ndcg_at, score_run
 from memsync.filters import note_filter
 from memsync.search.options import Options

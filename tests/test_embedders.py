@@ -12,13 +12,9 @@ import pytest
 from conftest import EmbeddingServer, write
 
 from memsync.config import load_config
-from memsync.embedders import (
-    OllamaEmbedder,
-    OpenAIEmbedder,
-    make_embedder,
-    resolve_provider,
-    retry_after,
-)
+from memsync.embed.http import retry_after
+from memsync.embed.remote import OllamaEmbedder, OpenAIEmbedder
+from memsync.embedders import make_embedder, resolve_provider
 from memsync.errors import (
     EmbeddingAuthError,
     EmbeddingConfigError,
@@ -142,7 +138,7 @@ def test_auto_never_picks_a_remote_provider(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-anything")
     monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:1")
     assert resolve_provider(load_config()) in ("local", "none")
-    monkeypatch.setattr("memsync.embedders.local_available", lambda: False)
+    monkeypatch.setattr("memsync.embed.local.local_available", lambda: False)
     assert resolve_provider(load_config()) == "none"
     assert make_embedder(load_config()) is None
 
@@ -301,10 +297,10 @@ def test_requests_overlap_rows_keep_their_order_and_a_failing_batch_is_retried(
 def test_indexing_keeps_requests_in_flight_and_a_provider_that_fails_loses_no_text(
     tmp_path: Path, embedding_server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memsync import embedders
+    from memsync.embed import http
     from memsync.memory import Memory, index, search_options
 
-    monkeypatch.setattr(embedders, "pause", lambda seconds: None)  # retries without the waits
+    monkeypatch.setattr(http, "pause", lambda seconds: None)  # retries without the waits
 
     vault = tmp_path / "v"
     for i in range(40):

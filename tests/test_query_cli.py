@@ -283,10 +283,10 @@ def test_hybrid_with_vectors_and_decay_prefers_the_newer_daily_note(
 def test_vector_leg_down_is_said_not_hidden(
     tmp_path: Path, embedding_server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memsync import embedders
+    from memsync.embed import http
 
     waits: list[float] = []
-    monkeypatch.setattr(embedders, "pause", waits.append)  # the backoff, without waiting it out
+    monkeypatch.setattr(http, "pause", waits.append)  # the backoff, without waiting it out
     vault = _vault(tmp_path / "notes")
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
     _run("index", str(vault), "--provider", "openai", env=env)

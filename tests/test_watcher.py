@@ -16,7 +16,7 @@ import pytest
 from conftest import EmbeddingServer, write
 
 from memsync.config import load_config
-from memsync.embedders import OpenAIEmbedder
+from memsync.embed.remote import OpenAIEmbedder
 from memsync.errors import LockError
 from memsync.search.options import Options
 from memsync.search.pipeline import search
