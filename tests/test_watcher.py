@@ -433,7 +433,7 @@ def test_the_embedding_worker_survives_a_size_change_and_any_error_and_says_so(
     from conftest import HashEmbedder
 
     from memsync.status import gather
-    from memsync.sync import watcher as watcher_module
+    from memsync.sync import embedding as embedding_module
 
     caplog.set_level(logging.INFO, logger="memsync")
     url = f"{embedding_server.url}/v1"
@@ -451,7 +451,7 @@ def test_the_embedding_worker_survives_a_size_change_and_any_error_and_says_so(
         # the worker clears the error once the batch it stored has committed: a moment later
         wait_until(lambda: gather(r.location)["writer"].get("embedding_error") is None)
 
-        real = watcher_module.embed_pending
+        real = embedding_module.embed_pending
         calls: list[int] = []
 
         def broken_once(*args: object, **kwargs: object) -> object:
@@ -460,14 +460,14 @@ def test_the_embedding_worker_survives_a_size_change_and_any_error_and_says_so(
                 raise RuntimeError("a bug nobody foresaw")
             return real(*args, **kwargs)  # type: ignore[arg-type]
 
-        watcher_module.embed_pending = broken_once  # type: ignore[assignment]
+        embedding_module.embed_pending = broken_once  # type: ignore[assignment]
         try:
             write(vault, "newer.md", "# Newer\n\nquince\n")
             wait_until(
                 lambda: len(calls) >= 2 and SqliteStore(r.db).pending_count() == 0, timeout=20
             )
         finally:
-            watcher_module.embed_pending = real
+            embedding_module.embed_pending = real
         assert any("embedding failed unexpectedly" in m for m in caplog.messages)
         assert r.watcher._embedding.is_alive()  # type: ignore[union-attr]
     finally:

@@ -1,15 +1,18 @@
 """Vectors for the chunks that lack one: the embedding cache first, then the model, a few
-batches a round, so `index` and the watcher's embedding thread can stop between rounds."""
+batches a round, so `index` and the watcher's embedding worker (a thread) can stop between
+rounds."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..chunking import embed_inputs
 from ..embedders import Embedder
-from ..errors import EmbeddingResponseError
+from ..errors import EmbeddingError, EmbeddingResponseError, MemsyncError
+from ..store.locate import Location
 from ..store.protocols import ModelKey, PendingChunk, StoreWriter
 from ..vectors import to_blob
 
@@ -105,3 +108,72 @@ def _embed_rounds(
         if stored == 0 and store.model_key() != key:
             break  # someone switched the model under us; stop rather than loop
     return done
+
+
+class EmbeddingWorker(threading.Thread):
+    """Computes vectors for chunks that lack one; waits on a signal, never polls."""
+
+    def __init__(
+        self,
+        location: Location,
+        embedder: Embedder,
+        stop: threading.Event,
+        retry_base: float,
+        publish: Callable[..., None],
+    ) -> None:
+        super().__init__(name="memsync-embed", daemon=True)
+        self.retry_base = retry_base
+        self.publish = publish  # puts facts where `memsync status` reads them
+        self.location = location
+        self.embedder = embedder
+        self.stop = stop
+        self.wake = threading.Event()
+        self.failures = 0
+        self.last_error = ""
+
+    def run(self) -> None:
+        """Never dies: any failure is logged, published for `status`, and retried with backoff."""
+        while not self.stop.is_set():
+            try:
+                with self.location.open(create=True) as store:
+                    self._serve(store)
+            except Exception as exc:  # noqa: BLE001 - a worker must not die silently
+                self._failed(exc)
+                self.wake.wait(self._backoff())
+
+    def _serve(self, store: StoreWriter) -> None:
+        while not self.stop.is_set():
+            self.wake.clear()
+            wait = None
+            try:
+                done = embed_pending(store, self.embedder, should_stop=self.stop.is_set)
+                if done.embedded:
+                    log.info("embedded %d chunks (%d waiting)", done.embedded, done.pending)
+                if self.failures:
+                    self.publish(embedding_error=None)
+                    log.info("embedding works again")
+                self.failures, self.last_error = 0, ""
+            except EmbeddingError as exc:
+                self._failed(exc)
+                wait = self._backoff()
+            self.wake.wait(wait)
+
+    def _backoff(self) -> float:
+        return min(self.retry_base * 2.0 ** (max(self.failures, 1) - 1), 300.0)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        self.last_error = str(exc)
+        if isinstance(exc, MemsyncError):
+            log.warning(
+                "embedding failed (%s); keyword search stays fresh; retry in %.0fs",
+                exc,
+                self._backoff(),
+            )
+        else:
+            log.error(
+                "embedding failed unexpectedly; retry in %.0fs", self._backoff(), exc_info=exc
+            )
+        # logged first: whoever sees the error in `status` finds it in the log too (a test that
+        # waited for the one and read the other failed on a busy machine)
+        self.publish(embedding_error=f"{exc} (retrying, attempt {self.failures})")

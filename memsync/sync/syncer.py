@@ -284,12 +284,34 @@ class Syncer:
         progress: Progress | None,
         rechunk: bool = False,
     ) -> bool:
-        """Returns False when it stopped early (should_stop)."""
-        notes: dict[str, Note] = {}
+        """Read what changed, then move and remove, then write the new text in batches.
+        Returns False when it stopped early (should_stop)."""
         hashes = self.store.file_hashes([p for p in to_read if p in index] + removed)
+        notes = self._read_changed(to_read, hashes, index, disk, report, progress, rechunk)
+        if notes is None:
+            return False
+        self._move_and_remove(notes, removed, hashes, index, report, progress)
+        if not self._write_notes(notes, index, report, progress):
+            return False
+        report.pending = self.store.pending_count()
+        return True
+
+    def _read_changed(
+        self,
+        to_read: list[str],
+        hashes: Mapping[str, str],
+        index: Mapping[str, tuple[int, int]],
+        disk: Mapping[str, FileStat],
+        report: Report,
+        progress: Progress | None,
+        rechunk: bool,
+    ) -> dict[str, Note] | None:
+        """The notes whose text changed; a file that cannot be indexed is recorded as skipped,
+        one whose text is the same only touched. None when it stopped early."""
+        notes: dict[str, Note] = {}
         for path in to_read:
             if self.should_stop():
-                return False
+                return None
             try:
                 note = read_note(self.root, path, self.max_file_bytes)
             except SkipFile as skip:
@@ -312,7 +334,19 @@ class Syncer:
                     progress(1)
                 continue
             notes[path] = note
+        return notes
 
+    def _move_and_remove(
+        self,
+        notes: dict[str, Note],
+        removed: list[str],
+        hashes: Mapping[str, str],
+        index: Mapping[str, tuple[int, int]],
+        report: Report,
+        progress: Progress | None,
+    ) -> None:
+        """A new note with a removed one's text is that note moved (taken out of `notes`: its
+        chunks and vectors move with it); the other removed notes go."""
         fresh = {p: n.hash for p, n in notes.items() if p not in index}
         moves = match_moves(fresh, {p: hashes[p] for p in removed})
         for new, old in moves.items():
@@ -329,6 +363,15 @@ class Syncer:
                 self.store.remove_file(path)
                 report.removed += 1
 
+    def _write_notes(
+        self,
+        notes: dict[str, Note],
+        index: Mapping[str, tuple[int, int]],
+        report: Report,
+        progress: Progress | None,
+    ) -> bool:
+        """The notes chunked and written, a batch per transaction; False when it stopped early
+        (the batch gathered so far is written first)."""
         batch: list[NoteWrite] = []
         chunks = 0  # in the batch
         for path, note in notes.items():
@@ -346,7 +389,6 @@ class Syncer:
                 self._write(batch, index, report, progress)
                 batch, chunks = [], 0
         self._write(batch, index, report, progress)
-        report.pending = self.store.pending_count()
         return True
 
     def _write(

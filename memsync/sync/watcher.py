@@ -16,47 +16,27 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config import Config
 from ..embedders import Embedder, make_embedder
-from ..errors import EmbeddingError, LockError, MemsyncError, StoreError
+from ..errors import LockError, MemsyncError, StoreError
 from ..store.locate import Location, check_writer, for_vault, owner_of
 from ..store.origin import Owner
-from ..store.protocols import StoreWriter
 from ..text import escape_controls
-from ..vault import IGNORE_FILE, IgnoreRules, vault_root
+from ..vault import IGNORE_FILE, vault_root
 from .debounce import Debouncer
-from .embedding import embed_pending
+from .embedding import EmbeddingWorker
+from .events import RELOAD, RESCAN, REWATCH, VAULT_LOST, Change, EventSink, OverflowAlarm
 from .syncer import Report, Syncer
 from .watch_plan import subfolders, watch_roots
 
 log = logging.getLogger("memsync.watch")
 
-RESCAN = "\0rescan"  # a queue item meaning: events were lost, reconcile everything
-RELOAD = "\0reload"  # a queue item meaning: .memsyncignore changed, apply its rules
-REWATCH = "\0rewatch"  # a queue item meaning: folders appeared or went, plan the watches again
-VAULT_LOST = "\0vault lost"  # a queue item meaning: the vault folder itself was deleted
 MAX_BATCH_WAIT = 2.0  # seconds: a steady stream of events still gets applied this often
 STOP_CHECK = 0.25  # seconds between looks at the stop flag while idle
 STOP_GRACE = 1.0  # seconds a stopping watcher waits for the embedding batch in flight
-
-
-@dataclass(frozen=True)
-class Change:
-    path: str  # relative to the vault
-    is_folder: bool
-
-
-def _relative(root: str, path: str | bytes) -> str | None:
-    text = os.fsdecode(path)
-    if text == root:
-        return None
-    if not text.startswith(root + os.sep):
-        return None
-    return text[len(root) + 1 :].replace(os.sep, "/")
 
 
 def _folder_identity(path: Path) -> tuple[int, int] | None:
@@ -66,122 +46,6 @@ def _folder_identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return (found.st_dev, found.st_ino) if stat.S_ISDIR(found.st_mode) else None
-
-
-class _EventSink:
-    """watchdog handler: every src/dest path that may hold a note goes on the queue."""
-
-    def __init__(self, root: Path, rules: IgnoreRules, changes: queue.Queue[Change | str]) -> None:
-        self.root = str(root)
-        self.rules = rules
-        self.changes = changes
-        self.last_event = 0.0
-
-    def dispatch(self, event: object) -> None:  # the watchdog handler protocol
-        paths = [getattr(event, "src_path", ""), getattr(event, "dest_path", "")]
-        is_folder = bool(getattr(event, "is_directory", False))
-        kind = getattr(event, "event_type", "")
-        if kind in ("opened", "closed_no_write") or (is_folder and kind == "modified"):
-            return  # a folder's mtime changes with every entry: its notes' own events say more
-        for raw in paths:
-            if not raw:
-                continue
-            if kind == "deleted" and os.fsdecode(raw) == self.root:
-                self.changes.put(VAULT_LOST)  # its watches went with it, even if it comes back
-                continue
-            rel = _relative(self.root, raw)
-            if rel is None:
-                continue
-            if rel == IGNORE_FILE:
-                self.changes.put(RELOAD)
-                continue
-            if is_folder and kind in ("created", "deleted", "moved"):
-                self.changes.put(REWATCH)  # an ignored folder too: it may need its watch gone
-            if self.rules.skips_folder(rel) if is_folder else self.rules.skips_path(rel):
-                continue
-            self.last_event = time.time()
-            self.changes.put(Change(rel, is_folder))
-
-
-class _OverflowAlarm(logging.Handler):
-    """watchdog only logs an inotify queue overflow; turn that line into a full reconcile."""
-
-    def __init__(self, changes: queue.Queue[Change | str]) -> None:
-        super().__init__(logging.WARNING)
-        self.changes = changes
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if "overflow" in record.getMessage().lower():
-            self.changes.put(RESCAN)
-
-
-class Embedding(threading.Thread):
-    """Computes vectors for chunks that lack one; waits on a signal, never polls."""
-
-    def __init__(
-        self,
-        location: Location,
-        embedder: Embedder,
-        stop: threading.Event,
-        retry_base: float,
-        publish: Callable[..., None],
-    ) -> None:
-        super().__init__(name="memsync-embed", daemon=True)
-        self.retry_base = retry_base
-        self.publish = publish  # puts facts where `memsync status` reads them
-        self.location = location
-        self.embedder = embedder
-        self.stop = stop
-        self.wake = threading.Event()
-        self.failures = 0
-        self.last_error = ""
-
-    def run(self) -> None:
-        """Never dies: any failure is logged, published for `status`, and retried with backoff."""
-        while not self.stop.is_set():
-            try:
-                with self.location.open(create=True) as store:
-                    self._serve(store)
-            except Exception as exc:  # noqa: BLE001 - a worker must not die silently
-                self._failed(exc)
-                self.wake.wait(self._backoff())
-
-    def _serve(self, store: StoreWriter) -> None:
-        while not self.stop.is_set():
-            self.wake.clear()
-            wait = None
-            try:
-                done = embed_pending(store, self.embedder, should_stop=self.stop.is_set)
-                if done.embedded:
-                    log.info("embedded %d chunks (%d waiting)", done.embedded, done.pending)
-                if self.failures:
-                    self.publish(embedding_error=None)
-                    log.info("embedding works again")
-                self.failures, self.last_error = 0, ""
-            except EmbeddingError as exc:
-                self._failed(exc)
-                wait = self._backoff()
-            self.wake.wait(wait)
-
-    def _backoff(self) -> float:
-        return min(self.retry_base * 2.0 ** (max(self.failures, 1) - 1), 300.0)
-
-    def _failed(self, exc: BaseException) -> None:
-        self.failures += 1
-        self.last_error = str(exc)
-        if isinstance(exc, MemsyncError):
-            log.warning(
-                "embedding failed (%s); keyword search stays fresh; retry in %.0fs",
-                exc,
-                self._backoff(),
-            )
-        else:
-            log.error(
-                "embedding failed unexpectedly; retry in %.0fs", self._backoff(), exc_info=exc
-            )
-        # logged first: whoever sees the error in `status` finds it in the log too (a test that
-        # waited for the one and read the other failed on a busy machine)
-        self.publish(embedding_error=f"{exc} (retrying, attempt {self.failures})")
 
 
 class Watcher:
@@ -207,7 +71,7 @@ class Watcher:
         self._watches: dict[tuple[str, bool], Any] = {}  # (folder, recursive) -> watchdog's watch
         self._watched_vault: tuple[int, int] | None = None  # the folder the watches are on
         self._vault_gone = False
-        self._embedding: Embedding | None = None
+        self._embedding: EmbeddingWorker | None = None
         self.ready = threading.Event()
 
     @classmethod
@@ -240,7 +104,7 @@ class Watcher:
         """Blocks until stop is set; the writer lock is held throughout."""
         self.lock.acquire()
         log.info("watching %s (index %s, pid %d)", self.root, self.location, os.getpid())
-        alarm = _OverflowAlarm(self.changes)
+        alarm = OverflowAlarm(self.changes)
         watchdog_log = logging.getLogger("watchdog")
         watchdog_log.addHandler(alarm)
         abandoned = False
@@ -253,13 +117,13 @@ class Watcher:
                 owner=self.owner,
             )
             try:
-                sink = _EventSink(self.root, syncer.rules, self.changes)
+                sink = EventSink(self.root, syncer.rules, self.changes)
                 self._start_observer(sink)
                 try:
                     self._reconcile(syncer, "start")
                     if self.embedder is not None:
                         self._say_what_waits(syncer.store.pending_count(), self.embedder)
-                        self._embedding = Embedding(
+                        self._embedding = EmbeddingWorker(
                             self.location,
                             self.embedder,
                             self.stop,
@@ -297,7 +161,7 @@ class Watcher:
         self._embedding = None
         return False
 
-    def _start_observer(self, sink: _EventSink) -> None:
+    def _start_observer(self, sink: EventSink) -> None:
         """Watch the vault's indexed folders (watch_plan.watch_roots): hidden and ignored folders get
         no inotify watch, so a .git/objects or node_modules cannot exhaust the user's limit."""
         from watchdog.observers import Observer
@@ -311,7 +175,7 @@ class Watcher:
             log.error("cannot watch %s: reconciling every minute instead", self.root)
             self._stop_observer()
 
-    def _rewatch(self, sink: _EventSink) -> bool:
+    def _rewatch(self, sink: EventSink) -> bool:
         """Bring the watches to the plan for the folders now on disk and the rules now in force
         (at start, and after folders appear, go or become ignored). New watches are made before
         old ones go, so no event falls between. A tree the observer cannot take whole (too deep,
@@ -380,7 +244,7 @@ class Watcher:
         minutes = self.config.reconcile_minutes if self._observer is not None else 1.0
         return max(minutes * 60.0, 1.0)
 
-    def _loop(self, syncer: Syncer, sink: _EventSink) -> None:
+    def _loop(self, syncer: Syncer, sink: EventSink) -> None:
         batches = Debouncer(self.changes, self.config.debounce_ms / 1000.0, MAX_BATCH_WAIT)
         next_reconcile = time.monotonic() + self._interval()
         while not self.stop.is_set():
@@ -415,7 +279,7 @@ class Watcher:
             changes = [c for c in batch if isinstance(c, Change)]
             self._guarded(self._apply, syncer, changes)
 
-    def _vault_missing(self, syncer: Syncer, sink: _EventSink) -> bool:
+    def _vault_missing(self, syncer: Syncer, sink: EventSink) -> bool:
         """True while no folder is at the vault's path. A vault folder deleted and made again,
         or moved away and another put in its place, is a folder no watch is on: its edits were
         found by the periodic reconcile only. When a folder is back (another inode, or any after
@@ -440,7 +304,7 @@ class Watcher:
         self._apply_rules(syncer, sink, "vault folder back")
         return False
 
-    def _apply_rules(self, syncer: Syncer, sink: _EventSink, why: str) -> None:
+    def _apply_rules(self, syncer: Syncer, sink: EventSink, why: str) -> None:
         """Read .memsyncignore again, watch by its rules and reconcile by them."""
         syncer.reload_rules()
         sink.rules = syncer.rules
