@@ -78,12 +78,11 @@ def _skipped_on_disk(notes: int, others: int) -> str:
 
 
 def status_text(facts: dict[str, Any]) -> str:
-    disk = facts["disk"]
+    """`memsync status` for people: where, what model, how much, who writes, how fresh."""
     host = f" on {facts['vault_host']}" if facts.get("vault_host") else ""
     # a shared index made before hosts were recorded does not say which machine its notes are on
     notes_on = host or " on the machine that indexed them"
     lines = [f"vault:    {facts['vault'] or '(unknown)'}{host}", f"index:    {facts['db']}"]
-    elsewhere = disk.get("here") is False
     if facts["model"]:
         lines.append(f"model:    {facts['provider']} {facts['model']} ({facts['dims']} dims)")
     else:
@@ -93,70 +92,14 @@ def status_text(facts: dict[str, Any]) -> str:
         lines.append("access:   read-only for this user (queries are not refreshed)")
     if facts.get("schema_behind"):
         lines.append(f"schema:   {facts['schema_behind']}")
-    if disk["present"]:
-        lines.append(
-            f"files:    {facts['files_indexed']} indexed, {disk['files']} notes on disk"
-            + _skipped_on_disk(disk["skipped_notes"], disk["skipped"] - disk["skipped_notes"])
-        )
-    elif elsewhere:
-        indexed = facts["files_indexed"]
-        lines.append(f"files:    {indexed} indexed; the notes are{notes_on}, not on this one")
-    else:
-        lines.append(
-            f"files:    {facts['files_indexed']} indexed; the vault folder is not there now"
-        )
+    lines.append(f"files:    {_files_status(facts, notes_on)}")
     lines.append(
         f"chunks:   {facts['chunks']} ({facts['chunks_embedded']} with vectors, "
         f"{facts['chunks_pending']} waiting for embeddings)"
     )
-    writer = facts["writer"]
-    if writer:
-        started = writer.get("started")
-        uptime = f", up {_span(max(time.time() - float(started), 0.0))}" if started else ""
-        runs_on = f" on {writer['host']}" if writer.get("host") else ""
-        detail = (
-            f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{runs_on}{uptime})"
-        )
-        if writer.get("last_event"):
-            detail += f", last event {_ago(time.time() - float(writer['last_event']))}"
-        if writer.get("last_sync"):
-            detail += f", last sync {_ago(time.time() - float(writer['last_sync']))}"
-        lines.append(f"writer:   {detail}")
-        if writer.get("embedding_error"):
-            lines.append(f"errors:   embedding: {writer['embedding_error']}")
-        if writer.get("unwatched"):
-            folders = ", ".join(f"{f}/" for f in writer["unwatched"])
-            lines.append(
-                f"unwatched: {folders} (too deep to watch; the periodic reconcile covers them)"
-            )
-    else:
-        lines.append("writer:   no watcher running")
+    lines += _writer_status(facts["writer"])
     lines.append(f"synced:   {_ago(facts['last_sync_age_s'])}")
-    if facts["complete"]:
-        state = "up to date"
-    elif facts["text_up_to_date"] and not facts["model"]:
-        state = "up to date for keyword search (no embedding model has run: memsync index VAULT)"
-    elif elsewhere:
-        state = f"not compared here: the vault's notes are{notes_on}, where its writer runs"
-    elif not disk["present"]:
-        state = (
-            "the vault folder is not there now (moved, deleted or not mounted): cannot compare "
-            "it with the index"
-        )
-    else:
-        behind = [f"{disk[k]} {k}" for k in ("new", "changed", "removed") if disk.get(k)]
-        parts = []
-        if not facts["rules_current"]:
-            parts.append(
-                "indexed by an older memsync's rules (memsync index VAULT chunks every note "
-                "again, and embeds the chunks that changed)"
-            )
-        if behind:
-            parts.append("notes on disk differ from the index (" + ", ".join(behind) + ")")
-        if facts["chunks_pending"]:
-            parts.append(f"{facts['chunks_pending']} chunks without vectors")
-        state = "behind: " + "; ".join(parts)
-    lines.append(f"state:    {state}")
+    lines.append(f"state:    {_sync_state(facts, notes_on)}")
     if facts["skipped"]:
         lines.append(f"skipped:  {len(facts['skipped'])} file(s)")
         lines += [_about(s["path"], s["reason"]) for s in facts["skipped"]]
@@ -164,6 +107,69 @@ def status_text(facts: dict[str, Any]) -> str:
         lines.append(f"warnings: {len(facts['warnings'])} note(s), indexed anyway")
         lines += [_about(w["path"], w["warning"]) for w in facts["warnings"]]
     return "\n".join(lines)
+
+
+def _files_status(facts: dict[str, Any], notes_on: str) -> str:
+    """Files indexed, and notes on disk when the vault folder is here to count."""
+    disk = facts["disk"]
+    if disk["present"]:
+        skipped = _skipped_on_disk(disk["skipped_notes"], disk["skipped"] - disk["skipped_notes"])
+        return f"{facts['files_indexed']} indexed, {disk['files']} notes on disk{skipped}"
+    if disk.get("here") is False:
+        return f"{facts['files_indexed']} indexed; the notes are{notes_on}, not on this one"
+    return f"{facts['files_indexed']} indexed; the vault folder is not there now"
+
+
+def _writer_status(writer: dict[str, Any]) -> list[str]:
+    """The writer's line (who, since when, its last event and sync), its errors, what it cannot
+    watch."""
+    if not writer:
+        return ["writer:   no watcher running"]
+    started = writer.get("started")
+    uptime = f", up {_span(max(time.time() - float(started), 0.0))}" if started else ""
+    runs_on = f" on {writer['host']}" if writer.get("host") else ""
+    detail = f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{runs_on}{uptime})"
+    if writer.get("last_event"):
+        detail += f", last event {_ago(time.time() - float(writer['last_event']))}"
+    if writer.get("last_sync"):
+        detail += f", last sync {_ago(time.time() - float(writer['last_sync']))}"
+    lines = [f"writer:   {detail}"]
+    if writer.get("embedding_error"):
+        lines.append(f"errors:   embedding: {writer['embedding_error']}")
+    if writer.get("unwatched"):
+        folders = ", ".join(f"{f}/" for f in writer["unwatched"])
+        lines.append(
+            f"unwatched: {folders} (too deep to watch; the periodic reconcile covers them)"
+        )
+    return lines
+
+
+def _sync_state(facts: dict[str, Any], notes_on: str) -> str:
+    """Up to date, not comparable here, or behind and why."""
+    disk = facts["disk"]
+    if facts["complete"]:
+        return "up to date"
+    if facts["text_up_to_date"] and not facts["model"]:
+        return "up to date for keyword search (no embedding model has run: memsync index VAULT)"
+    if disk.get("here") is False:
+        return f"not compared here: the vault's notes are{notes_on}, where its writer runs"
+    if not disk["present"]:
+        return (
+            "the vault folder is not there now (moved, deleted or not mounted): cannot compare "
+            "it with the index"
+        )
+    behind = [f"{disk[k]} {k}" for k in ("new", "changed", "removed") if disk.get(k)]
+    parts = []
+    if not facts["rules_current"]:
+        parts.append(
+            "indexed by an older memsync's rules (memsync index VAULT chunks every note "
+            "again, and embeds the chunks that changed)"
+        )
+    if behind:
+        parts.append("notes on disk differ from the index (" + ", ".join(behind) + ")")
+    if facts["chunks_pending"]:
+        parts.append(f"{facts['chunks_pending']} chunks without vectors")
+    return "behind: " + "; ".join(parts)
 
 
 def vaults_text(facts: dict[str, Any]) -> str:

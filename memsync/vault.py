@@ -209,24 +209,27 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
             if not is_link:  # no need to ask the kernel: the parent's real path + name
                 stack.append((entry.path, rel, os.path.join(folder_real, entry.name)))
                 continue
-            real = _realpath(entry.path)
-            if real is None:
-                result.skipped.append(
-                    Skip(rel, "changed while being listed: a symlink was swapped")
-                )
-                continue
-            if not confined.inside(real, root_real):
-                result.skipped.append(Skip(rel, "symlink to a folder outside the vault"))
-                continue
-            target = _relative(real, root_real)
-            if target == "." or not rules.skips_folder(target):
-                where = "the vault itself" if target == "." else f"{target}/"
-                result.skipped.append(
-                    Skip(rel, f"symlink to {where}, whose notes are indexed under their own names")
-                )
-                continue
-            linked.append((entry.path, rel, real))
+            real = _linked_folder(root_real, rel, entry.path, rules)
+            if isinstance(real, Skip):
+                result.skipped.append(real)
+            else:
+                linked.append((entry.path, rel, real))
     return result
+
+
+def _linked_folder(root_real: str, rel: str, path: str, rules: IgnoreRules) -> str | Skip:
+    """The real path of a symlinked folder `scan` may walk, or why it is skipped: it points
+    outside the vault, or at a folder indexed under its own name already."""
+    real = _realpath(path)
+    if real is None:
+        return Skip(rel, "changed while being listed: a symlink was swapped")
+    if not confined.inside(real, root_real):
+        return Skip(rel, "symlink to a folder outside the vault")
+    target = _relative(real, root_real)
+    if target == "." or not rules.skips_folder(target):
+        where = "the vault itself" if target == "." else f"{target}/"
+        return Skip(rel, f"symlink to {where}, whose notes are indexed under their own names")
+    return real
 
 
 def note_at(root: Path, rel: str, rules: IgnoreRules) -> FileStat | Skip | None:

@@ -1,4 +1,4 @@
-"""The reranker: a /rerank server's scores for a query's candidates, checked before they are used."""
+"""The reranker: a /rerank server's scores for a query's candidates, checked before use."""
 
 from __future__ import annotations
 
