@@ -173,15 +173,15 @@ def lines_of(
     if first < 1 or last < first - 1 or (first > total and total > 0) or (total == 0 and first > 1):
         raise ArgumentError(f"{rel} has {total} lines: lines {first}-{last} are out of range")
     last = min(last, total)
-    shown: list[str] = []
+    returned: list[str] = []
     size = 0
     for line in lines[first - 1 : last]:
         size += len(line.encode("utf-8", "replace")) + 1
-        if capped and (len(shown) == MAX_LINES or (shown and size > MAX_BYTES)):
+        if capped and (len(returned) == MAX_LINES or (returned and size > MAX_BYTES)):
             break
-        shown.append(line)
-    end_line = first + len(shown) - 1
-    return Lines(rel, first, end_line, total, "\n".join(shown), end_line < last, copy)
+        returned.append(line)
+    end_line = first + len(returned) - 1
+    return Lines(rel, first, end_line, total, "\n".join(returned), end_line < last, copy)
 
 
 def protected(rel: str, patterns: tuple[str, ...]) -> bool:

@@ -277,8 +277,8 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
         flag = "  exact match" if hit.exact else ""
         lines.append(f"{rank}. {hit.score:.2f}  {where}{flag}")
         for offset, line in enumerate(hit.snippet.split("\n")):
-            shown = _highlight(escape_controls(line), terms, color)
-            lines.append(f"   {hit.snippet_start + offset:>5} | {shown}")
+            highlighted = _highlight(escape_controls(line), terms, color)
+            lines.append(f"   {hit.snippet_start + offset:>5} | {highlighted}")
         if hit.explain is not None:
             lines.append(f"   why: {explanation(hit.explain)}")
     return "\n".join(lines)
@@ -396,7 +396,7 @@ def tree_of(listing: list[tuple[str, int, int, int]], folder: str, depth: int | 
     if depth is None and len(listing) > MOST_TREE_ENTRIES and deepest > 1:
         fitting = [d for d in range(1, deepest) if _entries(levels, d) <= MOST_TREE_ENTRIES]
         chosen = max(fitting, default=1)
-    shown: list[TreeNote] = []
+    listed: list[TreeNote] = []
     folded: dict[str, int] = {}
     for (path, size, mtime_ns, chunks), rest in zip(listing, levels):
         if chosen is not None and len(rest) > chosen:
@@ -404,7 +404,7 @@ def tree_of(listing: list[tuple[str, int, int, int]], folder: str, depth: int | 
             folded[where] = folded.get(where, 0) + 1
             continue
         modified = datetime.fromtimestamp(mtime_ns / 1e9).strftime("%Y-%m-%d %H:%M")
-        shown.append({"path": path, "size": size, "modified": modified, "chunks": chunks})
+        listed.append({"path": path, "size": size, "modified": modified, "chunks": chunks})
     folders: list[TreeFolder] = [{"path": p, "notes": n} for p, n in sorted(folded.items())]
     more = []
     if chosen != depth:
@@ -412,17 +412,17 @@ def tree_of(listing: list[tuple[str, int, int, int]], folder: str, depth: int | 
             f"{len(listing):,} notes in all, listed to depth {chosen}: ask with a folder (path)"
             " or a depth to see further"
         )
-    entries = len(shown) + len(folders)
+    entries = len(listed) + len(folders)
     if entries > MOST_TREE_ENTRIES:
-        everything = [n["path"] for n in shown] + [f["path"] for f in folders]
+        everything = [n["path"] for n in listed] + [f["path"] for f in folders]
         kept = set(sorted(everything, key=lambda path: path.split("/"))[:MOST_TREE_ENTRIES])
-        shown = [n for n in shown if n["path"] in kept]
+        listed = [n for n in listed if n["path"] in kept]
         folders = [f for f in folders if f["path"] in kept]
         more.append(
             f"the first {MOST_TREE_ENTRIES:,} of {entries:,} entries, in path order: ask for a "
             "folder (path) for the rest"
         )
-    return {"path": folder, "notes": shown, "folders": folders, "more": "; ".join(more)}
+    return {"path": folder, "notes": listed, "folders": folders, "more": "; ".join(more)}
 
 
 def _entries(levels: list[list[str]], depth: int) -> int:
@@ -446,13 +446,13 @@ def tree_text(tree: Tree) -> str:
         for n in tree["notes"]
     ] + [(f["path"] + "/", f"/  ({f['notes']} notes below)") for f in tree["folders"]]
     lines: list[str] = []
-    shown: set[str] = set()
+    named_folders: set[str] = set()
     for path, detail in sorted(entries, key=lambda item: item[0].split("/")):
         parts = path.rstrip("/").split("/")
         for depth in range(base + 1, len(parts)):
             folder = "/".join(parts[:depth])
-            if folder not in shown:
-                shown.add(folder)
+            if folder not in named_folders:
+                named_folders.add(folder)
                 lines.append("  " * (depth - base - 1) + escape_name(parts[depth - 1]) + "/")
         lines.append("  " * (len(parts) - base - 1) + escape_name(parts[-1]) + detail)
     if tree["more"]:

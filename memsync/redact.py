@@ -42,7 +42,7 @@ _PASSWORDS: set[str] = set()  # every secret seen in a URL, scrubbed from any me
 class Redacted:
     """A URL or connection string as it may be shown, and what was taken out of it."""
 
-    shown: str
+    without_secrets: str
     certain: bool = True  # False: it could not be cut with certainty, so little of it is shown
     user: str | None = None  # a URL's user name and password, percent-decoded
     password: str | None = None
@@ -53,7 +53,7 @@ def redact(text: str) -> str:
     """The URL or key=value connection string without its password (user info, `password=`,
     API keys), safe to print, log or store, and where it could be cut with certainty still one
     that can be pasted back."""
-    return redacted(text).shown
+    return redacted(text).without_secrets
 
 
 def redacted(text: str) -> Redacted:
@@ -100,8 +100,8 @@ def _url(scheme: str, rest: str) -> Redacted:
             _remember(value)
         else:
             kept.append(pair)
-    shown = f"{scheme}://{head}{path}" + (f"?{'&'.join(kept)}" if kept else "")
-    return Redacted(shown, certain, user, password, tuple(secrets))
+    safe = f"{scheme}://{head}{path}" + (f"?{'&'.join(kept)}" if kept else "")
+    return Redacted(safe, certain, user, password, tuple(secrets))
 
 
 def _conninfo(text: str) -> Redacted:

@@ -57,7 +57,7 @@ class HttpService:
             )
         # the URL without its credentials, which go with every request instead: whatever prints
         # or logs base_url shows no secret
-        self.base_url = endpoint.shown
+        self.base_url = endpoint.without_secrets
         # of the URL as configured, credentials and all: the key its vectors are recorded under
         self._fingerprint = hashlib.sha256(base_url.rstrip("/").encode()).hexdigest()[:16]
         self._sleep = sleep or pause

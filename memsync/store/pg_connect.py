@@ -89,7 +89,7 @@ def connect(url: str) -> psycopg.Connection[Any]:
             f"a postgresql:// index needs psycopg and pgvector ({exc.name} is missing): "
             "pip install 'memsync[postgres]'"
         ) from exc
-    shown = redacted(url)
+    safe = redacted(url)
     try:
         conn = psycopg.connect(url, autocommit=True, connect_timeout=10, application_name="memsync")
         # as SQLite's WAL with synchronous=NORMAL: a commit does not wait for the disk; a server
@@ -99,9 +99,9 @@ def connect(url: str) -> psycopg.Connection[Any]:
         return conn
     except psycopg.Error as exc:
         # libpq quotes what it read, and where it cut a URL otherwise that may be a password's part
-        why = f" ({first_line(exc)})" if shown.certain else ""
+        why = f" ({first_line(exc)})" if safe.certain else ""
         raise StoreError(
-            f"cannot connect to {shown.shown}{why}: check that the server runs and that the URL, "
+            f"cannot connect to {safe.without_secrets}{why}: check that the server runs and that the URL, "
             "user and password (PGPASSWORD, ~/.pgpass) are right"
         ) from exc
 

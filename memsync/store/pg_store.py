@@ -77,7 +77,7 @@ class PgStore(PgKeywords, PgVectors, VaultSchema):
         kept in this process, up to MEMORY_VECTOR_BYTES, and searched exactly by numpy."""
         self.url = url
         self.name = name
-        self.shown = f"{redact(url)} (vault {name})"
+        self.label = f"{redact(url)} (vault {name})"
         self.read_only = False
         self.ef_search = ef_search
         self.vectors_in_memory = vectors_in_memory

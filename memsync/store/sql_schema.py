@@ -58,7 +58,7 @@ class SchemaSteps:
     ADDED_IN: dict[str, int] = {}
     schema: int = 0  # the index's schema as opened: a reader may answer from an older one
     read_only: bool = False
-    shown: str = "the index"  # in messages: "index /path", "vault notes"
+    label: str = "the index"  # how messages name it: "index /path", "vault notes"
 
     def _schema_version(self) -> int:
         raise NotImplementedError
@@ -82,16 +82,16 @@ class SchemaSteps:
         self.schema = self._schema_version()
         if self.schema > self.SCHEMA_VERSION:
             raise StoreError(
-                f"{self.shown} has schema {self.schema}, newer than this memsync "
+                f"{self.label} has schema {self.schema}, newer than this memsync "
                 f"({self.SCHEMA_VERSION}): upgrade memsync"
             )
         if writer:
             self.upgrade()
         elif self.schema == 0:
-            raise StoreError(f"{self.shown} is still being created: try again in a moment")
+            raise StoreError(f"{self.label} is still being created: try again in a moment")
         elif self.schema < self.READABLE_FROM:
             raise StoreError(
-                f"{self.shown} has schema {self.schema}, older than this memsync reads: "
+                f"{self.label} has schema {self.schema}, older than this memsync reads: "
                 f"{self._upgrader()} must run this release's memsync index or watch first"
             )
 
@@ -100,7 +100,7 @@ class SchemaSteps:
         writer holding the writer lock calls this, and one this user cannot write is refused."""
         if self._schema_version() < self.SCHEMA_VERSION and self.read_only:
             raise StoreError(
-                f"{self.shown} needs an upgrade that this user cannot write: run memsync "
+                f"{self.label} needs an upgrade that this user cannot write: run memsync "
                 "index as its owner"
             )
         current = self._schema_version()
@@ -129,7 +129,7 @@ class SchemaSteps:
         if self.schema >= self.SCHEMA_VERSION:
             return ""
         return (
-            f"{self.shown} is behind an older memsync's rules (schema {self.schema}, this "
+            f"{self.label} is behind an older memsync's rules (schema {self.schema}, this "
             f"release's is {self.SCHEMA_VERSION}): answers come from it as it is, not refreshed; "
             f"{self._upgrader()} brings it up to date with this release's memsync index or watch"
         )

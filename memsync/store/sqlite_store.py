@@ -195,7 +195,7 @@ class SqliteStore(SharedReading):
         import apsw
 
         self.path = Path(path)
-        self.shown = f"index {self.path}"
+        self.label = f"index {self.path}"
         self.vectors_in_memory = vectors_in_memory
         if not create and not self.path.exists():
             raise StoreError(f"no index at {self.path}")
