@@ -13,16 +13,24 @@ same local server: the medians and their ratio. No asserts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from benchmarks.common import MEMSYNC, embedding_server, server_url, short_notes, start_pgserver
+from benchmarks.common import (
+    MEMSYNC,
+    embedding_server,
+    keep_option,
+    server_url,
+    short_notes,
+    start_pgserver,
+    workspace,
+)
 from memsync.config import load_config
 from memsync.memory import index
 
@@ -53,58 +61,59 @@ def main() -> None:
         help="build the HNSW graph whatever the vault's size (memsync builds none below "
         "pg_vectors.GRAPH_MIN_VECTORS vectors): what a larger vault's first load pays",
     )
+    keep_option(parser)
     args = parser.parse_args()
     if args.graph:
         from memsync.store import pg_vectors
 
         pg_vectors.GRAPH_MIN_VECTORS = 1
-    folder = Path(tempfile.mkdtemp())
-    admin = args.db or start_pgserver(folder / "pg").get_uri()
-    server = embedding_server(0.0)
-    url = server_url(server)
-    vault = short_notes(
-        folder / "vault",
-        args.notes,
-        50,
-        lambda i: f"short note {i} about topic {i % 13} and item {i % 101}",
-    )
-    print(f"{args.notes} notes, one chunk each; vectors (64 dims) from a local server")
-    print(
-        "| run | SQLite (s) | PostgreSQL (s) | PostgreSQL / SQLite | SQLite notes/s "
-        "| PostgreSQL notes/s |"
-    )
-    print("|---|---|---|---|---|---|")
-    spent: dict[str, list[float]] = {}
-    for label, provider in (("text only", "none"), ("text and vectors", "openai")):
-        seconds = []
-        for n, db in enumerate(
-            (str(folder / f"{provider}.sqlite"), role_database(admin, f"bulk_{provider}"))
-        ):
-            config = load_config(db=db, provider=provider, openai_base_url=url, batch_size=64)
-            if n == 1:
-                config = replace(config, name="bulk")
-            started = time.perf_counter()
-            report = index(config, vault).report
-            seconds.append(time.perf_counter() - started)
-            assert report.added == args.notes and report.pending == (
-                args.notes if provider == "none" else 0
-            )
-        spent[provider] = seconds
-        print(
-            f"| {label} | {seconds[0]:.1f} | {seconds[1]:.1f} | {seconds[1] / seconds[0]:.1f}x "
-            f"| {args.notes / seconds[0]:,.0f} | {args.notes / seconds[1]:,.0f} |"
+    with workspace("memsync-bulk-", args.keep) as folder, contextlib.ExitStack() as servers:
+        admin = args.db or servers.enter_context(start_pgserver(folder / "pg")).get_uri()
+        server = embedding_server(0.0)
+        url = server_url(server)
+        vault = short_notes(
+            folder / "vault",
+            args.notes,
+            50,
+            lambda i: f"short note {i} about topic {i % 13} and item {i % 101}",
         )
-        indexes = (["--db", str(folder / f"{provider}.sqlite")], ["--db", db, "--name", "bulk"])
-    # the vectors' own rate: what adding them cost over the text-only load of the same notes
-    rates = [args.notes / (v - t) for t, v in zip(spent["none"], spent["openai"])]
-    print(f"\nvectors/s (one per note): SQLite {rates[0]:,.0f}, PostgreSQL {rates[1]:,.0f}")
-    sqlite_ms, postgres_ms = query_processes(indexes, url, folder, args.runs)
-    print(
-        f"\nWhole `memsync query` processes, {args.runs} each, alternating: SQLite median "
-        f"{sqlite_ms:.0f} ms, PostgreSQL median {postgres_ms:.0f} ms "
-        f"({postgres_ms / sqlite_ms:.2f}x)"
-    )
-    server.shutdown()
+        print(f"{args.notes} notes, one chunk each; vectors (64 dims) from a local server")
+        print(
+            "| run | SQLite (s) | PostgreSQL (s) | PostgreSQL / SQLite | SQLite notes/s "
+            "| PostgreSQL notes/s |"
+        )
+        print("|---|---|---|---|---|---|")
+        spent: dict[str, list[float]] = {}
+        for label, provider in (("text only", "none"), ("text and vectors", "openai")):
+            seconds = []
+            for n, db in enumerate(
+                (str(folder / f"{provider}.sqlite"), role_database(admin, f"bulk_{provider}"))
+            ):
+                config = load_config(db=db, provider=provider, openai_base_url=url, batch_size=64)
+                if n == 1:
+                    config = replace(config, name="bulk")
+                started = time.perf_counter()
+                report = index(config, vault).report
+                seconds.append(time.perf_counter() - started)
+                assert report.added == args.notes and report.pending == (
+                    args.notes if provider == "none" else 0
+                )
+            spent[provider] = seconds
+            print(
+                f"| {label} | {seconds[0]:.1f} | {seconds[1]:.1f} | {seconds[1] / seconds[0]:.1f}x "
+                f"| {args.notes / seconds[0]:,.0f} | {args.notes / seconds[1]:,.0f} |"
+            )
+            indexes = (["--db", str(folder / f"{provider}.sqlite")], ["--db", db, "--name", "bulk"])
+        # the vectors' own rate: what adding them cost over the text-only load of the same notes
+        rates = [args.notes / (v - t) for t, v in zip(spent["none"], spent["openai"])]
+        print(f"\nvectors/s (one per note): SQLite {rates[0]:,.0f}, PostgreSQL {rates[1]:,.0f}")
+        sqlite_ms, postgres_ms = query_processes(indexes, url, folder, args.runs)
+        print(
+            f"\nWhole `memsync query` processes, {args.runs} each, alternating: SQLite median "
+            f"{sqlite_ms:.0f} ms, PostgreSQL median {postgres_ms:.0f} ms "
+            f"({postgres_ms / sqlite_ms:.2f}x)"
+        )
+        server.shutdown()
 
 
 QUERIES = ["topic 7 item 42", "short note about topic 3", "note 1234", "item 99 and topic 12"]

@@ -15,12 +15,17 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-from benchmarks.common import MEMSYNC, make_vault, process_seconds, timed
+from benchmarks.common import (
+    MEMSYNC,
+    keep_option,
+    make_vault,
+    process_seconds,
+    timed,
+    workspace,
+)
 from memsync.embed.local import LocalEmbedder
 from memsync.store.sqlite_store import SqliteStore
 from memsync.sync.embedding import embed_pending
@@ -110,13 +115,11 @@ def main() -> None:
     parser.add_argument(
         "--long-entries", type=int, default=1000, help="the paragraphs of long-log.md"
     )
+    keep_option(parser)
     args = parser.parse_args()
     sizes = args.notes or [1000, 10000]
-    workdir = Path(tempfile.mkdtemp(prefix="memsync-bench-"))
-    try:
+    with workspace("memsync-bench-", args.keep) as workdir:
         rows = [run(n, n == args.embed_notes, workdir, args.long_entries) for n in sizes]
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
     columns = list(dict.fromkeys(k for r in rows for k in r))
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))

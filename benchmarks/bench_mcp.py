@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from benchmarks.common import MEMSYNC, QUERIES, build, p95, rss_mb
+from benchmarks.common import MEMSYNC, QUERIES, build, keep_option, p95, rss_mb, workspace
 from memsync.embed.local import LocalEmbedder
 from memsync.store.locate import SqliteLocation
 
@@ -63,19 +62,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--chunks", type=int, action="append")
     parser.add_argument("--runs", type=int, default=100)
+    keep_option(parser)
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="memsync-mcpbench-"))
-    print("| index | memory_search p50 (ms) | p95 (ms) | server RSS (MB) |")
-    print("|---|---|---|---|")
-    for size in args.chunks or [100_000]:
-        db = workdir / f"m{size}.sqlite"
-        with SqliteLocation(db).open(create=True) as store:
-            build(store, size, LocalEmbedder())
-        timings, rss = anyio.run(measure, db, args.runs)
-        print(
-            f"| {size:,} chunks, hybrid, over stdio | {statistics.median(timings) * 1000:.1f} "
-            f"| {p95(timings) * 1000:.1f} | {rss:.0f} |"
-        )
+    with workspace("memsync-mcpbench-", args.keep) as workdir:
+        print("| index | memory_search p50 (ms) | p95 (ms) | server RSS (MB) |")
+        print("|---|---|---|---|")
+        for size in args.chunks or [100_000]:
+            db = workdir / f"m{size}.sqlite"
+            with SqliteLocation(db).open(create=True) as store:
+                build(store, size, LocalEmbedder())
+            timings, rss = anyio.run(measure, db, args.runs)
+            print(
+                f"| {size:,} chunks, hybrid, over stdio | {statistics.median(timings) * 1000:.1f} "
+                f"| {p95(timings) * 1000:.1f} | {rss:.0f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ temporary folder: the server runs on this machine, so the figures carry no netwo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import (
+    keep_option,
+    workspace,
     QUERIES,
     ROOT,
     SAMPLE_VAULT,
@@ -59,8 +61,9 @@ EF_VALUES = (100, 200, 400, 800)
 SAMPLE_QUERIES = ROOT / "benchmarks" / "sample_queries.json"
 
 
-def start_server(workdir: Path) -> str:
-    server = start_pgserver(workdir / "pg")
+def start_server(workdir: Path, servers: contextlib.ExitStack) -> str:
+    """A pgserver in `workdir`, stopped when `servers` closes."""
+    server = servers.enter_context(start_pgserver(workdir / "pg"))
     # as an admin would set a team's server for HNSW builds (the default 64 MB holds the graph
     # of about 30k chunks; beyond, pgvector builds on disk, many times slower)
     server.psql("ALTER SYSTEM SET maintenance_work_mem = '2GB';")
@@ -302,106 +305,107 @@ def main() -> None:
         "--random-vectors", action="store_true", help="random unit vectors, as bench_query"
     )
     parser.add_argument("--vault", type=Path, default=SAMPLE_VAULT, help="the process's vault")
+    keep_option(parser)
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="memsync-pgbench-"))
-    url = args.db or start_server(workdir)
-    embedder = LocalEmbedder(threads=1)  # as memsync query loads it
-    with PostgresLocation(url, "settings").open(create=True) as store:
-        settings = store.conn.execute(  # type: ignore[attr-defined]
-            "SELECT name, setting, unit FROM pg_settings WHERE name IN ('maintenance_work_mem', "
-            "'max_parallel_maintenance_workers', 'shared_buffers') ORDER BY name"
-        ).fetchall()
-    print("server:", ", ".join(f"{n} {v}{' x ' + u if u else ''}" for n, v, u in settings))
+    with workspace("memsync-pgbench-", args.keep) as workdir, contextlib.ExitStack() as servers:
+        url = args.db or start_server(workdir, servers)
+        embedder = LocalEmbedder(threads=1)  # as memsync query loads it
+        with PostgresLocation(url, "settings").open(create=True) as store:
+            settings = store.conn.execute(  # type: ignore[attr-defined]
+                "SELECT name, setting, unit FROM pg_settings WHERE name IN ('maintenance_work_mem', "
+                "'max_parallel_maintenance_workers', 'shared_buffers') ORDER BY name"
+            ).fetchall()
+        print("server:", ", ".join(f"{n} {v}{' x ' + u if u else ''}" for n, v, u in settings))
 
-    texts = QUERIES + [q["query"] for q in json.loads(SAMPLE_QUERIES.read_text())]
-    print(
-        "\n| chunks | text rows (s) | vectors + HNSW build (s) | HNSW graph (MB) | chunks table, "
-        "all (MB) | recall@10, ef_search 400 (vs every window, vs exact first step) | p50 (ms) "
-        "| p95 (ms) |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    first: PostgresLocation | None = None
-    ef_table: dict[int, tuple[float, float]] = {}
-    for size in args.chunks or [100_000]:
-        where = PostgresLocation(url, f"bench_query_{size}")
-        counts = window_counts(size)
-        if args.random_vectors:
-            windows, queries = random_vectors(int(counts.sum())), random_vectors(200, seed=7)
-        else:  # the model's own query vectors, and mixes like the chunks'
-            windows = realistic_windows(counts, embedder)
-            queries = np.vstack(
-                [embedder.embed_query(t) for t in texts]
-                + [realistic_vectors(100, embedder, seed=9)]
-            )
-        timings = {"rows": float("nan"), "vectors": float("nan")}
-        if not args.reuse:
-            with where.open(create=True) as store:
-                build(store, size, embedder, windows, timings)
-        scanned, stepped = exact_top(counts, windows, queries)
-        del windows
-        efs = EF_VALUES if first is None else (EF_SEARCH,)
-        found = recall(where, scanned, queries, efs)
-        graph_only = recall(where, stepped, queries, efs)
-        if first is None:
-            first_truth = (stepped, queries)
-        ef_table = ef_table or {ef: (found[ef], graph_only[ef]) for ef in efs}
-        graph, table = sizes(where)
-        p50, p95, _ = in_process(where, embedder, args.runs, False, Options())
+        texts = QUERIES + [q["query"] for q in json.loads(SAMPLE_QUERIES.read_text())]
         print(
-            f"| {size:,} | {timings['rows']:.0f} | {timings['vectors']:.0f} | {graph:.0f} "
-            f"| {table:.0f} | {found[EF_SEARCH]:.3f}, {graph_only[EF_SEARCH]:.3f} | {p50:.1f} "
-            f"| {p95:.1f} |"
+            "\n| chunks | text rows (s) | vectors + HNSW build (s) | HNSW graph (MB) | chunks table, "
+            "all (MB) | recall@10, ef_search 400 (vs every window, vs exact first step) | p50 (ms) "
+            "| p95 (ms) |"
         )
-        first = first or where
-    assert first is not None
-    kind = "random unit vectors" if args.random_vectors else "model-like vectors"
-    print(
-        f"\n| ef_search | recall@10 vs every window scanned | vs the two steps with an exact "
-        f"first step ({kind}, {len(texts) + 100} queries) | in-process hybrid p50 / p95 (ms) |"
-    )
-    print("|---|---|---|---|")
-    for ef, (every_window, two_steps) in ef_table.items():  # a reader's `ef_search` setting
-        p50, p95, _ = in_process(replace(first, ef_search=ef), embedder, args.runs, False)
-        print(f"| {ef} | {every_window:.3f} | {two_steps:.3f} | {p50:.1f} / {p95:.1f} |")
-    quantized(first, *first_truth)
-
-    print("\n| index | p50 (ms) | p95 (ms) | of which query embedding, p50 (ms) |")
-    print("|---|---|---|---|")
-    filtered = Options(only=note_filter(paths=["n1/"]))
-    readers = (
-        (False, "PostgreSQL HNSW"),
-        (True, "PostgreSQL, mean vectors in memory (a long-lived reader: memsync mcp)"),
-    )
-    for in_memory, how in readers:
-        for options, what in ((Options(), ""), (filtered, ", filtered to 0.5% (--path)")):
-            p50, p95, embed = in_process(first, embedder, args.runs, in_memory, options)
+        print("|---|---|---|---|---|---|---|---|")
+        first: PostgresLocation | None = None
+        ef_table: dict[int, tuple[float, float]] = {}
+        for size in args.chunks or [100_000]:
+            where = PostgresLocation(url, f"bench_query_{size}")
+            counts = window_counts(size)
+            if args.random_vectors:
+                windows, queries = random_vectors(int(counts.sum())), random_vectors(200, seed=7)
+            else:  # the model's own query vectors, and mixes like the chunks'
+                windows = realistic_windows(counts, embedder)
+                queries = np.vstack(
+                    [embedder.embed_query(t) for t in texts]
+                    + [realistic_vectors(100, embedder, seed=9)]
+                )
+            timings = {"rows": float("nan"), "vectors": float("nan")}
+            if not args.reuse:
+                with where.open(create=True) as store:
+                    build(store, size, embedder, windows, timings)
+            scanned, stepped = exact_top(counts, windows, queries)
+            del windows
+            efs = EF_VALUES if first is None else (EF_SEARCH,)
+            found = recall(where, scanned, queries, efs)
+            graph_only = recall(where, stepped, queries, efs)
+            if first is None:
+                first_truth = (stepped, queries)
+            ef_table = ef_table or {ef: (found[ef], graph_only[ef]) for ef in efs}
+            graph, table = sizes(where)
+            p50, p95, _ = in_process(where, embedder, args.runs, False, Options())
             print(
-                f"| {(args.chunks or [100_000])[0]:,} chunks, in-process hybrid, {how}{what} "
-                f"| {p50:.1f} | {p95:.1f} | {embed:.1f} |"
+                f"| {size:,} | {timings['rows']:.0f} | {timings['vectors']:.0f} | {graph:.0f} "
+                f"| {table:.0f} | {found[EF_SEARCH]:.3f}, {graph_only[EF_SEARCH]:.3f} | {p50:.1f} "
+                f"| {p95:.1f} |"
             )
-    loaded, kept = memory_load(first, embedder)
-    print(
-        f"\n(a long-lived reader's first query reads the mean vectors: {loaded:.1f} s, "
-        f"{kept:.0f} MB kept in its memory)"
-    )
-    p50, p95 = whole_process(
-        min(args.runs, 20), workdir, args.vault, "--db", url, "--name", args.vault.name
-    )
-    print(
-        f"| {args.vault.name}, whole `memsync query --db postgresql://...` process | {p50 * 1000:.0f} "
-        f"| {p95 * 1000:.0f} | - |"
-    )
-    legs(first, embedder)
+            first = first or where
+        assert first is not None
+        kind = "random unit vectors" if args.random_vectors else "model-like vectors"
+        print(
+            f"\n| ef_search | recall@10 vs every window scanned | vs the two steps with an exact "
+            f"first step ({kind}, {len(texts) + 100} queries) | in-process hybrid p50 / p95 (ms) |"
+        )
+        print("|---|---|---|---|")
+        for ef, (every_window, two_steps) in ef_table.items():  # a reader's `ef_search` setting
+            p50, p95, _ = in_process(replace(first, ef_search=ef), embedder, args.runs, False)
+            print(f"| {ef} | {every_window:.3f} | {two_steps:.3f} | {p50:.1f} / {p95:.1f} |")
+        quantized(first, *first_truth)
 
-    root = make_vault(workdir / "vault", args.notes)
-    print("\n| backend | notes | text-only index (s) | notes/s | no-op re-index (s) |")
-    print("|---|---|---|---|---|")
-    for label, place in (
-        ("SQLite", SqliteLocation(workdir / "index.sqlite")),
-        ("PostgreSQL", PostgresLocation(url, f"bench_index_{workdir.name[-8:]}")),
-    ):
-        first_s, noop, notes = indexing(place, root)
-        print(f"| {label} | {notes:,} | {first_s:.2f} | {notes / first_s:.0f} | {noop:.3f} |")
+        print("\n| index | p50 (ms) | p95 (ms) | of which query embedding, p50 (ms) |")
+        print("|---|---|---|---|")
+        filtered = Options(only=note_filter(paths=["n1/"]))
+        readers = (
+            (False, "PostgreSQL HNSW"),
+            (True, "PostgreSQL, mean vectors in memory (a long-lived reader: memsync mcp)"),
+        )
+        for in_memory, how in readers:
+            for options, what in ((Options(), ""), (filtered, ", filtered to 0.5% (--path)")):
+                p50, p95, embed = in_process(first, embedder, args.runs, in_memory, options)
+                print(
+                    f"| {(args.chunks or [100_000])[0]:,} chunks, in-process hybrid, {how}{what} "
+                    f"| {p50:.1f} | {p95:.1f} | {embed:.1f} |"
+                )
+        loaded, kept = memory_load(first, embedder)
+        print(
+            f"\n(a long-lived reader's first query reads the mean vectors: {loaded:.1f} s, "
+            f"{kept:.0f} MB kept in its memory)"
+        )
+        p50, p95 = whole_process(
+            min(args.runs, 20), workdir, args.vault, "--db", url, "--name", args.vault.name
+        )
+        print(
+            f"| {args.vault.name}, whole `memsync query --db postgresql://...` process | {p50 * 1000:.0f} "
+            f"| {p95 * 1000:.0f} | - |"
+        )
+        legs(first, embedder)
+
+        root = make_vault(workdir / "vault", args.notes)
+        print("\n| backend | notes | text-only index (s) | notes/s | no-op re-index (s) |")
+        print("|---|---|---|---|---|")
+        for label, place in (
+            ("SQLite", SqliteLocation(workdir / "index.sqlite")),
+            ("PostgreSQL", PostgresLocation(url, f"bench_index_{workdir.name[-8:]}")),
+        ):
+            first_s, noop, notes = indexing(place, root)
+            print(f"| {label} | {notes:,} | {first_s:.2f} | {notes / first_s:.0f} | {noop:.3f} |")
 
 
 if __name__ == "__main__":

@@ -20,12 +20,19 @@ import os
 import shutil
 import statistics
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from benchmarks.common import MEMSYNC, SAMPLE_VAULT, make_vault, p95, rss_mb
+from benchmarks.common import (
+    MEMSYNC,
+    SAMPLE_VAULT,
+    keep_option,
+    make_vault,
+    p95,
+    rss_mb,
+    workspace,
+)
 from memsync import fts
 from memsync.config import load_config
 from memsync.embed.local import LocalEmbedder
@@ -160,17 +167,15 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=1000, help="new notes written at once")
     parser.add_argument("--idle-notes", type=int, default=10_000, help="the idle vault's notes")
     parser.add_argument("--vault", type=Path, default=SAMPLE_VAULT, help="the vault copied")
+    keep_option(parser)
     args = parser.parse_args()
-    workdir = Path(tempfile.mkdtemp(prefix="memsync-wbench-"))
-    try:
+    with workspace("memsync-wbench-", args.keep) as workdir:
         vault = shutil.copytree(args.vault, workdir / "vault")
         (vault / "edits.md").write_text("# Edits\n")
         keyword = edit_latency(vault, workdir / "kw.sqlite", args.edits, None)
         vector = edit_latency(vault, workdir / "vec.sqlite", args.vector_edits, LocalEmbedder())
         burst_s = burst(vault, workdir / "kw.sqlite", args.burst)
         idle, rss_plain, rss_model = idle_and_rss(workdir, args.idle_seconds, args.idle_notes)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
 
     print("| measure | value |")
     print("|---|---|")

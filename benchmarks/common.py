@@ -7,6 +7,8 @@ The scripts run as `python -m benchmarks.NAME` from the repository's root.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -15,11 +17,12 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
@@ -110,6 +113,26 @@ def short_notes(vault: Path, notes: int, folders: int, body: Callable[[int], str
 # --- servers ------------------------------------------------------------------------------------
 
 
+def keep_option(parser: argparse.ArgumentParser) -> None:
+    """`--keep`: leave the run's temporary folder in place (its path is printed) to look inside."""
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the temporary folder (its path is printed)"
+    )
+
+
+@contextlib.contextmanager
+def workspace(prefix: str, keep: bool) -> Iterator[Path]:
+    """A temporary folder for one run, removed when the run ends unless `keep`; a server started
+    in it is stopped first (`start_pgserver` gives one to a `with`, which ends inside this)."""
+    if keep:
+        folder = Path(tempfile.mkdtemp(prefix=prefix))
+        print(f"(keeping {folder})", file=sys.stderr)
+        yield folder
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as name:
+        yield Path(name)
+
+
 def start_pgserver(folder: Path) -> Any:
     """A PostgreSQL 16 + pgvector server (the `pgserver` wheel of the test extra) in `folder`,
     on this machine: no network round trip in any figure. Stopped when this process ends."""
@@ -197,7 +220,8 @@ def windows_per_chunk() -> list[int]:
 
 def random_vectors(count: int, seed: int = 1) -> np.ndarray:
     vectors = np.random.default_rng(seed).normal(size=(count, 384)).astype(np.float32)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return unit
 
 
 def window_counts(chunks: int) -> np.ndarray:

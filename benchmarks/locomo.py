@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks.common import MEMSYNC
 from memsync import memory
@@ -120,8 +121,8 @@ def session_note(
 
 
 def write_vault(
-    conversations: Sequence[dict], vault: Path
-) -> dict[tuple[int, str], tuple[str, int]]:  # type: ignore[type-arg]
+    conversations: Sequence[dict[str, Any]], vault: Path
+) -> dict[tuple[int, str], tuple[str, int]]:
     """Every session as a note in `vault`; returns (conversation, dia_id) -> (note, line)."""
     vault.mkdir(parents=True, exist_ok=True)
     where: dict[tuple[int, str], tuple[str, int]] = {}

@@ -188,6 +188,8 @@ def test_every_script_runs_and_prints_its_figures(tmp_path: Path, pg_url: str) -
         if code or "Traceback" in printed + logged or missing:
             failed.append(f"{name} (exit {code}), figures missing: {missing}\n{printed}{logged}")
     assert not failed, "\n\n".join(failed)
+    # each script's temporary folder goes with its run (`--keep` keeps it)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(("memsync-", "tmp"))]
 
 
 def start(name: str, args: list[str], tmp: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
