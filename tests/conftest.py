@@ -358,6 +358,22 @@ def memsync(
     return done
 
 
+def cli(
+    *args: str, host: str = "laptop", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`memsync ARGS` in this process (click's runner), on the machine named `host`, answered as
+    `memsync()` answers: for what needs no process of its own. An exception that would print a
+    traceback fails the test."""
+    from click.testing import CliRunner
+
+    from memsync.cli import main
+
+    ran = CliRunner().invoke(
+        main, list(args), env={"MEMSYNC_HOST": host, **(env or {})}, catch_exceptions=False
+    )
+    return subprocess.CompletedProcess(["memsync", *args], ran.exit_code, ran.stdout, ran.stderr)
+
+
 # what each migration added, undone: an index as an older memsync left it
 UNDO = {
     7: ["ALTER TABLE chunks DROP COLUMN windows"],

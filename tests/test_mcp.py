@@ -82,16 +82,21 @@ def calls(
 
 
 @contextlib.contextmanager
-def in_process(db: Path, writable: bool = False) -> Iterator[Callable[..., tuple[bool, str, Any]]]:
-    """The server's tools called in this process, as the SDK calls them: (is_error, text, data)."""
+def in_process(
+    db: Path | str, writable: bool = False, **settings: Any
+) -> Iterator[Callable[..., tuple[bool, str, Any]]]:
+    """The server's tools called in this process, as the SDK calls them: (is_error, text, data);
+    `settings` as `memsync mcp` takes them (name, protect)."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     from memsync.config import load_config
     from memsync.mcp_server import MemoryServer
     from memsync.memory import Memory
 
-    config = load_config(db=str(db))
-    server = MemoryServer(config, lambda: Memory.open(config, long_lived=True), writable, ())
+    config = load_config(db=str(db), **settings)
+    server = MemoryServer(
+        config, lambda: Memory.open(config, long_lived=True), writable, config.protect
+    )
 
     def tool(name: str, **arguments: Any) -> tuple[bool, str, Any]:
         try:
@@ -105,6 +110,15 @@ def in_process(db: Path, writable: bool = False) -> Iterator[Callable[..., tuple
         yield tool
     finally:
         server.close()
+
+
+def served(
+    db: Path | str, *requests: tuple[str, dict[str, Any]], writable: bool = False, **settings: Any
+) -> list[tuple[bool, str, Any]]:
+    """Each (tool, arguments) called in turn on one server in this process, as `calls` calls
+    them over stdio: for the tools' logic; the protocol has tests of its own."""
+    with in_process(db, writable, **settings) as tool:
+        return [tool(name, **arguments) for name, arguments in requests]
 
 
 @pytest.fixture
@@ -170,11 +184,12 @@ def test_tools_carry_hints_and_every_argument_is_described_in_a_fixed_order(
 
 
 def test_memory_search_returns_what_memsync_query_returns(
-    tmp_path: Path, embedding_server: EmbeddingServer
+    tmp_path: Path, embedding_server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     vault = _vault(tmp_path / "notes")
     db = tmp_path / "i.sqlite"
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
+    monkeypatch.setenv("OPENAI_BASE_URL", env["OPENAI_BASE_URL"])  # the server's too
     runner = CliRunner()
     assert (
         runner.invoke(
@@ -183,13 +198,12 @@ def test_memory_search_returns_what_memsync_query_returns(
         == 0
     )
     asked = (("ssh port 2222", 3), ("heron postgres", 6), ("redis 6380", 2))
-    answers = calls(  # one server answers every request, as an agent's session does
-        ["--db", str(db)],
+    answers = served(  # one server answers every request, as an agent's session does
+        db,
         *[("memory_search", {"query": query, "limit": limit}) for query, limit in asked],
         ("memory_search", {"query": "port", "path": "tech/", "mode": "keyword"}),
         ("memory_search", {"query": "port", "tags": ["ops"], "mode": "keyword"}),
         ("memory_search", {"query": "port", "since": "last week"}),
-        env=env,
     )
     for (query, limit), (error, text, found) in zip(asked, answers):
         cli = json.loads(
@@ -220,8 +234,8 @@ def test_memory_search_returns_what_memsync_query_returns(
 def test_memory_get_reads_ranges_from_disk_and_caps_long_reads(indexed: tuple[Path, Path]) -> None:
     vault, db = indexed
     (vault / "tech/redis.md").write_text("# Redis\n\nNow on port 6390.\n")  # fresher than the index
-    results = calls(
-        ["--db", str(db)],
+    results = served(
+        db,
         ("memory_get", {"path": "tech/redis.md"}),
         ("memory_get", {"path": "long.md", "start_line": 10, "end_line": 12}),
         ("memory_get", {"path": "long.md"}),
@@ -348,8 +362,8 @@ def test_refused_paths_are_one_line_tool_errors_over_stdio_and_the_server_goes_o
 
 def test_memory_tree_lists_what_is_indexed(indexed: tuple[Path, Path]) -> None:
     _, db = indexed
-    (e1, text, everything), (e2, _, tech), (e3, _, top) = calls(
-        ["--db", str(db)],
+    (e1, text, everything), (e2, _, tech), (e3, _, top) = served(
+        db,
         ("memory_tree", {}),
         ("memory_tree", {"path": "tech"}),
         ("memory_tree", {"depth": 1}),
@@ -372,7 +386,7 @@ def test_memory_tree_lists_what_is_indexed(indexed: tuple[Path, Path]) -> None:
 
 def test_memory_status_is_what_status_json_says(indexed: tuple[Path, Path]) -> None:
     _, db = indexed
-    [(error, text, facts)] = calls(["--db", str(db)], ("memory_status", {}))
+    [(error, text, facts)] = served(db, ("memory_status", {}))
     cli = json.loads(CliRunner().invoke(main, ["status", "--db", str(db), "--json"]).stdout)
     assert not error and "state:" in text
     for key in ("vault", "files_indexed", "chunks", "text_up_to_date", "skipped"):
@@ -387,11 +401,12 @@ def test_memory_write_appends_to_today_then_search_finds_it(indexed: tuple[Path,
 
     vault, db = indexed
     today = date.today().isoformat()
-    (e1, said, first), (e2, _, second), (e3, _, found) = calls(
-        ["--db", str(db), "--writable"],
+    (e1, said, first), (e2, _, second), (e3, _, found) = served(
+        db,
         ("memory_write", {"content": "- Saw a quokka at the office"}),
         ("memory_write", {"content": "- And a second quokka\n- with a friend"}),
         ("memory_search", {"query": "quokka friend", "mode": "keyword"}),
+        writable=True,
     )
     assert not (e1 or e2 or e3)
     daily = f"daily/{today}.md"
@@ -414,8 +429,8 @@ def test_create_replace_line_endings_modes_and_protected_notes(indexed: tuple[Pa
     vault, db = indexed
     (vault / "crlf.md").write_bytes(b"# Windows\r\n\r\nold line\r\n")
     (vault / "crlf.md").chmod(0o600)
-    results = calls(
-        ["--db", str(db), "--writable", "--protect", "projects/*"],
+    results = served(
+        db,
         ("memory_write", {"content": "new line", "path": "crlf.md"}),
         ("memory_write", {"content": "# New\n\nfresh", "path": "ideas/new.md", "mode": "create"}),
         ("memory_write", {"content": "again", "path": "ideas/new.md", "mode": "create"}),
@@ -426,6 +441,8 @@ def test_create_replace_line_endings_modes_and_protected_notes(indexed: tuple[Pa
         ("memory_write", {"content": "x" * (300 * 1024), "path": "big.md"}),
         ("memory_write", {"content": "bad\x00bytes", "path": "nul.md"}),
         ("memory_write", {"content": "x", "path": "missing.md", "mode": "replace"}),
+        writable=True,
+        protect=("projects/*",),
     )
     errors = [e for e, _, _ in results]
     assert errors == [False, False, True, False, True, True, True, True, True, True]
@@ -456,14 +473,15 @@ def test_look_alikes_of_protected_notes_read_only_notes_and_ignored_folders_in_a
         "\u202eMEMORY.md",
         "new\nline.md",
     ]
-    results = calls(
-        ["--db", str(db), "--writable"],
+    results = served(
+        db,
         *[("memory_write", {"content": "x", "path": name}) for name in look_alikes],
         ("memory_write", {"content": "x", "path": "locked.md"}),
         ("memory_write", {"content": "x", "path": "locked.md", "mode": "replace"}),
         ("memory_get", {"path": "DRAFTS/secret.md"}),
         ("memory_write", {"content": "x", "path": "Drafts/new.md"}),
         ("memory_write", {"content": "سلام", "path": "می\u200cخواهم.md"}),
+        writable=True,
     )
     assert [e for e, _, _ in results] == [True] * 11 + [False]
     said = [text for _, text, _ in results]
@@ -492,10 +510,11 @@ def test_a_write_while_a_watcher_runs_is_indexed_by_the_watcher(indexed: tuple[P
     thread.start()
     try:
         assert watcher.ready.wait(15)
-        (error, _, written), (_, _, found) = calls(
-            ["--db", str(db), "--writable"],
+        (error, _, written), (_, _, found) = served(
+            db,
             ("memory_write", {"content": "- walrus on the roof", "path": "log.md"}),
             ("memory_search", {"query": "walrus", "mode": "keyword"}),
+            writable=True,
         )
         assert not error and written["indexed"] is True
         assert [r["path"] for r in found["results"]] == ["log.md"]
@@ -505,8 +524,8 @@ def test_a_write_while_a_watcher_runs_is_indexed_by_the_watcher(indexed: tuple[P
 
 
 def test_a_missing_index_is_reported_not_crashed_on(tmp_path: Path) -> None:
-    (error, text, _), (again, _, _) = calls(
-        ["--db", str(tmp_path / "none.sqlite")],
+    (error, text, _), (again, _, _) = served(
+        tmp_path / "none.sqlite",
         ("memory_search", {"query": "x"}),
         ("memory_status", {}),
     )
@@ -556,13 +575,14 @@ def test_an_agent_reads_and_writes_a_vault_kept_in_postgresql(
     pg_indexed: tuple[str, str],
 ) -> None:
     url, name = pg_indexed
-    args = ["--db", url, "--name", name, "--writable"]
-    found, written, again, status = calls(
-        args,
+    found, written, again, status = served(
+        url,
         ("memory_search", {"query": "ssh port", "limit": 3}),
         ("memory_write", {"path": "inbox/new.md", "content": "# New\n\nthe zeppelin hangar\n"}),
         ("memory_search", {"query": "zeppelin"}),
         ("memory_status", {}),
+        writable=True,
+        name=name,
     )
     assert not found[0] and found[2]["results"][0]["path"] == "tech/ssh.md"
     assert not written[0] and again[2]["results"][0]["path"] == "inbox/new.md"
@@ -577,9 +597,8 @@ def test_the_server_reconnects_after_postgresql_drops_its_connections(
     import psycopg
 
     url, name = pg_indexed
-
-    async def use(session: ClientSession) -> list[bool]:
-        outcomes = []
+    outcomes = []
+    with in_process(url, name=name) as tool:
         for attempt in range(3):
             if attempt == 1:  # as a server restart would: every memsync session ends
                 with psycopg.connect(url, autocommit=True) as admin:
@@ -587,11 +606,9 @@ def test_the_server_reconnects_after_postgresql_drops_its_connections(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                         "WHERE application_name = 'memsync' AND pid <> pg_backend_pid()"
                     )
-            result = await session.call_tool("memory_search", {"query": "ssh port"})
-            outcomes.append(not result.is_error and bool(result.structured_content["results"]))
-        return outcomes
-
-    first, during, after = with_server(["--db", url, "--name", name], use)
+            error, _, found = tool("memory_search", query="ssh port")
+            outcomes.append(not error and bool(found["results"]))
+    first, during, after = outcomes
     assert first and after  # the call that met the dropped connection may fail, the next works
 
 

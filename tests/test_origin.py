@@ -1,6 +1,7 @@
 """An index belongs to the vault it was built from (host and folder): another folder's writer is
 refused before it writes, and readers of a shared index never write it, comparing files with it
-only on the vault's host. The CLI runs as real processes; other hosts are played by MEMSYNC_HOST."""
+only on the vault's host. The CLI runs in this process (`watch` and `mcp`, which serve, as real
+processes); other hosts are played by MEMSYNC_HOST."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import memsync, write
+from conftest import cli, memsync, write
 
 from memsync.errors import VaultTaken
 from memsync.redact import redact
@@ -30,7 +31,7 @@ def _index(
     root: Path, url: str, name: str, host: str = "laptop"
 ) -> subprocess.CompletedProcess[str]:
     """`memsync index ROOT` keyword-only into vault `name` of the server at `url`, on `host`."""
-    return memsync("index", str(root), "--db", url, "--name", name, "--provider", "none", host=host)
+    return cli("index", str(root), "--db", url, "--name", name, "--provider", "none", host=host)
 
 
 def _files(url: str, name: str) -> list[str]:
@@ -89,19 +90,20 @@ def test_another_folder_into_one_sqlite_index_is_refused_before_anything_is_writ
 ) -> None:
     a, b = _notes(tmp_path / "a", "redis"), _notes(tmp_path / "b", "kafka")
     db = tmp_path / "one.db"
-    assert memsync("index", str(a), "--db", str(db), "--provider", "none").returncode == 0
+    assert cli("index", str(a), "--db", str(db), "--provider", "none").returncode == 0
     before = db.read_bytes()
     for command in ("index", "watch"):
-        refused = memsync(command, str(b), "--db", str(db), "--provider", "none")
+        run = memsync if command == "watch" else cli
+        refused = run(command, str(b), "--db", str(db), "--provider", "none")
         assert refused.returncode == 1
         lines = refused.stderr.strip().splitlines()
         assert len(lines) == 1, refused.stderr
         assert f"holds the vault {a} on laptop, not {b}" in lines[0]
         assert "choose another --db" in lines[0] and "--replace" in lines[0]
     assert db.read_bytes() == before
-    found = json.loads(memsync("query", "runbook", "--db", str(db), "--json").stdout)
+    found = json.loads(cli("query", "runbook", "--db", str(db), "--json").stdout)
     assert [r["path"] for r in found["results"]][0] == "redis.md"
-    moved = memsync("index", str(b), "--db", str(db), "--provider", "none", "--replace")
+    moved = cli("index", str(b), "--db", str(db), "--provider", "none", "--replace")
     assert moved.returncode == 0 and "1 new" in moved.stdout and "1 removed" in moved.stdout
 
 
@@ -120,7 +122,8 @@ def test_a_taken_postgresql_vault_name_is_refused_for_index_and_watch(
     meta = _meta(url, name)
     assert meta[PATH_KEY] == str(a) and meta[HOST_KEY] == "laptop"
     for command, host in (("index", "laptop"), ("watch", "laptop"), ("index", "desktop")):
-        refused = memsync(
+        run = memsync if command == "watch" else cli
+        refused = run(
             command, str(b), "--db", url, "--name", name, "--provider", "none", host=host
         )
         assert refused.returncode == 1, refused.stderr
@@ -145,31 +148,31 @@ def test_a_reader_never_writes_a_shared_vault_and_says_when_it_is_behind_on_the_
     (root / "redis.md").unlink()
     write(root, "other.md", "# Other\n\nsomething else entirely, a runbook too\n")
     query = ("query", "runbook", "--db", url, "--name", name, "--mode", "keyword", "--json")
-    away = memsync(*query, host="desktop")
+    away = cli(*query, host="desktop")
     assert away.returncode == 0
     result = json.loads(away.stdout)
     assert [r["path"] for r in result["results"]] == ["redis.md"] and result["notices"] == []
     assert _files(url, name) == indexed
     status = json.loads(
-        memsync("status", "--db", url, "--name", name, "--json", host="desktop").stdout
+        cli("status", "--db", url, "--name", name, "--json", host="desktop").stdout
     )
     assert status["disk"] == {"present": False, "here": False} and status["vault_host"] == "laptop"
     # get reads the indexed copy, never the folder that happens to be at the vault's path
-    got = memsync("get", "redis.md:3", "--db", url, "--name", name, host="desktop")
+    got = cli("get", "redis.md:3", "--db", url, "--name", name, host="desktop")
     assert got.returncode == 0 and "3 | The redis runbook says restart" in got.stdout
     assert "the indexed copy, indexed at" in got.stderr
-    theirs = memsync("get", "other.md", "--db", url, "--name", name, host="desktop")
+    theirs = cli("get", "other.md", "--db", url, "--name", name, host="desktop")
     assert theirs.returncode == 1 and "no note at other.md in the index" in theirs.stderr
     assert len(theirs.stderr.strip().splitlines()) == 1
     # on the vault's host the reader says how far behind the index is, and still writes nothing
-    home = json.loads(memsync(*query).stdout)
+    home = json.loads(cli(*query).stdout)
     assert [r["path"] for r in home["results"]] == ["redis.md"]
     assert home["notices"] == [
         "2 notes changed on disk since the index was written: memsync watch (or memsync index) "
         "on this machine brings it up to date"
     ]
     assert _files(url, name) == indexed
-    text = memsync("status", "--db", url, "--name", name).stdout
+    text = cli("status", "--db", url, "--name", name).stdout
     assert "1 new" in text and "1 removed" in text
     assert _index(root, url, name).returncode == 0
     assert _files(url, name) == ["extra.md", "other.md", "shared.md"]
@@ -182,7 +185,7 @@ def test_status_of_a_shared_vault_whose_host_was_never_recorded_says_where_its_n
     assert _index(_notes(tmp_path / "notes", "redis"), url, name).returncode == 0
     with psycopg.connect(url) as conn:  # as an index made before hosts were recorded
         conn.execute(f'DELETE FROM "{name}".meta WHERE key = %s', (HOST_KEY,))
-    text = memsync("status", "--db", url, "--name", name).stdout
+    text = cli("status", "--db", url, "--name", name).stdout
     assert [line for line in text.splitlines() if line.startswith(("files:", "state:"))] == [
         "files:    3 indexed; the notes are on the machine that indexed them, not on this one",
         "state:    not compared here: the vault's notes are on the machine that indexed them, "
@@ -191,9 +194,9 @@ def test_status_of_a_shared_vault_whose_host_was_never_recorded_says_where_its_n
 
 
 def test_an_agent_reads_a_shared_vault_without_writing_it_and_writes_only_on_its_host(
-    tmp_path: Path, pg_vault: tuple[str, str]
+    tmp_path: Path, pg_vault: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_mcp import calls
+    from test_mcp import served
 
     url, name = pg_vault
     root = _notes(tmp_path / "notes", "redis")
@@ -201,10 +204,9 @@ def test_an_agent_reads_a_shared_vault_without_writing_it_and_writes_only_on_its
     (root / "redis.md").unlink()
     args = ["--db", url, "--name", name]
     for host in ("laptop", "desktop"):
-        [(error, text, _)] = calls(
-            args,
-            ("memory_search", {"query": "runbook", "mode": "keyword"}),
-            env={"MEMSYNC_HOST": host},
+        monkeypatch.setenv("MEMSYNC_HOST", host)
+        [(error, text, _)] = served(
+            url, ("memory_search", {"query": "runbook", "mode": "keyword"}), name=name
         )
         assert not error and "redis.md#L1-L3" in text
         assert ("1 note changed on disk" in text) == (host == "laptop")
@@ -218,9 +220,9 @@ def test_an_agent_reads_a_shared_vault_without_writing_it_and_writes_only_on_its
 
 
 def test_notes_are_read_from_the_index_where_the_vault_s_files_are_not(
-    tmp_path: Path, pg_vault: tuple[str, str]
+    tmp_path: Path, pg_vault: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_mcp import calls
+    from test_mcp import served
 
     url, name = pg_vault
     root = _notes(tmp_path / "notes", "redis")
@@ -228,11 +230,12 @@ def test_notes_are_read_from_the_index_where_the_vault_s_files_are_not(
     assert _index(root, url, name).returncode == 0
     args = ["--db", url, "--name", name]
     # a teammate's agent: the indexed copy, capped and numbered as the file would be
-    (error, text, lines), (error2, _, rest) = calls(
-        args,
+    monkeypatch.setenv("MEMSYNC_HOST", "desktop")
+    (error, text, lines), (error2, _, rest) = served(
+        url,
         ("memory_get", {"path": "long.md"}),
         ("memory_get", {"path": "long.md", "start_line": 401}),
-        env={"MEMSYNC_HOST": "desktop"},
+        name=name,
     )
     assert not error and not error2 and lines["copy"].startswith("the indexed copy, indexed at")
     assert (lines["start_line"], lines["end_line"], lines["truncated"]) == (1, 400, True)
@@ -240,12 +243,12 @@ def test_notes_are_read_from_the_index_where_the_vault_s_files_are_not(
     assert rest["text"].startswith("line 401") and rest["end_line"] == 600
     # on the vault's host: the file itself while it is there, the copy once it is gone
     (root / "redis.md").write_text("# redis\n\nedited on disk, not indexed yet\n")
-    here = memsync("get", "redis.md", *args)
+    here = cli("get", "redis.md", *args)
     assert "edited on disk" in here.stdout and here.stderr == ""
     import shutil
 
     shutil.rmtree(root)
-    gone = memsync("get", "redis.md:3", *args)
+    gone = cli("get", "redis.md:3", *args)
     assert gone.returncode == 0 and "3 | The redis runbook says restart" in gone.stdout
     assert "the indexed copy" in gone.stderr
 
@@ -253,10 +256,10 @@ def test_notes_are_read_from_the_index_where_the_vault_s_files_are_not(
 def test_a_sqlite_index_serves_its_copy_when_the_vault_folder_is_gone(tmp_path: Path) -> None:
     root = _notes(tmp_path / "notes", "kafka")
     db = tmp_path / "i.sqlite"
-    assert memsync("index", str(root), "--db", str(db), "--provider", "none").returncode == 0
+    assert cli("index", str(root), "--db", str(db), "--provider", "none").returncode == 0
     (root / "kafka.md").unlink()
-    missing = memsync("get", "kafka.md:3", "--db", str(db))
+    missing = cli("get", "kafka.md:3", "--db", str(db))
     assert missing.returncode == 0 and "3 | The kafka runbook" in missing.stdout
     assert "the indexed copy" in missing.stderr
-    hidden = memsync("get", "../kafka.md", "--db", str(db))
+    hidden = cli("get", "../kafka.md", "--db", str(db))
     assert hidden.returncode == 1 and "'..'" in hidden.stderr
