@@ -1,5 +1,6 @@
-"""`memsync mcp` driven as an agent's client drives it: the SDK's ClientSession over stdio, the
-server a real subprocess."""
+"""`memsync mcp` driven as an agent's client drives it: the protocol through the SDK's
+ClientSession over stdio to a real subprocess (and raw lines on its stdin); the tools' logic
+through the same server object in this process (`served`, `in_process`)."""
 
 from __future__ import annotations
 
