@@ -37,31 +37,6 @@ def test_index_keyword_only_then_status_json(tmp_path: Path) -> None:
     assert "state:    up to date for keyword search" in text
 
 
-def test_status_counts_add_up_and_a_deleted_skipped_file_is_not_up_to_date(tmp_path: Path) -> None:
-    """A skipped link is no note on disk: `2 indexed, 3 notes on disk (4 skipped)` read as if
-    notes had gone missing; and a deleted file listed as skipped was `up to date`."""
-    vault = _vault(tmp_path / "notes")
-    (vault / "binary.md").write_bytes(b"\x00" * 100)
-    outside = write(tmp_path, "outside.md", "# Outside\n")
-    (vault / "link.md").symlink_to(outside)
-    (vault / "loop").symlink_to(vault)
-    assert _invoke("index", str(vault), "--provider", "none").exit_code == 0
-    text = _invoke("status", "--vault", str(vault)).output
-    assert (
-        "files:    2 indexed, 3 notes on disk (1 skipped), 2 other entries skipped, listed below"
-        in text
-    )
-    facts = json.loads(_invoke("status", "--vault", str(vault), "--json").output)
-    assert facts["disk"]["skipped"] == 3 and facts["disk"]["skipped_notes"] == 1
-    (vault / "binary.md").unlink()  # still listed as skipped until a sync: not up to date
-    text = _invoke("status", "--vault", str(vault)).output
-    assert "files:    2 indexed, 2 notes on disk; 2 other entries skipped, listed below" in text
-    assert "state:    behind: notes on disk differ from the index (1 removed)" in text
-    assert _invoke("index", str(vault), "--provider", "none").exit_code == 0
-    text = _invoke("status", "--vault", str(vault)).output
-    assert "binary.md" not in text and "state:    up to date for keyword search" in text
-
-
 def test_index_of_a_vault_in_two_scripts_builds_the_glossary_once(tmp_path: Path) -> None:
     """Its questions across scripts read the glossary: built by `index` (3 s, once per
     machine), not in the middle of the first such question; a vault in one script never."""
@@ -91,51 +66,6 @@ def test_index_with_an_openai_compatible_server_then_status_text(
     text = _invoke("status", "--vault", str(vault)).output
     assert "openai text-embedding-3-small (16 dims)" in text
     assert "state:    up to date" in text
-
-
-def test_status_never_says_up_to_date_when_disk_differs(tmp_path: Path) -> None:
-    vault = _vault(tmp_path / "notes")
-    _invoke("index", str(vault), "--provider", "none")
-    write(vault, "b.md", "# new note\n")
-    (vault / "a.md").write_text("# Alpha\n\nchanged\n")
-    facts = json.loads(_invoke("status", "--vault", str(vault), "--json").output)
-    assert facts["disk"]["new"] == 1 and facts["disk"]["changed"] == 1
-    assert not facts["text_up_to_date"]
-    text = _invoke("status", "--vault", str(vault)).output
-    assert "up to date" not in text and "1 new, 1 changed" in text
-
-
-def test_status_after_the_clock_went_back_gives_no_negative_age(tmp_path: Path) -> None:
-    import sqlite3
-    import time
-
-    vault, db = _vault(tmp_path / "notes"), tmp_path / "i.sqlite"
-    assert memsync("index", str(vault), "--provider", "none", "--db", str(db)).returncode == 0
-    with sqlite3.connect(db) as conn:  # synced a few years ahead of this machine's clock
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'last_sync'", (time.time() + 1e8,))
-    text = memsync("status", "--db", str(db)).stdout
-    assert "synced:   just now (the clock here is behind the time recorded)\n" in text
-
-
-def test_status_says_when_an_older_memsync_chunked_the_index(tmp_path: Path) -> None:
-    """After an upgrade whose rules chunk or embed notes differently, the notes still match
-    the files rows, but `index` has work to do: status must not call that up to date."""
-    import apsw
-
-    vault = _vault(tmp_path / "notes")
-    db = tmp_path / "index.sqlite"
-    _invoke("index", str(vault), "--provider", "none", "--db", str(db))
-    older = apsw.Connection(str(db))
-    older.execute("UPDATE meta SET value = 'cdc-1 cl100k max400' WHERE key = 'chunker'")
-    older.close()
-    facts = json.loads(_invoke("status", "--db", str(db), "--json").output)
-    assert not facts["rules_current"] and not facts["text_up_to_date"]
-    text = _invoke("status", "--db", str(db)).output
-    assert "state:    behind: indexed by an older memsync's rules" in text
-    assert "up to date" not in text
-    _invoke("index", str(vault), "--provider", "none", "--db", str(db))
-    facts = json.loads(_invoke("status", "--db", str(db), "--json").output)
-    assert facts["rules_current"] and facts["text_up_to_date"]
 
 
 def test_db_flag_and_env_place_the_index_outside_the_vault(tmp_path: Path) -> None:

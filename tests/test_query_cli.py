@@ -324,25 +324,6 @@ def test_an_endpoint_s_password_never_reaches_a_notice(
     assert "S3cr" not in refused.output and refused.output.count("\n") == 1
 
 
-def test_when_the_text_cannot_be_refreshed_the_query_says_results_may_be_stale(
-    keyword_vault: Path, tmp_path: Path
-) -> None:
-    from memsync.memory import refresh_text
-    from memsync.store.locate import SqliteLocation
-    from memsync.store.sqlite_store import SqliteStore
-
-    (tmp_path / "a-file").write_text("not a folder")
-    scratch = SqliteLocation(tmp_path / "scratch.sqlite")
-    with SqliteStore(scratch.path) as store:
-        blocked = refresh_text(
-            store, SqliteLocation(tmp_path / "a-file" / "i.sqlite"), keyword_vault, 1 << 20
-        )
-        assert "could not check the vault" in blocked and "stale" in blocked
-        gone = refresh_text(store, scratch, tmp_path / "missing", 1 << 20)
-        assert "could not bring the index up to date" in gone
-        assert refresh_text(store, scratch, keyword_vault, 1 << 20) == ""
-
-
 def test_get_prints_exactly_what_query_points_at(keyword_vault: Path, tmp_path: Path) -> None:
     import os
 

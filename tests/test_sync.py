@@ -407,36 +407,3 @@ def test_a_model_that_changes_size_is_an_error_unless_indexing_adopts_it(
     rows = store.chunks([i for i, _ in store.vector_search(other_query(store), 1000)])
     expected = _vectors_each(store)
     assert all(len(r.embedding or b"") == expected[r.id] * 32 * 4 for r in rows.values())
-
-
-def test_a_query_leaves_an_older_index_to_the_writer_that_holds_its_lock(tmp_path: Path) -> None:
-    """While another writer holds the lock (an older memsync's watcher), a query answers from
-    the older schema as it is and says so; once the lock is free, its refresh migrates."""
-    import apsw
-    from conftest import older_index
-
-    from memsync.config import load_config
-    from memsync.memory import Memory, search_options
-    from memsync.store.lock import FileLock
-    from memsync.store.sqlite_store import SCHEMA_VERSION
-
-    _, db = older_index(tmp_path, 6)
-    config = load_config(db=str(db), provider="none")
-    options = search_options(config, mode="keyword")
-
-    def schema() -> int:
-        conn = apsw.Connection(str(db))
-        try:
-            return int(list(conn.execute("PRAGMA user_version"))[0][0])
-        finally:
-            conn.close()
-
-    with FileLock(db, "watch"), Memory.open(config) as memory:
-        found = memory.search("redis port", options)
-        assert [hit.path for hit in found.results] == ["redis.md"]
-        assert any("behind an older memsync's rules (schema 6" in n for n in found.notices)
-        assert schema() == 6
-    with Memory.open(config) as memory:
-        found = memory.search("redis port", options)
-        assert [hit.path for hit in found.results] == ["redis.md"] and found.notices == []
-    assert schema() == SCHEMA_VERSION
