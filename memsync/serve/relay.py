@@ -77,19 +77,31 @@ def _daemon_only(record: logging.LogRecord) -> bool:
     return SESSION.get() is None
 
 
-def _route_process_streams_and_log() -> None:
-    """Once per process: the standard streams and memsync's log follow the session."""
-    if isinstance(sys.stdout, _Routed):
-        return
+@contextlib.contextmanager
+def _routed_streams_and_log() -> Iterator[None]:
+    """While the endpoint is open: the standard streams and memsync's log follow the session."""
+    saved = sys.stdout, sys.stderr, sys.stdin
     sys.stdout = _Routed("stdout", sys.stdout)
     sys.stderr = _Routed("stderr", sys.stderr)
     sys.stdin = _Routed("stdin", sys.stdin)
     memsync_log = logging.getLogger("memsync")
-    for handler in memsync_log.handlers:
+    level = memsync_log.level
+    handlers = [(handler, handler.level) for handler in memsync_log.handlers]
+    for handler, _ in handlers:
         handler.addFilter(_daemon_only)
         handler.setLevel(max(handler.level, memsync_log.getEffectiveLevel()))
-    memsync_log.addHandler(_SessionLog())
+    to_sessions = _SessionLog()
+    memsync_log.addHandler(to_sessions)
     memsync_log.setLevel(logging.DEBUG)  # each handler keeps its own level
+    try:
+        yield
+    finally:
+        memsync_log.removeHandler(to_sessions)
+        memsync_log.setLevel(level)
+        for handler, handler_level in handlers:
+            handler.removeFilter(_daemon_only)
+            handler.setLevel(handler_level)
+        sys.stdout, sys.stderr, sys.stdin = saved
 
 
 class Relay:
@@ -103,6 +115,8 @@ class Relay:
         self._listener: socket.socket | None = None
         self._files: list[Path] = []
         self._secret: str | None = None
+        self._routing = contextlib.ExitStack()
+        self._accepting: threading.Thread | None = None
 
     def start(self) -> Relay:
         """Listen, register, and answer on a thread of its own; nothing when the folder is not
@@ -127,8 +141,9 @@ class Relay:
             json.dump(entry, file)
         os.replace(temporary, registry)
         self._files.append(registry)
-        _route_process_streams_and_log()
-        threading.Thread(target=self._accept, name="memsync-relay", daemon=True).start()
+        self._routing.enter_context(_routed_streams_and_log())
+        self._accepting = threading.Thread(target=self._accept, name="memsync-relay", daemon=True)
+        self._accepting.start()
         log.info("answering this user's memsync commands for %s", self.index)
         return self
 
@@ -151,12 +166,17 @@ class Relay:
         return listener, listener.getsockname()[1], self._secret
 
     def stop(self) -> None:
-        if self._listener is not None:
-            with contextlib.suppress(OSError):
-                self._listener.close()
+        """No new command is heard; one being answered finishes on its own thread."""
         for path in self._files:
             with contextlib.suppress(OSError):
                 path.unlink()
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept(), which close() does not
+            self._listener.close()
+        if self._accepting is not None:
+            self._accepting.join()
+        self._routing.close()
 
     def _accept(self) -> None:
         assert self._listener is not None
@@ -171,11 +191,8 @@ class Relay:
 
     def _serve(self, connection: socket.socket) -> None:
         with connection, contextlib.suppress(OSError):
-            if connection.family == socket.AF_UNIX and peer_uid(connection) not in (
-                None,
-                os.getuid(),
-            ):
-                return
+            if self._secret is None and peer_uid(connection) not in (None, os.getuid()):
+                return  # a Unix socket's peer is another user's process
             reader = connection.makefile("rb")
             frame = receive(reader)
             if frame is None or frame[0] != CONTROL:
@@ -210,6 +227,7 @@ class Relay:
             SESSION.reset(token)
         session.stdout.flush()
         session.stderr.flush()
+        log.debug("relayed %s: %s", wanted["args"][0], "declined" if code is None else f"exit {code}")
         send_json(connection, EXIT, {"declined": True} if code is None else {"exit": code})
 
     def _command(self, session: Session, args: list[str], program: str) -> int | None:
