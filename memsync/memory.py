@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from contextvars import ContextVar
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
@@ -73,6 +73,8 @@ def _served(location: Location | None) -> None:
     only = serving_only.get()
     if only is not None and location != only:
         raise NotServedHere(str(location))
+
+
 WRITE_SYNC_WAIT = 5.0  # seconds an agent's write waits for a running watcher to index it
 # A question, not a document: embedding costs time in proportion to the text, and one agent's
 # pasted document would hold the MCP server for minutes.

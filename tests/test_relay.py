@@ -19,14 +19,13 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import as_nobody, write
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from memsync.serve import endpoint
 from memsync.serve.relay import Relay
 from memsync.store.locate import SqliteLocation
-
-from conftest import as_nobody, write
 
 IN_PROCESS = "import sys; from memsync.cli import main; main(prog_name='python -m memsync')"
 

@@ -45,6 +45,7 @@ Answer = Callable[[list[str], str], None]  # the CLI: arguments, program name; i
 
 log = logging.getLogger("memsync.relay")
 
+
 class _Routed:
     """sys.stdout, sys.stderr or sys.stdin of this process: a relayed command's own stream on
     the thread (and tasks) it runs on, the process's everywhere else."""
@@ -68,9 +69,9 @@ class _SessionLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         session = SESSION.get()
-        if session is not None and session.log_handler is not None:
-            if record.levelno >= session.log_handler.level:
-                session.log_handler.handle(record)
+        handler = session.log_handler if session is not None else None
+        if handler is not None and record.levelno >= handler.level:
+            handler.handle(record)
 
 
 def _daemon_only(record: logging.LogRecord) -> bool:
@@ -227,7 +228,9 @@ class Relay:
             SESSION.reset(token)
         session.stdout.flush()
         session.stderr.flush()
-        log.debug("relayed %s: %s", wanted["args"][0], "declined" if code is None else f"exit {code}")
+        log.debug(
+            "relayed %s: %s", wanted["args"][0], "declined" if code is None else f"exit {code}"
+        )
         send_json(connection, EXIT, {"declined": True} if code is None else {"exit": code})
 
     def _command(self, session: Session, args: list[str], program: str) -> int | None:
