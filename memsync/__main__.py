@@ -1,3 +1,19 @@
-from memsync.cli import main
+"""`memsync` and `python -m memsync`: a reading command answered by this user's warm daemon
+where one serves its index, else the CLI in this process. Nothing heavy is imported first."""
 
-main()
+import sys
+
+
+def main() -> None:
+    from memsync.serve.endpoint import relayed
+
+    code = relayed(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
+    from memsync.cli import main as cli
+
+    cli()
+
+
+if __name__ == "__main__":
+    main()

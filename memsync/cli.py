@@ -122,6 +122,12 @@ def main() -> None:
 def _warnings_as_messages() -> None:
     """A warning memsync logs (a provider retried) reads like memsync's other messages on stderr;
     watch and mcp put their own log in its place."""
+    from .serve.session import current
+
+    session = current()
+    if session is not None:  # a daemon runs this command for a client: to the client's stderr
+        session.log_to(_Message(logging.WARNING))
+        return
     memsync_log = logging.getLogger("memsync")
     if not any(isinstance(h, _Message) for h in memsync_log.handlers):
         memsync_log.addHandler(_Message(logging.WARNING))
@@ -444,18 +450,40 @@ def watch(
         config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
         memsync_log = _log_to(log_file, level, "watchdog")
+        relay = None
         try:
             watcher = Watcher.for_vault(config, vault, replace)
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, lambda *_: watcher.request_stop())
+            relay = _answer_the_shell(watcher)
             watcher.run()
         except MemsyncError as exc:
             if log_file:  # whoever reads the log learns why it ends (stderr says it anyway)
                 memsync_log.error("stopped: %s", exc)
             raise
+        finally:
+            if relay is not None:
+                relay.stop()
         memsync_log.info("stopped")
 
     run(action)
+
+
+def _answer_the_shell(watcher: Any) -> Any:
+    """This user's query, get, status and mcp for the watched index, answered here once the
+    watcher holds the index (until then they run in their own processes)."""
+    import threading
+
+    from .serve.relay import Relay
+
+    relay = Relay(watcher.location, lambda args, program: main.main(args, program))
+
+    def start() -> None:
+        if watcher.ready.wait() and not watcher.stop.is_set():
+            relay.start()
+
+    threading.Thread(target=start, name="memsync-relay-start", daemon=True).start()
+    return relay
 
 
 @main.command()
@@ -494,40 +522,73 @@ def mcp(
                 f"memsync mcp needs the MCP SDK ({exc.name} is missing): pip install 'memsync[mcp]'"
             ) from exc
 
-        config = _config(db=db, name=name, protect=protect or None)
-        _log_to(log_file, logging.DEBUG if verbose else logging.INFO, "mcp")
         from .memory import Memory
+        from .serve.session import current
+
+        config = _config(db=db, name=name, protect=protect or None)
+        level = logging.DEBUG if verbose else logging.INFO
+        session = current()
+        if session is None:
+            _log_to(log_file, level, "mcp")
+        else:
+            session.log_to(_log_handler(log_file, level))
 
         def open_memory() -> Memory:
             return Memory.open(config, vault, long_lived=True)
 
         server = MemoryServer(config, open_memory, writable, config.protect)
         server.check_writable()
+
+        def serve_until_stdin_closes() -> None:
+            serve(server)
+            logging.getLogger("memsync").info("stopped (stdin closed)")
+
+        if session is not None:  # a daemon's: it serves once this index is known to be its own
+            _open_or_decline(server)
+            session.serve_mcp(serve_until_stdin_closes)
+            return
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda number, _: server.exit_now(signal.Signals(number).name))
-        serve(server)
-        logging.getLogger("memsync").info("stopped (stdin closed)")
+        serve_until_stdin_closes()
 
     run(action)
+
+
+def _open_or_decline(server: Any) -> None:
+    """A daemon serves an MCP session only for its own index, opened before the session starts;
+    whatever else (another index, one that cannot be opened) its client's own process answers."""
+    from .memory import NotServedHere
+
+    try:
+        server.memory()
+    except MemsyncError as exc:
+        raise NotServedHere(str(exc)) from exc
 
 
 MAX_LOG_LINE = 500  # characters: a library's message naming thousands of paths stays one short line
 
 
+class _ShortLines(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return "\n".join(
+            line
+            if len(line) <= MAX_LOG_LINE
+            else f"{line[:MAX_LOG_LINE]}... ({len(line) - MAX_LOG_LINE} more characters)"
+            for line in super().format(record).split("\n")
+        )
+
+
+def _log_handler(log_file: Path | None, level: int) -> logging.Handler:
+    """A log on stderr or appended to a file, a record a line (or a few), never stdout."""
+    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_ShortLines("%(asctime)s %(levelname)s %(message)s"))
+    handler.setLevel(level)
+    return handler
+
+
 def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
     """memsync's log (and the named libraries') on stderr or appended to a file, never stdout."""
-
-    class ShortLines(logging.Formatter):
-        def format(self, record: logging.LogRecord) -> str:
-            return "\n".join(
-                line
-                if len(line) <= MAX_LOG_LINE
-                else f"{line[:MAX_LOG_LINE]}... ({len(line) - MAX_LOG_LINE} more characters)"
-                for line in super().format(record).split("\n")
-            )
-
-    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-    handler.setFormatter(ShortLines("%(asctime)s %(levelname)s %(message)s"))
+    handler = _log_handler(log_file, level)
     memsync_log = logging.getLogger("memsync")
     for message in [h for h in memsync_log.handlers if isinstance(h, _Message)]:
         memsync_log.removeHandler(message)

@@ -15,6 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
@@ -58,6 +59,22 @@ __all__ = [
 ]
 
 log = logging.getLogger("memsync.memory")
+
+# set by a daemon answering for its own index only: a command that means another one is declined
+serving_only: ContextVar[Location | None] = ContextVar("memsync_serving_only", default=None)
+
+
+class NotServedHere(Exception):
+    """A daemon was asked about an index it does not serve: the client answers it itself. Not a
+    MemsyncError: no user ever sees it."""
+
+
+def _served(location: Location | None) -> None:
+    only = serving_only.get()
+    if only is not None and location != only:
+        raise NotServedHere(str(location))
+
+
 WRITE_SYNC_WAIT = 5.0  # seconds an agent's write waits for a running watcher to index it
 # A question, not a document: embedding costs time in proportion to the text, and one agent's
 # pasted document would hold the MCP server for minutes.
@@ -114,6 +131,7 @@ def lists_vaults(config: Config) -> bool:
 
 def vaults(config: Config) -> dict[str, Any]:
     assert config.db is not None
+    _served(None)  # a database's list of vaults is no daemon's index
     return vaults_in(config.db)
 
 
@@ -155,9 +173,9 @@ class Memory:
     def open(cls, config: Config, vault: Path | None = None, *, long_lived: bool = False) -> Memory:
         """The index a reading command means: --db/--name, --vault, the vault around the current
         folder, or the only one (IndexNotFound/AmbiguousIndex say which exist)."""
-        return cls(
-            config, locate(config, _named_vault(vault) if vault else None), long_lived=long_lived
-        )
+        location = locate(config, _named_vault(vault) if vault else None)
+        _served(location)
+        return cls(config, location, long_lived=long_lived)
 
     def __enter__(self) -> Memory:
         return self

@@ -112,6 +112,14 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
                 r"\| tiny_vault, whole `memsync query` process \| \d+ \| \d+ \| - \|",
             ],
         ),
+        "bench_serve": (
+            ["--runs", "2", "--vault", vault],
+            [
+                r"\| through `memsync watch` \| \d+ \| \d+ \| \d+\.\d\dx \|",
+                r"\| the first after the daemon's kill -9 \| \d+ \| - \| \d+\.\d\dx \|",
+                r"Same stdout through the daemon and alone: 2 of 2\.",
+            ],
+        ),
         "bench_mcp": (
             ["--chunks", "50", "--runs", "3"],
             [rf"\| 50 chunks, hybrid, over stdio \| {f} \| {f} \| \d+ \|"],

@@ -123,9 +123,7 @@ def test_a_taken_postgresql_vault_name_is_refused_for_index_and_watch(
     assert meta[PATH_KEY] == str(a) and meta[HOST_KEY] == "laptop"
     for command, host in (("index", "laptop"), ("watch", "laptop"), ("index", "desktop")):
         run = memsync if command == "watch" else cli
-        refused = run(
-            command, str(b), "--db", url, "--name", name, "--provider", "none", host=host
-        )
+        refused = run(command, str(b), "--db", url, "--name", name, "--provider", "none", host=host)
         assert refused.returncode == 1, refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
         assert f"holds the vault {a} on laptop" in refused.stderr
@@ -153,9 +151,7 @@ def test_a_reader_never_writes_a_shared_vault_and_says_when_it_is_behind_on_the_
     result = json.loads(away.stdout)
     assert [r["path"] for r in result["results"]] == ["redis.md"] and result["notices"] == []
     assert _files(url, name) == indexed
-    status = json.loads(
-        cli("status", "--db", url, "--name", name, "--json", host="desktop").stdout
-    )
+    status = json.loads(cli("status", "--db", url, "--name", name, "--json", host="desktop").stdout)
     assert status["disk"] == {"present": False, "here": False} and status["vault_host"] == "laptop"
     # get reads the indexed copy, never the folder that happens to be at the vault's path
     got = cli("get", "redis.md:3", "--db", url, "--name", name, host="desktop")

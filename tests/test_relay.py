@@ -1,0 +1,340 @@
+"""`memsync watch` answers this user's query, get, status and mcp through a local endpoint:
+what the shell prints through it is what its own process prints, byte for byte; a daemon that
+is gone, stale or another user's is passed over."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import as_nobody, write
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from memsync.serve import endpoint
+from memsync.serve.relay import Relay
+from memsync.store.locate import SqliteLocation
+
+IN_PROCESS = "import sys; from memsync.cli import main; main(prog_name='python -m memsync')"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
+    return keep | {"MEMSYNC_HOME": os.environ["MEMSYNC_HOME"]} | extra
+
+
+def run(args: list[str], cwd: Path, relayed: bool = True, **env: str) -> tuple[int, bytes, bytes]:
+    """`python -m memsync ARGS` (relayed where a daemon answers), or the CLI in its own process
+    however many daemons run."""
+    command = [sys.executable, "-m", "memsync"] if relayed else [sys.executable, "-c", IN_PROCESS]
+    done = subprocess.run([*command, *args], capture_output=True, cwd=cwd, env=_env(**env))
+    assert b"Traceback" not in done.stderr, done.stderr.decode()
+    return done.returncode, done.stdout, done.stderr
+
+
+def on_a_terminal(args: list[str], cwd: Path, relayed: bool = True) -> bytes:
+    """What `memsync ARGS` shows on a terminal (stdout a pseudo-terminal)."""
+    import pty
+
+    command = [sys.executable, "-m", "memsync"] if relayed else [sys.executable, "-c", IN_PROCESS]
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [*command, *args], stdout=follower, stderr=subprocess.DEVNULL, cwd=cwd, env=_env()
+    )
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the process is done
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert process.wait() == 0
+    return shown
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = tmp_path / "notes"
+    write(root, "servers.md", "# Servers\n\nThe test server's SSH port is 2222, not 22.\n")
+    write(root, "daily/2026-11-10.md", "---\ntags: [incident]\n---\nOPS-1432 postmortem.\n")
+    write(root, "笔记/测试服务器.md", "# 测试服务器\n\n测试服务器的SSH端口是2222。\n")
+    write(root, "markup.md", "Escapes \x1b[31m and <b>tags</b> shown as text.\n")
+    assert run(["index", str(root)], root, relayed=False)[0] == 0
+    return root
+
+
+class Daemon:
+    def __init__(self, vault: Path, log: Path) -> None:
+        self.log = log
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "memsync", "watch", str(vault), "-v", "--log-file", str(log)],
+            env=_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while "answering this user's memsync commands" not in self.text():
+            assert time.monotonic() < deadline and self.process.poll() is None, self.text()
+            time.sleep(0.05)
+
+    def text(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+    def relayed(self) -> list[str]:
+        return re.findall(r"relayed (\w+): exit (\d+)", self.text())
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def daemon(vault: Path, tmp_path: Path) -> Iterator[Daemon]:
+    running = Daemon(vault, tmp_path / "watch.log")
+    yield running
+    running.stop()
+
+
+def _steady(output: bytes) -> bytes:
+    """status's clock readings (ages, uptime) as placeholders: two runs a second apart differ."""
+    text = re.sub(rb"\d+(\.\d+)?(s|m|h) ago|up \d+\w|(_age_s|_s)\": [\d.]+", b"#", output)
+    return re.sub(rb"\"(last_sync|started)\": [\d.]+", b"#", text)
+
+
+COMMANDS = [
+    ["query", "ssh port of the test server"],
+    ["query", "OPS-1432", "-n", "2", "--json"],
+    ["query", "测试服务器", "--explain", "--path", "笔记/"],
+    ["query", "port", "--files", "--mode", "keyword"],
+    ["query", "nothing-like-this-anywhere", "--mode", "keyword"],
+    ["query", "x", "--since", "garbage"],  # a usage error: exit 2
+    ["get", "servers.md:3"],
+    ["get", "markup.md", "--raw"],
+    ["get", "missing.md"],  # exit 1
+    ["status"],
+    ["status", "--json"],
+]
+
+
+def test_what_the_shell_prints_through_the_daemon_is_what_its_own_process_prints(
+    daemon: Daemon, vault: Path
+) -> None:
+    for args in COMMANDS:
+        relayed, alone = run(args, vault), run(args, vault, relayed=False)
+        assert (relayed[0], _steady(relayed[1]), _steady(relayed[2])) == (
+            alone[0],
+            _steady(alone[1]),
+            _steady(alone[2]),
+        ), args
+    answered = daemon.relayed()
+    assert len(answered) == len(COMMANDS)
+    assert ("query", "2") in answered and ("get", "1") in answered
+
+
+def test_the_clients_own_settings_and_folder_decide_the_answer(
+    daemon: Daemon, vault: Path, tmp_path: Path
+) -> None:
+    limited = run(["query", "port", "--mode", "keyword"], vault, MEMSYNC_LIMIT="1")
+    assert limited == run(["query", "port", "--mode", "keyword"], vault, False, MEMSYNC_LIMIT="1")
+    assert limited[1].count(b"\n1. ") + limited[1].startswith(b"1. ") == 1
+    assert b"2. " not in limited[1]
+    colored = on_a_terminal(["query", "port", "--mode", "keyword"], vault)
+    assert b"\x1b[" in colored  # colour and links, as for a person at a terminal
+    assert colored == on_a_terminal(["query", "port", "--mode", "keyword"], vault, relayed=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()  # no vault around this folder: the daemon's index is the only one indexed
+    from_elsewhere = run(["get", "servers.md:3"], elsewhere)
+    assert from_elsewhere == run(["get", "servers.md:3"], elsewhere, relayed=False)
+    assert len(daemon.relayed()) == 3
+
+
+def test_a_command_for_another_index_runs_in_its_own_process(
+    daemon: Daemon, vault: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    write(other, "a.md", "Another vault's note about ports.\n")
+    assert run(["index", str(other), "--provider", "none"], other)[0] == 0
+    code, out, _ = run(["query", "ports", "--vault", str(other)], vault)
+    assert code == 0 and b"a.md" in out
+    assert daemon.relayed() == []  # declined: the client answered it itself
+
+
+def test_the_client_imports_neither_click_nor_numpy_nor_the_store(
+    daemon: Daemon, vault: Path
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "memsync", "query", "ssh port"],
+        capture_output=True,
+        cwd=vault,
+        env=_env(),
+    )
+    imported = {line.split("|")[-1].strip() for line in done.stderr.decode().splitlines()}
+    assert done.returncode == 0 and b"servers.md" in done.stdout
+    assert "memsync.serve.endpoint" in imported
+    assert not imported & {"click", "numpy", "apsw", "memsync.cli", "memsync.memory", "httpx"}
+
+
+def test_a_killed_daemon_is_passed_over_and_its_entry_removed(daemon: Daemon, vault: Path) -> None:
+    alive = run(["query", "ssh port"], vault)
+    daemon.process.kill()
+    daemon.process.wait()
+    folder = Path(endpoint.run_dir())
+    assert list(folder.glob("*.sock")) and list(folder.glob("*.json"))  # left behind by kill -9
+    after = run(["query", "ssh port"], vault)
+    assert after == alive
+    assert list(folder.glob("*.json")) == []
+
+
+def test_the_endpoint_is_this_users_alone(daemon: Daemon, vault: Path) -> None:
+    folder = Path(endpoint.run_dir())
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    (entry,) = folder.glob("*.json")
+    (sock,) = folder.glob("*.sock")
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
+    assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+
+    def connect() -> str:
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(sock))
+        return "connected"
+
+    assert "PermissionError" in as_nobody(connect)
+    assert json.loads(entry.read_text())["pid"] == daemon.process.pid
+
+
+def test_an_agents_stdio_server_is_relayed_and_answers_as_its_own_would(
+    daemon: Daemon, vault: Path
+) -> None:
+    async def answers(command: list[str]) -> list[Any]:
+        params = StdioServerParameters(command=sys.executable, args=command, env=_env(), cwd=vault)
+        with open(os.devnull, "w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write_),
+                ClientSession(read, write_) as session,
+            ):
+                await session.initialize()
+                tools = sorted(tool.name for tool in (await session.list_tools()).tools)
+                found = await session.call_tool("memory_search", {"query": "ssh port"})
+                lines = await session.call_tool("memory_get", {"path": "servers.md"})
+                return [tools, found.structured_content, lines.structured_content]
+
+    relayed = anyio.run(answers, ["-m", "memsync", "mcp"])
+    alone = anyio.run(answers, ["-c", IN_PROCESS, "mcp"])
+    assert relayed == alone and "memory_search" in relayed[0]
+    assert ("mcp", "0") in daemon.relayed()
+
+
+# -- the endpoint in this process: a fake CLI behind it -----------------------------------------
+
+
+def _fake_cli(args: list[str], program: str) -> None:
+    if args[1] == "decline":
+        from memsync.memory import NotServedHere
+
+        raise NotServedHere("another index")
+    if args[1] == "fail":
+        raise ValueError("a bug")
+    print(f"{program} answered {args[1]} in {os.getcwd()}")
+    print("a notice", file=sys.stderr)
+    sys.exit(int(os.environ.get("FAKE_EXIT", "0")))
+
+
+@pytest.fixture
+def relay(tmp_path: Path) -> Iterator[Relay]:
+    started = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    yield started
+    started.stop()
+
+
+def test_an_answer_keeps_its_streams_exit_code_folder_and_environment(
+    relay: Relay, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("FAKE_EXIT", "3")
+    monkeypatch.chdir(tmp_path)
+    assert endpoint.relayed(["query", "this"]) == 3
+    out, err = capfd.readouterr()
+    assert out.endswith(f" answered this in {tmp_path}\n") and err == "a notice\n"
+
+
+def test_a_declined_or_failed_command_prints_nothing_and_runs_here(
+    relay: Relay, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert endpoint.relayed(["query", "decline"]) is None
+    assert endpoint.relayed(["query", "fail"]) is None
+    assert endpoint.relayed(["index", "anything"]) is None  # a writing command is never relayed
+    assert endpoint.relayed(["query", "--help"]) is None
+    assert capfd.readouterr() == ("", "")
+
+
+def test_another_memsync_is_passed_over(
+    relay: Relay, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(endpoint, "fingerprint", lambda: "an upgraded memsync")
+    assert endpoint.relayed(["query", "this"]) is None
+    assert capfd.readouterr() == ("", "")
+
+
+def test_without_unix_sockets_a_loopback_port_wants_the_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delattr(socket, "AF_UNIX")
+    started = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    try:
+        (entry,) = Path(endpoint.run_dir()).glob("*.json")
+        info = json.loads(entry.read_text())
+        assert "socket" not in info and len(info["secret"]) == 64
+        assert stat.S_IMODE(entry.stat().st_mode) == 0o600
+        assert endpoint.relayed(["get", "this"]) == 0
+        assert "answered this" in capfd.readouterr().out
+        entry.write_text(json.dumps(info | {"secret": "guessed"}))
+        assert endpoint.relayed(["get", "this"]) is None
+    finally:
+        started.stop()
+
+
+def test_a_socket_name_too_long_moves_to_a_short_private_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MEMSYNC_HOME", str(tmp_path / ("deep" * 30)))
+    started = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    try:
+        (entry,) = Path(endpoint.run_dir()).glob("*.json")
+        where = Path(json.loads(entry.read_text())["socket"])
+        assert len(os.fsencode(where)) <= endpoint.SOCKET_NAME_MAX
+        assert stat.S_IMODE(where.parent.stat().st_mode) == 0o700
+        assert endpoint.relayed(["status", "this"]) == 0
+        assert "answered this" in capfd.readouterr().out
+    finally:
+        started.stop()
+    assert not where.exists()
+
+
+def test_a_folder_others_may_enter_is_no_endpoints_home(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    folder = Path(endpoint.run_dir())
+    folder.mkdir(parents=True)
+    folder.chmod(0o755)
+    started = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    try:
+        assert list(folder.iterdir()) == []
+        assert endpoint.relayed(["query", "this"]) is None
+    finally:
+        started.stop()
