@@ -30,19 +30,19 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import (
-    keep_option,
-    workspace,
     QUERIES,
     ROOT,
     SAMPLE_VAULT,
     build,
     in_process,
+    keep_option,
     make_vault,
     random_vectors,
     start_pgserver,
     timed,
     whole_process,
     window_counts,
+    workspace,
 )
 from memsync import fts
 from memsync.chunking import chunk_text
