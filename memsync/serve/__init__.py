@@ -1,0 +1,1 @@
+"""`memsync serve`: the index over HTTP, behind tokens; and its tokens."""
