@@ -51,7 +51,7 @@ class _Server(uvicorn.Server):
 class _Beside(threading.Thread):
     """The watcher on a thread of its own; its end (an error) ends the server too."""
 
-    def __init__(self, watcher: Watcher, server: _Server) -> None:
+    def __init__(self, watcher: Watcher, server: uvicorn.Server) -> None:
         super().__init__(name="memsync-watch")
         self.watcher = watcher
         self.server = server
@@ -68,13 +68,9 @@ class _Beside(threading.Thread):
             self.server.should_exit = True
 
 
-def run(
-    app: ASGIApp,
-    sock: socket.socket,
-    watcher: Watcher | None,
-    tls: tuple[Path, Path] | None = None,
-) -> None:
-    """Serve until SIGTERM/SIGINT, or until the watcher fails (its error is raised here)."""
+def uvicorn_server(app: ASGIApp, tls: tuple[Path, Path] | None = None) -> uvicorn.Server:
+    """uvicorn for `app`, its TLS files read now (a bad one is one line), its signals left to
+    the caller, its log memsync's."""
     config = uvicorn.Config(
         app,
         log_config=None,  # memsync's log handlers, set by the command
@@ -90,7 +86,17 @@ def run(
         config.load()
     except (OSError, ssl.SSLError) as exc:
         raise MemsyncError(f"--tls-cert/--tls-key: cannot load them ({exc})") from exc
-    server = _Server(config)
+    return _Server(config)
+
+
+def run(
+    app: ASGIApp,
+    sock: socket.socket,
+    watcher: Watcher | None,
+    tls: tuple[Path, Path] | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT, or until the watcher fails (its error is raised here)."""
+    server = uvicorn_server(app, tls)
     beside = _Beside(watcher, server) if watcher else None
 
     def stop(*_: object) -> None:  # only sets flags: safe in a signal handler
