@@ -4,6 +4,7 @@ says each refusal in one line, and on a terminal makes the first token and shows
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pty
 import re
@@ -30,9 +31,13 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _env() -> dict[str, str]:
+def _env(host: str = "laptop") -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
-    return keep | {"MEMSYNC_HOME": os.environ["MEMSYNC_HOME"], "MEMSYNC_PROVIDER": "none"}
+    return keep | {
+        "MEMSYNC_HOME": os.environ["MEMSYNC_HOME"],
+        "MEMSYNC_PROVIDER": "none",
+        "MEMSYNC_HOST": host,
+    }
 
 
 def _vault(tmp_path: Path) -> Path:
@@ -42,11 +47,11 @@ def _vault(tmp_path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def serve(*args: str, **popen: object) -> Iterator[subprocess.Popen[str]]:
+def serve(*args: str, host: str = "laptop", **popen: object) -> Iterator[subprocess.Popen[str]]:
     process = subprocess.Popen(
         [sys.executable, "-m", "memsync", "serve", *args],
         text=True,
-        env=_env(),
+        env=_env(host),
         **({"stdout": subprocess.PIPE, "stderr": subprocess.PIPE} | popen),  # type: ignore[arg-type]
     )
     try:
@@ -187,3 +192,33 @@ def test_without_the_mcp_extra_serve_says_what_to_install(
         "memsync: error: memsync serve needs the MCP SDK (uvicorn is missing): "
         "pip install 'memsync[mcp]'\n"
     )
+
+
+def test_serve_db_alone_serves_a_shared_vault_from_another_machine_reading_only(
+    tmp_path: Path, pg_vault: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, name = pg_vault
+    vault = _vault(tmp_path)
+    monkeypatch.setenv("MEMSYNC_HOST", "laptop")
+    done = CliRunner().invoke(main, ["index", str(vault), "--db", url, "--name", name])
+    assert done.exit_code == 0, done.output
+    token, port = Tokens().add("team"), _free_port()
+    base = f"http://127.0.0.1:{port}"
+    shared = ("--db", url, "--name", name, "--listen", f"127.0.0.1:{port}")
+    with serve(*shared, "--writable", host="teamserver") as refused:
+        _, err = refused.communicate(timeout=60)
+    assert refused.returncode == 1 and err.count("\n") == 1
+    assert "--writable" in err and "not on teamserver" in err
+    write(vault, "tech/new.md", "# New\n\nWritten after the index.\n")
+    with serve(*shared, host="teamserver") as process:
+        headers = {"Authorization": f"Bearer {token}"}
+        assert _wait_until_served(base, token, process).status_code == 200
+        found = httpx2.get(f"{base}/api/search?q=ssh+port&mode=keyword", headers=headers).json()
+        lines = httpx2.get(f"{base}/api/get?location=tech/ssh.md:3", headers=headers).json()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert found["results"][0]["path"] == "tech/ssh.md"
+    assert lines["text"].endswith("2222.") and lines["copy"].startswith("the indexed copy")
+    status = json.loads(CliRunner().invoke(main, ["status", "--db", url, "--name", name, "--json"]).output)
+    assert status["files_indexed"] == 1  # the new note waits for the vault's own writer
