@@ -69,16 +69,19 @@ def calls(
     args: list[str], *requests: tuple[str, dict[str, Any]], env: dict[str, str] | None = None
 ):  # type: ignore[no-untyped-def]
     """Each (tool, arguments) called in turn on one server: [(is_error, text, structured)]."""
+    return with_server(args, lambda session: call_each(session, requests), env)
 
-    async def use(session: ClientSession) -> list[tuple[bool, str, Any]]:
-        out = []
-        for name, arguments in requests:
-            result = await session.call_tool(name, arguments)
-            text = "\n".join(c.text for c in result.content if c.type == "text")
-            out.append((bool(result.is_error), text, result.structured_content))
-        return out
 
-    return with_server(args, use, env)
+async def call_each(
+    session: ClientSession, requests: tuple[tuple[str, dict[str, Any]], ...]
+) -> list[tuple[bool, str, Any]]:
+    """Each (tool, arguments) called in turn on a session: [(is_error, text, structured)]."""
+    out = []
+    for name, arguments in requests:
+        result = await session.call_tool(name, arguments)
+        text = "\n".join(c.text for c in result.content if c.type == "text")
+        out.append((bool(result.is_error), text, result.structured_content))
+    return out
 
 
 @contextlib.contextmanager
