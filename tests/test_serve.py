@@ -14,10 +14,10 @@ import anyio
 import httpx2
 import pytest
 from click.testing import CliRunner
-from conftest import EmbeddingServer
+from conftest import EmbeddingServer, agent_vault
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from test_mcp import _vault, call_each, calls, indexed  # noqa: F401 - a fixture
+from test_mcp import call_each, calls
 
 from memsync.cli import main
 from memsync.config import Config, load_config
@@ -32,10 +32,10 @@ from memsync.serve.tokens import Tokens
 @contextlib.contextmanager
 def serving(config: Config, vault: Path | None, writable: bool = False) -> Iterator[str]:
     """A real server for the index of `config` on a free port: its base URL."""
-    server = MemoryServer(config, lambda: Memory.open(config, vault, long_lived=True), writable, (), 2)
-    app = make_app(
-        server, Tokens(), hosts=frozenset({"127.0.0.1"}), cookie="c", tls=False, slots=2
+    server = MemoryServer(
+        config, lambda: Memory.open(config, vault, long_lived=True), writable, (), 2
     )
+    app = make_app(server, Tokens(), hosts=frozenset({"127.0.0.1"}), cookie="c", tls=False, slots=2)
     sock = bind(Listen("127.0.0.1", 0))
     uvicorn = uvicorn_server(app)
     thread = threading.Thread(target=uvicorn.run, kwargs={"sockets": [sock]})
@@ -51,7 +51,9 @@ def serving(config: Config, vault: Path | None, writable: bool = False) -> Itera
         server.close()
 
 
-def with_session(url: str, token: str | None, use: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+def with_session(
+    url: str, token: str | None, use: Callable[[ClientSession], Awaitable[Any]]
+) -> Any:
     """`use` an initialised MCP session over streamable HTTP, as an agent holding `token` would."""
 
     async def run() -> Any:
@@ -80,7 +82,9 @@ READS = [
 ]
 
 
-def test_the_sdk_client_with_a_token_gets_the_answers_stdio_gives(indexed: tuple[Path, Path]) -> None:
+def test_the_sdk_client_with_a_token_gets_the_answers_stdio_gives(
+    indexed: tuple[Path, Path],
+) -> None:
     _, db = indexed
     token = Tokens().add("agent")
     with serving(load_config(db=str(db)), None) as url:
@@ -158,7 +162,7 @@ def test_a_slow_embedding_call_holds_up_no_other_client(
 ) -> None:
     """While one agent's question waits for its embedding, another client's calls are answered
     (each call has an index connection of its own)."""
-    vault = _vault(tmp_path / "notes")
+    vault = agent_vault(tmp_path / "notes")
     monkeypatch.setenv("OPENAI_BASE_URL", f"{embedding_server.url}/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     db = tmp_path / "i.sqlite"
