@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,12 +44,28 @@ def _span(seconds: float) -> str:
     return f"{seconds / 86400:.0f} days"
 
 
-def _ago(seconds: float | None) -> str:
+def ago(seconds: float | None) -> str:
+    """How long ago, for people: `never`, `40s ago`, `3.5 h ago`."""
     if seconds is None:
         return "never"
     if seconds < 0:  # the clock was set back since, or the writer's machine runs ahead of this one
         return "just now (the clock here is behind the time recorded)"
     return f"{_span(seconds)} ago"
+
+
+def writer_text(writer: dict[str, Any] | None) -> str:
+    """The index's writer from status's facts: which memsync, where, since when, its last sync."""
+    if not writer:
+        return "no watcher running"
+    started = writer.get("started")
+    uptime = f", up {_span(max(time.time() - float(started), 0.0))}" if started else ""
+    runs_on = f" on {writer['host']}" if writer.get("host") else ""
+    detail = f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{runs_on}{uptime})"
+    if writer.get("last_event"):
+        detail += f", last event {ago(time.time() - float(writer['last_event']))}"
+    if writer.get("last_sync"):
+        detail += f", last sync {ago(time.time() - float(writer['last_sync']))}"
+    return detail
 
 
 def index_summary(report: Report, vault: str, model: str | None) -> str:
@@ -109,29 +126,14 @@ def status_text(facts: dict[str, Any]) -> str:
         f"chunks:   {facts['chunks']} ({facts['chunks_embedded']} with vectors, "
         f"{facts['chunks_pending']} waiting for embeddings)"
     )
-    writer = facts["writer"]
-    if writer:
-        started = writer.get("started")
-        uptime = f", up {_span(max(time.time() - float(started), 0.0))}" if started else ""
-        runs_on = f" on {writer['host']}" if writer.get("host") else ""
-        detail = (
-            f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{runs_on}{uptime})"
-        )
-        if writer.get("last_event"):
-            detail += f", last event {_ago(time.time() - float(writer['last_event']))}"
-        if writer.get("last_sync"):
-            detail += f", last sync {_ago(time.time() - float(writer['last_sync']))}"
-        lines.append(f"writer:   {detail}")
-        if writer.get("embedding_error"):
-            lines.append(f"errors:   embedding: {writer['embedding_error']}")
-        if writer.get("unwatched"):
-            folders = ", ".join(f"{f}/" for f in writer["unwatched"])
-            lines.append(
-                f"unwatched: {folders} (too deep to watch; the periodic reconcile covers them)"
-            )
-    else:
-        lines.append("writer:   no watcher running")
-    lines.append(f"synced:   {_ago(facts['last_sync_age_s'])}")
+    writer = facts["writer"] or {}
+    lines.append(f"writer:   {writer_text(writer)}")
+    if writer.get("embedding_error"):
+        lines.append(f"errors:   embedding: {writer['embedding_error']}")
+    if writer.get("unwatched"):
+        folders = ", ".join(f"{f}/" for f in writer["unwatched"])
+        lines.append(f"unwatched: {folders} (too deep to watch; the periodic reconcile covers them)")
+    lines.append(f"synced:   {ago(facts['last_sync_age_s'])}")
     if facts["complete"]:
         state = "up to date"
     elif facts["text_up_to_date"] and not facts["model"]:
@@ -210,11 +212,19 @@ def wants_color(is_tty: bool, environ: dict[str, str]) -> bool:
     return is_tty and "NO_COLOR" not in environ and environ.get("TERM") != "dumb"
 
 
-def _highlight(text: str, terms: list[str], color: bool) -> str:
-    if not color or not terms:
-        return text
+def marked(
+    text: str, terms: list[str], mark: Callable[[str], str], plain: Callable[[str], str] = str
+) -> str:
+    """`text` with each occurrence of a term (any case) passed through `mark`, the rest through
+    `plain`: colour on a terminal, `<mark>` and escaping in HTML."""
+    if not terms:
+        return plain(text)
     pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE)
-    return pattern.sub(lambda m: f"\033[1;33m{m.group()}\033[0m", text)
+    pieces, last = [], 0
+    for match in pattern.finditer(text):
+        pieces += [plain(text[last : match.start()]), mark(match.group())]
+        last = match.end()
+    return "".join([*pieces, plain(text[last:])])
 
 
 def hyperlink(text: str, target: Path) -> str:
@@ -271,7 +281,9 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
         flag = "  exact match" if hit.exact else ""
         lines.append(f"{rank}. {hit.score:.2f}  {where}{flag}")
         for offset, line in enumerate(hit.snippet.split("\n")):
-            shown = _highlight(escape_controls(line), terms, color)
+            shown = escape_controls(line)
+            if color:
+                shown = marked(shown, terms, lambda word: f"\033[1;33m{word}\033[0m")
             lines.append(f"   {hit.snippet_start + offset:>5} | {shown}")
         if hit.explain is not None:
             lines.append(f"   why: {explanation(hit.explain)}")
