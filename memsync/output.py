@@ -264,12 +264,17 @@ def _rerank_explained(rerank: dict[str, Any]) -> str:
     return f"reranked: score {rerank['score']:g} ({fused})"
 
 
+def mode_ran(ran: str, requested: str) -> str:
+    """Said when a search ran another mode than the one asked for (no vectors, no model)."""
+    return f"ran {ran} search; {requested} was asked for"
+
+
 def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None = None) -> str:
     """Rank, score, path:start-end (editors jump there; with `links`, the vault, a terminal link
     to the file too), and the best-matching lines."""
     lines = []
     if outcome.mode != outcome.requested_mode:
-        lines.append(f"(ran {outcome.mode} search; {outcome.requested_mode} was asked for)")
+        lines.append(f"({mode_ran(outcome.mode, outcome.requested_mode)})")
     for notice in outcome.notices:
         lines.append(f"note: {notice}")
     for rank, hit in enumerate(outcome.results, start=1):
