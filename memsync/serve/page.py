@@ -42,7 +42,10 @@ class Form:
     mode: str = ""
 
     def search_args(self) -> dict[str, Any]:
-        """The search callable's keyword arguments (an empty field: the configured default)."""
+        """The search callable's keyword arguments (an empty field: the configured default);
+        ArgumentError for an unknown mode, with the message a configured one gets."""
+        if self.mode and self.mode not in MODES:
+            raise ArgumentError(f"unknown mode {self.mode!r}: choose one of {', '.join(MODES)}")
         return {
             "paths": list(self.paths),
             "since": self.since or None,
@@ -54,8 +57,7 @@ class Form:
 
 def form_of(items: Iterable[tuple[str, str]]) -> Form:
     """The form from a query string's (name, value) pairs: `path` may repeat, `tag` may repeat
-    or hold several tags apart by spaces or commas. ArgumentError for an unknown mode, with the
-    message a configured one gets."""
+    or hold several tags apart by spaces or commas."""
     values: dict[str, list[str]] = {}
     for name, value in items:
         values.setdefault(name, []).append(value)
@@ -63,9 +65,6 @@ def form_of(items: Iterable[tuple[str, str]]) -> Form:
     def one(name: str) -> str:
         return values.get(name, [""])[0].strip()
 
-    mode = one("mode")
-    if mode and mode not in MODES:
-        raise ArgumentError(f"unknown mode {mode!r}: choose one of {', '.join(MODES)}")
     tags = [tag for value in values.get("tag", []) for tag in re.split(r"[\s,]+", value) if tag]
     return Form(
         q=values.get("q", [""])[0],
@@ -73,7 +72,7 @@ def form_of(items: Iterable[tuple[str, str]]) -> Form:
         since=one("since"),
         until=one("until"),
         tags=tuple(tags),
-        mode=mode,
+        mode=one("mode"),
     )
 
 
@@ -221,7 +220,7 @@ def note_page(
             chosen = first is not None and last is not None and first <= number <= last
             body += (
                 f'<span id="L{number}" class="line{" hit" if chosen else ""}">'
-                f'<a class="n" href="#L{number}">{number}</a> {_text(line)}</span>\n'
+                f'<a class="n" href="#L{number}">{number}</a> {_text(line)}\n</span>'
             )
         body += "</pre>\n"
     if lines["note"]:
