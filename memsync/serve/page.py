@@ -20,7 +20,7 @@ from ..output import ago, escape_controls, escape_name, marked, mode_ran, writer
 # the files the page links to, read once: package data, served by memsync itself (no CDN)
 ASSETS = {
     name: resources.files(__package__).joinpath("assets", name).read_bytes()
-    for name in ("page.css",)
+    for name in ("page.css", "icon.svg")
 }
 
 
@@ -82,6 +82,7 @@ def _document(title: str, body: str) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{escape(title)}</title>\n"
         f'<link rel="stylesheet" href="{escape(asset_href("page.css"))}">\n'
+        f'<link rel="icon" href="{escape(asset_href("icon.svg"))}">\n'
         f"</head>\n<body>\n{body}</body>\n</html>\n"
     )
 
