@@ -240,3 +240,12 @@ def test_every_module_says_its_one_job_in_its_opening_line() -> None:
             continue
         docstring = ast.get_docstring(ast.parse(text))
         assert docstring and len(docstring.split("\n")[0]) > 20, name
+
+
+def test_the_search_pages_html_is_made_by_pure_renderers() -> None:
+    """serve.page makes the page's HTML from values: no web framework, no store, no face; its
+    routes (serve.page_routes) are the only part that speaks Starlette."""
+    ours, others = imports_of(SOURCES["serve.page"], "serve.page")
+    assert ours <= {"config", "errors", "output"}, ours
+    assert others <= set(sys.stdlib_module_names), others
+    assert "serve.page_routes" in _importers("starlette")
