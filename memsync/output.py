@@ -132,7 +132,9 @@ def status_text(facts: dict[str, Any]) -> str:
         lines.append(f"errors:   embedding: {writer['embedding_error']}")
     if writer.get("unwatched"):
         folders = ", ".join(f"{f}/" for f in writer["unwatched"])
-        lines.append(f"unwatched: {folders} (too deep to watch; the periodic reconcile covers them)")
+        lines.append(
+            f"unwatched: {folders} (too deep to watch; the periodic reconcile covers them)"
+        )
     lines.append(f"synced:   {ago(facts['last_sync_age_s'])}")
     if facts["complete"]:
         state = "up to date"

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from memsync.config import Config, load_config
 from memsync.memory import Memory, index, search_options
 from memsync.serve import page
-from memsync.serve.page_routes import POLICY, refused, routes
+from memsync.serve.page_routes import POLICY, notice, routes
 
 MARKUP = "A note with <script>alert(1)</script> and <b>bold</b> in it."
 
@@ -77,8 +77,14 @@ def _hit(**fields: Any) -> dict[str, Any]:
 
 
 def _result(*hits: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return {"query": "redis", "mode": "hybrid", "requested_mode": "hybrid", "notices": [],
-            "results": list(hits), **fields}  # fmt: skip
+    return {
+        "query": "redis",
+        "mode": "hybrid",
+        "requested_mode": "hybrid",
+        "notices": [],
+        "results": list(hits),
+        **fields,
+    }
 
 
 STATUS = {"files_indexed": 80, "chunks_pending": 219, "writer": None, "last_sync_age_s": 4.0}
@@ -102,8 +108,14 @@ def test_every_text_from_a_note_or_a_request_is_escaped() -> None:
     html = page.search_page(page.Form(q=evil, paths=(evil,), tags=(evil,)), "", _result(hit), [])
     assert "<script>" not in html and '"><script' not in html
     assert html.count("&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;") == 6  # all but the href
-    lines = {"path": f"{evil}.md", "start_line": 1, "end_line": 1, "text": evil, "copy": evil,
-             "note": evil}  # fmt: skip
+    lines = {
+        "path": f"{evil}.md",
+        "start_line": 1,
+        "end_line": 1,
+        "text": evil,
+        "copy": evil,
+        "note": evil,
+    }
     assert "<script>" not in page.note_page(evil, lines, 1, 1)
     assert "<script>" not in page.note_page(evil, None, None, None, error=evil)
     assert "<script>" not in page.status_line(None, evil)
@@ -124,14 +136,28 @@ def test_the_mode_that_ran_notices_and_no_results_are_said() -> None:
 
 def test_the_form_keeps_what_was_typed_and_each_path_in_a_field_of_its_own() -> None:
     form = page.form_of(
-        [("q", "a b"), ("path", "projects/"), ("path", " "), ("path", "daily/*.md"),
-         ("since", " 7d "), ("until", ""), ("tag", "ops, project/heron"), ("tag", "x"),
-         ("mode", "keyword")]
-    )  # fmt: skip
-    assert form == page.Form("a b", ("projects/", "daily/*.md"), "7d", "", ("ops", "project/heron", "x"), "keyword")  # fmt: skip
-    assert form.search_args() == {"paths": ["projects/", "daily/*.md"], "since": "7d",
-                                  "until": None, "tags": ["ops", "project/heron", "x"],
-                                  "mode": "keyword"}  # fmt: skip
+        [
+            ("q", "a b"),
+            ("path", "projects/"),
+            ("path", " "),
+            ("path", "daily/*.md"),
+            ("since", " 7d "),
+            ("until", ""),
+            ("tag", "ops, project/heron"),
+            ("tag", "x"),
+            ("mode", "keyword"),
+        ]
+    )
+    assert form == page.Form(
+        "a b", ("projects/", "daily/*.md"), "7d", "", ("ops", "project/heron", "x"), "keyword"
+    )
+    assert form.search_args() == {
+        "paths": ["projects/", "daily/*.md"],
+        "since": "7d",
+        "until": None,
+        "tags": ["ops", "project/heron", "x"],
+        "mode": "keyword",
+    }
     html = page.search_page(form, "")
     assert 'name="path" value="projects/"' in html and 'name="path" value="daily/*.md"' in html
     assert 'name="tag" value="ops project/heron x"' in html
@@ -157,8 +183,14 @@ def test_the_status_line_says_notes_chunks_waiting_writer_and_last_sync() -> Non
 
 
 def test_the_note_view_numbers_every_line_and_marks_the_located_ones() -> None:
-    lines = {"path": "a.md", "start_line": 1, "end_line": 3, "text": "one\ntwo\nthree",
-             "copy": None, "note": None}  # fmt: skip
+    lines = {
+        "path": "a.md",
+        "start_line": 1,
+        "end_line": 3,
+        "text": "one\ntwo\nthree",
+        "copy": None,
+        "note": None,
+    }
     html = page.note_page("a.md:2-3", lines, 2, 3)
     assert '<span id="L1" class="line"><a class="n" href="#L1">1</a> one\n</span>' in html
     assert '<span id="L2" class="line hit">' in html and '<span id="L3" class="line hit">' in html
@@ -169,7 +201,7 @@ def test_the_note_view_numbers_every_line_and_marks_the_located_ones() -> None:
 def test_the_stylesheet_link_changes_with_its_bytes() -> None:
     href = page.asset_href("page.css")
     assert href.startswith("assets/page.css?v=") and len(href) == len("assets/page.css?v=") + 12
-    assert f'<link rel="stylesheet" href="{href}">' in page.login_page()
+    assert f'<link rel="stylesheet" href="{href}">' in page.notice_page("t", "m")
 
 
 # -- the routes over a real index ----------------------------------------------------------------
@@ -247,8 +279,9 @@ def test_the_stylesheet_is_served_by_memsync_and_cached_for_good(client: TestCli
     assert client.get("/assets/other.js").status_code == 404
 
 
-def test_a_browser_without_a_session_gets_401_and_how_to_log_in() -> None:
-    answer = refused()
-    assert answer.status_code == 401
-    assert answer.headers["content-security-policy"] == POLICY
-    assert b"/?token=" in answer.body and b"memsync serve" in answer.body
+def test_a_notice_is_a_short_page_with_the_same_strict_policy() -> None:
+    answer = notice(401, "Log in", "open <the address> memsync serve printed", {"X-A": "b"})
+    assert answer.status_code == 401 and answer.headers["x-a"] == "b"
+    _strict(answer)
+    assert b"<h1>Log in</h1>" in answer.body
+    assert b"open &lt;the address&gt; memsync serve printed" in answer.body

@@ -56,7 +56,7 @@ class Served:
             cwd=Path(__file__).parent,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         )
-        self.url = "http://127.0.0.1:%d" % self.socket.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
 
     def close(self) -> None:
         self.process.terminate()

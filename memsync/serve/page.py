@@ -1,6 +1,6 @@
 """The search page's HTML, pure: the form, the results, one note's lines, the status line and
-the login page, made from the values the JSON API returns; every text from a note or a request
-is escaped, so a note holding markup shows it as text."""
+short notices (a 401's how to log in), made from the values the JSON API returns; every text
+from a note or a request is escaped, so a note holding markup shows it as text."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def _form(form: Form) -> str:
         '<form class="search" method="get" action="./" role="search">\n'
         '<p><input type="search" name="q" aria-label="Search the notes" '
         f'value="{escape(form.q)}" autofocus> <button type="submit">Search</button></p>\n'
-        '<fieldset><legend>Filters</legend>\n'
+        "<fieldset><legend>Filters</legend>\n"
         + paths
         + field("Since", "since", form.since, "YYYY-MM-DD, today, 7d, 2w, 3m")
         + field("Until", "until", form.until, "same forms as since")
@@ -202,7 +202,11 @@ def search_page(
 
 
 def note_page(
-    location: str, lines: dict[str, Any] | None, first: int | None, last: int | None, error: str = ""
+    location: str,
+    lines: dict[str, Any] | None,
+    first: int | None,
+    last: int | None,
+    error: str = "",
 ) -> str:
     """One note's lines (memory_get's data: NoteLines), each with its number and an anchor
     (#L12), lines first-last marked; or why it could not be read."""
@@ -229,13 +233,7 @@ def note_page(
     return _document(f"{path} - memsync", body + "</main>\n")
 
 
-def login_page() -> str:
-    """What a browser without a session sees (with 401): how to log in."""
-    body = (
-        "<main>\n<h1>Log in to memsync</h1>\n"
-        "<p>This memsync server answers only with a token. Open the address that "
-        "<code>memsync serve</code> printed when it started (it ends with "
-        "<code>/?token=...</code>), or add <code>?token=</code> and your token to this page's "
-        "address.</p>\n</main>\n"
-    )
-    return _document("Log in - memsync", body)
+def notice_page(title: str, message: str) -> str:
+    """A short page of one message: a refusal (401: how to log in), nothing at an address."""
+    body = f"{_header('')}<main>\n<h1>{_text(title)}</h1>\n<p>{_text(message)}</p>\n</main>\n"
+    return _document(f"{title} - memsync", body)

@@ -1,6 +1,7 @@
 """The search page's routes for `memsync serve`, given the face's three calls: `/` the form and
-its results, `/note` one note's lines, `/assets/NAME` the stylesheet; and the 401 page the
-server's auth answers a browser with. Every HTML answer carries a strict Content-Security-Policy.
+its results, `/note` one note's lines, `/assets/NAME` the stylesheet and icon; and the short
+pages (a 401 saying how to log in) the server's auth answers a browser with. Every HTML answer
+carries a strict Content-Security-Policy.
 
 The calls (synchronous: they run in Starlette's thread pool), each raising MemsyncError:
     search(text, *, paths, since, until, tags, mode) -> the object `memsync query --json` prints
@@ -50,9 +51,11 @@ def html(text: str, status: int = 200, headers: dict[str, str] | None = None) ->
     return HTMLResponse(text, status, headers={**HTML_HEADERS, **(headers or {})})
 
 
-def refused() -> HTMLResponse:
-    """A browser's request without a token or session: 401, and how to log in."""
-    return html(page.login_page(), 401, {"WWW-Authenticate": 'Bearer realm="memsync"'})
+def notice(
+    status: int, title: str, message: str, headers: dict[str, str] | None = None
+) -> Response:
+    """A short page for a browser: a 401 saying how to log in, a 404."""
+    return html(page.notice_page(title, message), status, headers)
 
 
 def _failure(exc: MemsyncError) -> int:
