@@ -8,7 +8,7 @@ import os
 import re
 import sys
 import urllib.parse
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +282,11 @@ def load_config(**flags: Any) -> Config:
             values[name] = env
     values.update({k: v for k, v in flags.items() if v is not None})
     return Config(**{k: _coerce(k, v, kinds[k]) for k, v in values.items()})
+
+
+def overridden(config: Config, **texts: str | None) -> Config:
+    """`config` with some settings given as text (an HTTP request's parameters), read and checked
+    as the config file's and the environment's are; None leaves a setting as it is."""
+    kinds = {f.name: f.type for f in fields(Config)}
+    given = {name: _coerce(name, text, kinds[name]) for name, text in texts.items() if text is not None}
+    return replace(config, **given)

@@ -13,6 +13,7 @@ import io
 import json
 import logging
 import os
+import queue
 import re
 import sys
 import threading
@@ -92,18 +93,40 @@ class MemoryServer:
         open_memory: Callable[[], Memory],
         writable: bool,
         protect: tuple[str, ...],
+        slots: int = 1,
     ) -> None:
+        """`slots`: index connections, each opened on first need and serving one call at a time
+        (tools run on worker threads); an HTTP server's clients share several."""
         self.config = config
         self.open_memory = open_memory
         self.writable = writable
         self.protect = protect
-        self._memory: Memory | None = None
-        self._lock = threading.Lock()  # tools run on worker threads; one index connection
+        self._memories: list[Memory | None] = [None] * slots
+        self._free: queue.LifoQueue[int] = queue.LifoQueue()  # the most recent is warmest
+        for slot in range(slots):
+            self._free.put(slot)
+        self._held = threading.local()  # the slot this thread's call holds
 
-    def memory(self) -> Memory:
-        if self._memory is None:
-            self._memory = self.open_memory()
-        return self._memory
+    def memory(self, slot: int = 0) -> Memory:
+        opened = self._memories[slot]
+        if opened is None:
+            opened = self._memories[slot] = self.open_memory()
+        return opened
+
+    @contextlib.contextmanager
+    def borrowed(self) -> Iterator[Memory]:
+        """An index connection for one call, waiting for one to be free; one whose database
+        went away (a server restarted, a disk) is opened again by the next call."""
+        self._held.slot = self._free.get()
+        try:
+            yield self.memory(self._held.slot)
+        except StoreError as exc:
+            if exc.reopen:
+                log.warning("%s; the index is opened again on the next call", exc)
+                self._close(self._held.slot)
+            raise
+        finally:
+            self._free.put(self._held.slot)
 
     def check_writable(self) -> None:
         """At start: --writable only on the vault's host (VaultTaken elsewhere). A missing index
@@ -117,15 +140,22 @@ class MemoryServer:
         memory.check_writable_here()
 
     def close(self) -> None:
-        if self._memory is not None:
-            memory, self._memory = self._memory, None
+        for slot in range(len(self._memories)):
+            self._close(slot)
+
+    def _close(self, slot: int) -> None:
+        memory, self._memories[slot] = self._memories[slot], None
+        if memory is not None:
             with contextlib.suppress(Exception):  # a connection the server dropped may not close
                 memory.close()
 
     def exit_now(self, why: str) -> None:
         """On SIGTERM/SIGINT: let a tool call in progress (a write) finish, then leave at once. A
         clean shutdown would wait for the SDK's thread that is blocked reading stdin."""
-        self._lock.acquire(timeout=10)
+        deadline = time.monotonic() + 10
+        with contextlib.suppress(queue.Empty):
+            for _ in self._memories:
+                self._free.get(timeout=max(deadline - time.monotonic(), 0))
         log.info("stopped (%s)", why)
         logging.shutdown()
         os._exit(0)
@@ -134,33 +164,28 @@ class MemoryServer:
         """One tool call: memsync's errors become one-line tool errors; anything else is logged
         with its trace and reported in one line; the server goes on."""
         started = time.perf_counter()
-        with self._lock:
-            try:
-                return work(self.memory())
-            except MemsyncError as exc:
-                if isinstance(exc, StoreError) and exc.reopen:  # a server restarted, a disk
-                    log.warning("%s: %s; the index is opened again on the next call", name, exc)
-                    self.close()
-                raise ToolError(
-                    output.escape_controls(str(exc))
-                ) from None  # a name may hold a newline
-            except Exception as exc:
-                log.exception("%s failed", name)
-                raise ToolError(
-                    f"{name} failed unexpectedly ({exc.__class__.__name__}); see the log"
-                ) from None
-            finally:
-                log.debug("%s: %.1f ms", name, (time.perf_counter() - started) * 1000)
+        try:
+            with self.borrowed() as memory:
+                return work(memory)
+        except MemsyncError as exc:
+            raise ToolError(output.escape_controls(str(exc))) from None  # a name may hold a newline
+        except Exception as exc:
+            log.exception("%s failed", name)
+            raise ToolError(
+                f"{name} failed unexpectedly ({exc.__class__.__name__}); see the log"
+            ) from None
+        finally:
+            log.debug("%s: %.1f ms", name, (time.perf_counter() - started) * 1000)
 
     @contextlib.contextmanager
     def _unlocked(self) -> Iterator[None]:
-        """Inside a call: the lock let go while it waits on something other than the index (a
-        reranker), so that the other tools answer meanwhile."""
-        self._lock.release()
+        """Inside a call: its slot let go while it waits on something other than the index (a
+        reranker), so that the other tools answer meanwhile; a free one taken back after."""
+        self._free.put(self._held.slot)
         try:
             yield
         finally:
-            self._lock.acquire()
+            self._held.slot = self._free.get()
 
     # -- tools ----------------------------------------------------------------------------------
 
@@ -340,8 +365,9 @@ WRITES = ToolAnnotations(
 )
 
 
-def build(server: MemoryServer) -> MCPServer:
-    """The tools in a fixed order, each with hints a client can act on (auto-approving reads)."""
+def build(server: MemoryServer, read_only: bool = False) -> MCPServer:
+    """The tools in a fixed order, each with hints a client can act on (auto-approving reads);
+    memory_write on a --writable server unless `read_only` (an HTTP client's read token)."""
     app = MCPServer("memsync", instructions=INSTRUCTIONS, log_level="WARNING")
     tools: list[tuple[Callable[..., Any], ToolAnnotations]] = [
         (server.memory_search, READS),
@@ -349,7 +375,7 @@ def build(server: MemoryServer) -> MCPServer:
         (server.memory_tree, READS),
         (server.memory_status, READS),
     ]
-    if server.writable:
+    if server.writable and not read_only:
         tools.append((server.memory_write, WRITES))
     for tool, hints in tools:
         app.add_tool(tool, name=tool.__name__, annotations=hints, structured_output=True)

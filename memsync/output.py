@@ -485,3 +485,16 @@ def lines_result(lines: Lines) -> tuple[str, NoteLines]:
 
 def written_text(written: Written) -> str:
     return f"wrote {written['citation']}" + ("" if written["indexed"] else " (not indexed yet)")
+
+
+def tokens_text(listed: list[dict[str, Any]], now: float | None = None) -> str:
+    """`memsync token list`: a token a line, name, kind, when made and last used."""
+    if not listed:
+        return "no tokens: memsync token add NAME makes one"
+    now = time.time() if now is None else now
+    width = max(len(token["name"]) for token in listed)
+    return "\n".join(
+        f"{token['name']:<{width}}  {token['kind']:<5}  made {ago(now - token['created'])}, "
+        f"last used {ago(None if token['last_used'] is None else now - token['last_used'])}"
+        for token in listed
+    )

@@ -4,6 +4,7 @@ their dotted path under memsync (`store.sqlite_store`; a room's `__init__` by th
 from __future__ import annotations
 
 import ast
+import os
 import re
 import sys
 from pathlib import Path
@@ -120,8 +121,10 @@ def test_the_graph_resolves_relative_imports_and_skips_type_checking_ones() -> N
 
 
 def test_the_cli_and_the_mcp_server_talk_to_the_library_face_only() -> None:
-    assert GRAPH["cli"] <= {"memory", "output", "config", "errors", "sync.watcher", "mcp_server"}
-    assert GRAPH["mcp_server"] <= {"memory", "output", "config", "errors"}
+    face = {"memory", "output", "config", "errors"}
+    assert GRAPH["cli"] <= face | {"cli_common", "sync.watcher", "mcp_server", "serve.commands"}
+    assert GRAPH["cli_common"] <= face
+    assert GRAPH["mcp_server"] <= face
 
 
 def test_a_room_is_used_through_its_modules_never_its_init() -> None:
@@ -138,8 +141,8 @@ def test_outside_the_store_only_its_protocols_locate_lock_and_origin_are_used() 
     assert used <= STORE_FACE, used - STORE_FACE
 
 
-def test_only_the_cli_imports_click() -> None:
-    assert _importers("click") == {"cli"}
+def test_only_the_cli_modules_import_click() -> None:
+    assert _importers("click") == {"cli", "cli_common", "serve.commands"}
 
 
 def test_only_the_embedders_import_httpx() -> None:
@@ -150,8 +153,42 @@ def test_only_the_watcher_imports_watchdog() -> None:
     assert _importers("watchdog") == {"sync.watcher"}
 
 
-def test_only_the_mcp_server_imports_mcp() -> None:
-    assert _importers("mcp") == {"mcp_server"}
+def test_only_the_mcp_server_and_the_http_server_import_mcp() -> None:
+    assert _importers("mcp") == {"mcp_server", "serve.http_app", "serve.guard"}
+
+
+# the HTTP server: its routes, its door and its runner; nothing else imports the web stack
+HTTP = {"serve.http_app", "serve.guard", "serve.runner"}
+
+
+def test_only_the_http_server_imports_starlette_and_uvicorn() -> None:
+    assert _importers("starlette") == HTTP
+    assert _importers("uvicorn") == {"serve.runner"}
+    outside = set().union(*(GRAPH[name] for name in SOURCES if not name.startswith("serve")))
+    assert {name for name in outside if name.startswith("serve")} == {"serve.commands"}
+
+
+def test_index_query_and_watch_run_without_the_web_stack(tmp_path: Path) -> None:
+    """`memsync index` and `memsync query` (watch shares their modules) load no web framework,
+    nor the MCP SDK: they start fast, and work where the mcp extra is not installed."""
+    import subprocess
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\n\nhello there\n")
+    code = (
+        "import sys\nfrom memsync.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "import memsync.sync.watcher\n"
+        "web = sorted({m.split('.')[0] for m in sys.modules} & {'starlette', 'uvicorn', 'mcp'})\n"
+        "print('loaded:', web, file=sys.stderr)"
+    )
+    env = {**os.environ, "MEMSYNC_PROVIDER": "none"}
+    for args in (["index", str(vault)], ["query", "hello", "--mode", "keyword", "--vault", str(vault)]):
+        result = subprocess.run(
+            [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert "loaded: []" in result.stderr, (args, result.stderr)
 
 
 def test_only_the_sqlite_backend_and_its_tokenizer_import_apsw() -> None:

@@ -1,0 +1,227 @@
+"""The `memsync serve` and `memsync token` commands: parse flags, then one call on the server
+room (runner, http_app) or on the token file. The web stack is imported only once `serve` runs,
+so that every other command starts without it."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from ..config import Config
+from ..cli_common import _config, _log_to, run, watch_options, writer_flags
+from ..errors import ConfigError, MemsyncError
+from .listen import DEFAULT_HOST, DEFAULT_PORT, Listen, allowed_hosts, cookie_name, parse_listen
+from .tokens import Tokens
+
+DEFAULT_TOKEN = "default"  # the token the first `serve` on a terminal makes
+
+
+def _listen(text: str | None) -> Listen:
+    try:
+        return parse_listen(text or f"{DEFAULT_HOST}:{DEFAULT_PORT}")
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+def _web_stack() -> None:
+    """The MCP SDK brings starlette and uvicorn: without it, one line says what to install (looked
+    for, not imported: the server's modules import them)."""
+    for library in ("mcp", "starlette", "uvicorn"):
+        if importlib.util.find_spec(library) is None:
+            raise MemsyncError(
+                f"memsync serve needs the MCP SDK ({library} is missing): "
+                "pip install 'memsync[mcp]'"
+            )
+
+
+def _on_a_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _first_token(tokens: Tokens, writable: bool) -> str | None:
+    """With no token stored, on a terminal: a new one named default, to be shown once; without a
+    terminal (a service) a token is never printed, so there is none to admit anyone: an error."""
+    if tokens.all():
+        return None
+    if not _on_a_terminal():
+        raise MemsyncError(
+            "no token yet, and a token is never printed without a terminal: make one with "
+            "memsync token add NAME (it prints the token once), then start memsync serve again"
+        )
+    return tokens.add(DEFAULT_TOKEN, write=writable)
+
+
+@click.command()
+@click.argument("vault", required=False, type=click.Path(path_type=Path))
+@writer_flags
+@watch_options
+@click.option(
+    "--listen",
+    help=f"HOST:PORT to listen on (default {DEFAULT_HOST}:{DEFAULT_PORT}, this machine only); "
+    "another address is reachable from the network.",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    help="A name clients reach this server by (the Host header), beside loopback and the "
+    "--listen host: a DNS name or a proxy's; repeatable.",
+)
+@click.option(
+    "--writable",
+    is_flag=True,
+    help="Offer memory_write to write tokens' agents (only on the vault's host; read tokens "
+    "never write).",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Serve HTTPS with this certificate (PEM), with --tls-key.",
+)
+@click.option(
+    "--tls-key", type=click.Path(path_type=Path, dir_okay=False), help="The certificate's key."
+)
+def serve(
+    vault: Path | None,
+    db: str | None,
+    name: str | None,
+    provider: str | None,
+    model: str | None,
+    replace: bool,
+    debounce_ms: int | None,
+    verbose: bool,
+    quiet: bool,
+    log_file: Path | None,
+    listen: str | None,
+    allow_hosts: tuple[str, ...],
+    writable: bool,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+) -> None:
+    """Serve the index over HTTP to agents (MCP) and browsers, behind tokens: with VAULT, also
+    keep it in step as `watch` does; with --db URL [--name NAME] alone, serve a shared
+    PostgreSQL vault from any machine, reading only. Until SIGINT/SIGTERM."""
+    if vault is None and db is None:
+        raise click.UsageError("give VAULT to watch and serve, or --db URL to serve a shared vault")
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    where = _listen(listen)
+    tls = (tls_cert, tls_key) if tls_cert and tls_key else None
+
+    def action() -> None:
+        _web_stack()
+        config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
+        level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+        _log_to(log_file, level, "watchdog", "uvicorn")
+        _serve(config, vault, replace, where, allow_hosts, writable, tls)
+
+    run(action)
+
+
+def _serve(
+    config: Config,
+    vault: Path | None,
+    replace: bool,
+    where: Listen,
+    allow_hosts: tuple[str, ...],
+    writable: bool,
+    tls: tuple[Path, Path] | None,
+) -> None:
+    from ..mcp_server import MemoryServer
+    from ..memory import Memory
+    from ..sync.watcher import Watcher
+    from . import http_app, runner
+
+    watcher = Watcher.for_vault(config, vault, replace) if vault is not None else None
+    root = watcher.root if watcher is not None else None
+    slots = max(2, os.cpu_count() or 1)  # one slow call (a reranker, an embedding) waits alone
+    server = MemoryServer(
+        config, lambda: Memory.open(config, root, long_lived=True), writable, config.protect, slots
+    )
+    server.check_writable()
+    sock = runner.bind(where)
+    tokens = Tokens()
+    first = _first_token(tokens, writable)  # made once nothing else can fail before it is shown
+    if not where.loopback and tls is None:
+        click.echo(
+            f"memsync: --listen {where} is reachable from the network, and tokens travel in clear "
+            "text without --tls-cert (or a TLS proxy in front)",
+            err=True,
+        )
+    if first is not None:
+        click.echo(
+            f"memsync: no token yet, so one named {DEFAULT_TOKEN} was made; it is shown this "
+            f"once (memsync token add makes others):\n{first}\n"
+            f"memsync: log in from a browser here: {where.address(tls is not None)}/?token={first}"
+        )
+    app = http_app.make_app(
+        server,
+        tokens,
+        hosts=allowed_hosts(where, allow_hosts),
+        cookie=cookie_name(where.port),
+        tls=tls is not None,
+        slots=slots,
+    )
+    logging.getLogger("memsync.http").info(
+        "serving %s on %s (%s)",
+        root or config.db,
+        where.address(tls is not None),
+        "writable" if writable else "read-only",
+    )
+    try:
+        runner.run(app, sock, watcher, tls)
+    finally:
+        server.close()
+
+
+@click.group()
+def token() -> None:
+    """Make, list and revoke the tokens `memsync serve` admits (one file for all of this user's
+    servers; a running server sees a change at its next request)."""
+
+
+@token.command("add")
+@click.argument("name")
+@click.option("--write", is_flag=True, help="May call memory_write on a --writable server.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"token": ...}.')
+def token_add(name: str, write: bool, as_json: bool) -> None:
+    """Make a token named NAME and print it, alone, this once (it is stored hashed)."""
+
+    def action() -> None:
+        from .. import output
+
+        secret = Tokens().add(name, write=write)
+        click.echo(output.as_json({"token": secret}) if as_json else secret)
+
+    run(action)
+
+
+@token.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def token_list(as_json: bool) -> None:
+    """The tokens' names, kinds, when made and last used (never the tokens)."""
+
+    def action() -> None:
+        from .. import output
+
+        listed = [token.listed() for token in Tokens().all()]
+        click.echo(output.as_json({"tokens": listed}) if as_json else output.tokens_text(listed))
+
+    run(action)
+
+
+@token.command("revoke")
+@click.argument("name")
+def token_revoke(name: str) -> None:
+    """End the token NAME now, for running servers too, with the browser sessions it opened."""
+
+    def action() -> None:
+        Tokens().revoke(name)
+        click.echo(f"revoked {name}")
+
+    run(action)

@@ -1,0 +1,174 @@
+"""`memsync serve`'s routes: /mcp (the MCP tools over streamable HTTP, as `memsync mcp` serves
+them on stdio), /api/search, /api/get and /api/status (what `query --json`, `get` and `status
+--json` print), and the search page's routes, all behind the Guard.
+
+Each API route parses, makes one call on the library face through the MemoryServer's index
+connections (one call per connection at a time, in a worker thread, so that one slow embedding
+or reranker call holds up no other request) and renders with the CLI's renderers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import anyio
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .. import output
+from ..config import overridden
+from ..errors import ArgumentError, ConfigError, IndexNotFound, MemsyncError
+from ..mcp_server import MemoryServer, build
+from ..memory import Memory, parse_location, search_options
+from .guard import Guard, Visitor, refusal
+from .tokens import Tokens
+
+log = logging.getLogger("memsync.http")
+MAX_BODY = 1024 * 1024  # bytes: an agent's request or a note it writes; more is refused (413)
+# the query parameters that set a search's numbers and switches, as `memsync query` names them
+SEARCH_SETTINGS = {"n": "limit", "min_score": "min_score", "mode": "mode"}
+SEARCH_SWITCHES = ("decay", "mmr")
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(output.as_json(value), status, media_type="application/json")
+
+
+def _status_of(exc: MemsyncError) -> int:
+    if isinstance(exc, (ArgumentError, ConfigError)):
+        return 400
+    return 404 if isinstance(exc, IndexNotFound) else 503
+
+
+class Api:
+    """The JSON routes over one MemoryServer's index connections."""
+
+    def __init__(self, server: MemoryServer, slots: int) -> None:
+        self.server = server
+        self.limiter = anyio.CapacityLimiter(slots)  # threads beyond the connections would wait
+
+    async def answer(self, request: Request, work: Callable[[Memory], Any]) -> Response:
+        """One call on the face in a worker thread: memsync's errors as JSON with the CLI's
+        message; anything else logged with its trace, and a line saying so to the client."""
+
+        def call() -> Any:
+            with self.server.borrowed() as memory:
+                return work(memory)
+
+        try:
+            return _json(await anyio.to_thread.run_sync(call, limiter=self.limiter))
+        except MemsyncError as exc:
+            return _json({"error": output.escape_controls(str(exc))}, _status_of(exc))
+        except Exception as exc:
+            log.exception("%s failed", request.url.path)
+            message = f"{request.url.path} failed unexpectedly ({exc.__class__.__name__}); see the log"
+            return _json({"error": message}, 500)
+
+    async def search(self, request: Request) -> Response:
+        params = request.query_params
+        text = params.get("q", "")
+        switches = {name: params.get(name) for name in SEARCH_SWITCHES}
+        numbers = {setting: params.get(name) for name, setting in SEARCH_SETTINGS.items()}
+
+        def work(memory: Memory) -> Any:
+            config = overridden(self.server.config, **numbers, **switches)
+            options = search_options(
+                config,
+                paths=params.getlist("path"),
+                since=params.get("since"),
+                until=params.get("until"),
+                tags=params.getlist("tag"),
+            )
+            return memory.search(text, options).as_dict()
+
+        return await self.answer(request, work)
+
+    async def get(self, request: Request) -> Response:
+        location = request.query_params.get("location", "")
+
+        def work(memory: Memory) -> Any:
+            if not location:
+                raise ArgumentError("give location=PATH, PATH:N or PATH:N-M, as query prints it")
+            path, start, end = parse_location(output.unescape_name(location))
+            return memory.read(path, start, end, capped=False).as_dict()
+
+        return await self.answer(request, work)
+
+    async def status(self, request: Request) -> Response:
+        return await self.answer(request, lambda memory: memory.status())
+
+
+class McpRoute:
+    """/mcp: the MCP SDK's streamable HTTP transport, with memory_write offered only to a write
+    token on a --writable server (a read token's session has no such tool to call)."""
+
+    def __init__(self, server: MemoryServer) -> None:
+        self.readers = self._manager(server, read_only=True)
+        self.writers = self._manager(server, read_only=False) if server.writable else None
+
+    @staticmethod
+    def _manager(server: MemoryServer, read_only: bool) -> StreamableHTTPSessionManager:
+        app = build(server, read_only=read_only)
+        app.streamable_http_app(  # makes the app's session manager; the Guard checks hosts
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            max_request_body_size=MAX_BODY,
+        )
+        return app.session_manager
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            for manager in (self.readers, self.writers):
+                if manager is not None:
+                    await stack.enter_async_context(manager.run())
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        visitor = scope["user"]
+        assert isinstance(visitor, Visitor)  # the Guard let nobody else in
+        writes = visitor.token.writes and self.writers is not None
+        await (self.writers if writes and self.writers else self.readers).handle_request(
+            scope, receive, send
+        )
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return refusal(request.url.path, 404, f"nothing at {request.url.path}")
+
+
+def make_app(
+    server: MemoryServer,
+    tokens: Tokens,
+    *,
+    hosts: frozenset[str],
+    cookie: str,
+    tls: bool,
+    slots: int,
+    page: Sequence[BaseRoute] = (),
+) -> ASGIApp:
+    """The whole server: `page` is the search page's routes, mounted behind the same Guard."""
+    api = Api(server, slots)
+    mcp = McpRoute(server)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with mcp.running():
+            yield
+
+    routes: list[BaseRoute] = [
+        Route("/api/search", api.search, methods=["GET"]),
+        Route("/api/get", api.get, methods=["GET"]),
+        Route("/api/status", api.status, methods=["GET"]),
+        Route("/mcp", mcp),
+        *page,
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found})
+    return Guard(RequestBodyLimitMiddleware(app, MAX_BODY), tokens, hosts, cookie, tls)

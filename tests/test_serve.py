@@ -1,0 +1,216 @@
+"""`memsync serve` on real servers: uvicorn on 127.0.0.1 in this process, driven by the MCP SDK's
+streamable HTTP client and by plain HTTP, for the tools, the tokens and concurrency."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from click.testing import CliRunner
+from conftest import EmbeddingServer, write
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from test_mcp import calls
+
+from memsync.cli import main
+from memsync.config import Config, load_config
+from memsync.mcp_server import MemoryServer
+from memsync.memory import Memory
+from memsync.serve.http_app import make_app
+from memsync.serve.listen import Listen
+from memsync.serve.runner import bind, uvicorn_server
+from memsync.serve.tokens import Tokens
+
+
+def _vault(root: Path) -> Path:
+    write(root, "MEMORY.md", "# MEMORY\n\n- Coffee: flat white with oat milk.\n")
+    write(root, "tech/redis.md", "# Redis\n\nThe staging Redis listens on port 6380.\n")
+    write(root, "tech/ssh.md", "# SSH\n\nThe test server's SSH port is 2222.\n")
+    return root
+
+
+@contextlib.contextmanager
+def serving(config: Config, vault: Path | None, writable: bool = False) -> Iterator[str]:
+    """A real server for the index of `config` on a free port: its base URL."""
+    server = MemoryServer(config, lambda: Memory.open(config, vault, long_lived=True), writable, (), 2)
+    app = make_app(
+        server, Tokens(), hosts=frozenset({"127.0.0.1"}), cookie="c", tls=False, slots=2
+    )
+    sock = bind(Listen("127.0.0.1", 0))
+    uvicorn = uvicorn_server(app)
+    thread = threading.Thread(target=uvicorn.run, kwargs={"sockets": [sock]})
+    thread.start()
+    try:
+        while not uvicorn.started and thread.is_alive():
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        uvicorn.should_exit = True
+        thread.join()
+        sock.close()
+        server.close()
+
+
+def with_session(url: str, token: str | None, use: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+    """`use` an initialised MCP session over streamable HTTP, as an agent holding `token` would."""
+
+    async def run() -> Any:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write_),
+            ClientSession(read, write_) as session,
+        ):
+            await session.initialize()
+            return await use(session)
+
+    return anyio.run(run)
+
+
+def tool_calls(url: str, token: str, *requests: tuple[str, dict[str, Any]]) -> list[Any]:
+    """Each (tool, arguments) in turn on one session: [(is_error, text, structured)]."""
+
+    async def use(session: ClientSession) -> list[Any]:
+        out = []
+        for name, arguments in requests:
+            result = await session.call_tool(name, arguments)
+            text = "\n".join(c.text for c in result.content if c.type == "text")
+            out.append((bool(result.is_error), text, result.structured_content))
+        return out
+
+    return with_session(url, token, use)
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> tuple[Path, Path]:
+    vault = _vault(tmp_path / "notes")
+    db = tmp_path / "i.sqlite"
+    done = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
+    assert done.exit_code == 0, done.output
+    return vault, db
+
+
+READS = [
+    ("memory_search", {"query": "redis port", "mode": "keyword"}),
+    ("memory_get", {"path": "tech/ssh.md", "start_line": 3}),
+    ("memory_tree", {}),
+    ("memory_search", {"query": "", "mode": "keyword"}),
+]
+
+
+def test_the_sdk_client_with_a_token_gets_the_answers_stdio_gives(indexed: tuple[Path, Path]) -> None:
+    _, db = indexed
+    token = Tokens().add("agent")
+    with serving(load_config(db=str(db)), None) as url:
+        over_http = tool_calls(url, token, *READS)
+    assert over_http == calls(["--db", str(db)], *READS)
+    assert over_http[0][2]["results"][0]["path"] == "tech/redis.md"
+    assert over_http[-1][0] and "the query is empty" in over_http[-1][1]
+
+
+def test_the_sdk_client_without_a_token_or_with_a_wrong_one_is_refused(
+    indexed: tuple[Path, Path],
+) -> None:
+    _, db = indexed
+    Tokens().add("agent")
+
+    async def nothing(session: ClientSession) -> None:
+        return None
+
+    with serving(load_config(db=str(db)), None) as url:
+        for token in (None, "memsync_wrong"):
+            with pytest.raises(BaseException) as refused:  # noqa: B017 - the SDK's task group
+                with_session(url, token, nothing)
+            assert "Server returned an error response" in repr(refused.value)
+            answer = httpx2.post(f"{url}/mcp", json={}, headers={"Host": "127.0.0.1"})
+            assert answer.status_code == 401
+
+
+def test_a_read_token_cannot_write_even_on_a_writable_server(indexed: tuple[Path, Path]) -> None:
+    vault, db = indexed
+    reader, writer = Tokens().add("reader"), Tokens().add("writer", write=True)
+    note = {"content": "- The VPN moved to port 1194.", "path": "inbox/vpn.md", "mode": "create"}
+
+    async def tools_and_a_write(session: ClientSession) -> tuple[list[str], bool, str]:
+        listed = [tool.name for tool in (await session.list_tools()).tools]
+        result = await session.call_tool("memory_write", note)
+        text = "\n".join(c.text for c in result.content if c.type == "text")
+        return listed, bool(result.is_error), text
+
+    with serving(load_config(db=str(db)), vault, writable=True) as url:
+        listed, refused, why = with_session(url, reader, tools_and_a_write)
+        assert "memory_write" not in listed and refused and "memory_write" in why
+        assert not (vault / "inbox/vpn.md").exists()
+        listed, refused, why = with_session(url, writer, tools_and_a_write)
+        assert "memory_write" in listed and not refused and why == "wrote inbox/vpn.md#L1-L1"
+        found = tool_calls(url, reader, ("memory_search", {"query": "VPN", "mode": "keyword"}))
+    assert found[0][2]["results"][0]["path"] == "inbox/vpn.md"
+
+
+def test_a_running_server_refuses_a_token_revoked_meanwhile(indexed: tuple[Path, Path]) -> None:
+    _, db = indexed
+    token = Tokens().add("laptop")
+
+    seen: list[str] = []
+
+    async def before_and_after(session: ClientSession) -> None:
+        await session.call_tool("memory_tree", {})
+        seen.append("answered")
+        assert CliRunner().invoke(main, ["token", "revoke", "laptop"]).exit_code == 0
+        try:
+            await session.call_tool("memory_tree", {})
+            seen.append("answered after the revoke")
+        except Exception as exc:  # noqa: BLE001 - what the client makes of a 401
+            seen.append(repr(exc))
+
+    with serving(load_config(db=str(db)), None) as url:
+        with contextlib.suppress(BaseException):  # the session's close is refused too
+            with_session(url, token, before_and_after)
+        answer = httpx2.get(f"{url}/api/status", headers={"Authorization": f"Bearer {token}"})
+    assert seen == ["answered", "MCPError(-32603, 'Server returned an error response', None)"]
+    assert answer.status_code == 401
+
+
+def test_a_slow_embedding_call_holds_up_no_other_client(
+    tmp_path: Path, embedding_server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While one agent's question waits for its embedding, another client's calls are answered
+    (each call has an index connection of its own)."""
+    vault = _vault(tmp_path / "notes")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{embedding_server.url}/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    db = tmp_path / "i.sqlite"
+    done = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "openai"])
+    assert done.exit_code == 0, done.output
+    token = Tokens().add("agent")
+    headers = {"Authorization": f"Bearer {token}"}
+    config = load_config(db=str(db), provider="openai", query_timeout=120)
+    with serving(config, None) as url:
+        embedding_server.delay = 120  # until `closing` is set below
+        slow: list[Any] = []
+        asking = threading.Thread(
+            target=lambda: slow.extend(
+                tool_calls(url, token, ("memory_search", {"query": "what is the SSH port"}))
+            )
+        )
+        asking.start()
+        deadline = time.monotonic() + 60
+        while embedding_server.in_flight == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert embedding_server.in_flight == 1
+        status = httpx2.get(f"{url}/api/status", headers=headers)
+        lines = httpx2.get(f"{url}/api/get?location=tech/ssh.md:3", headers=headers)
+        tree = tool_calls(url, token, ("memory_tree", {}))
+        still_waiting = asking.is_alive()
+        embedding_server.closing.set()
+        asking.join()
+    assert status.status_code == 200 and lines.json()["text"].endswith("2222.")
+    assert not tree[0][0] and still_waiting
+    assert slow[0][2]["results"][0]["path"] == "tech/ssh.md"

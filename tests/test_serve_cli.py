@@ -1,0 +1,224 @@
+"""`memsync serve` as a real process: it serves what it watches, stops at SIGTERM with exit 0,
+says each refusal in one line, and on a terminal makes the first token and shows it once."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pty
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+from click.testing import CliRunner
+from conftest import write
+
+from memsync.cli import main
+from memsync.serve.tokens import Tokens
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _env(host: str = "laptop") -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
+    return keep | {
+        "MEMSYNC_HOME": os.environ["MEMSYNC_HOME"],
+        "MEMSYNC_PROVIDER": "none",
+        "MEMSYNC_HOST": host,
+    }
+
+
+def _vault(tmp_path: Path) -> Path:
+    vault = tmp_path / "notes"
+    write(vault, "tech/ssh.md", "# SSH\n\nThe test server's SSH port is 2222.\n")
+    return vault
+
+
+@contextlib.contextmanager
+def serve(*args: str, host: str = "laptop", **popen: object) -> Iterator[subprocess.Popen[str]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memsync", "serve", *args],
+        text=True,
+        env=_env(host),
+        **({"stdout": subprocess.PIPE, "stderr": subprocess.PIPE} | popen),  # type: ignore[arg-type]
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+
+
+def _wait_until_served(url: str, token: str, process: subprocess.Popen[str]) -> httpx2.Response:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(httpx2.TransportError):
+            return httpx2.get(f"{url}/api/status", headers={"Authorization": f"Bearer {token}"})
+        time.sleep(0.05)
+    raise AssertionError(f"memsync serve did not answer (exit {process.poll()})")
+
+
+def test_serve_keeps_the_vault_fresh_and_stops_at_sigterm_with_exit_0(tmp_path: Path) -> None:
+    vault, port = _vault(tmp_path), _free_port()
+    token = Tokens().add("agent")
+    url = f"http://127.0.0.1:{port}"
+    with serve(str(vault), "--listen", f"127.0.0.1:{port}") as process:
+        assert _wait_until_served(url, token, process).status_code == 200
+        write(vault, "tech/vpn.md", "# VPN\n\nThe VPN listens on port 1194.\n")
+        headers = {"Authorization": f"Bearer {token}"}
+        deadline = time.monotonic() + 60
+        found: list[object] = []
+        while not found and time.monotonic() < deadline:  # the watcher indexes the new note
+            answer = httpx2.get(f"{url}/api/search?q=VPN&mode=keyword", headers=headers)
+            found = answer.json()["results"]
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert found and "Traceback" not in err and token not in out + err
+    assert "watching" in err and err.rstrip().endswith("stopped")
+
+
+def test_a_port_in_use_is_one_line_naming_listen(tmp_path: Path) -> None:
+    Tokens().add("agent")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with serve("--db", str(tmp_path / "none.sqlite"), "--listen", f"127.0.0.1:{port}") as process:
+            out, err = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert err.count("\n") == 1 and err.startswith(f"memsync: error: --listen 127.0.0.1:{port}")
+    assert "in use" in err
+
+
+def test_without_a_terminal_and_without_a_token_serve_exits_1_naming_token_add(
+    tmp_path: Path,
+) -> None:
+    with serve(str(_vault(tmp_path)), "--listen", f"127.0.0.1:{_free_port()}") as process:
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 1 and out == ""
+    assert err.count("\n") == 1 and "memsync token add" in err
+    assert not Tokens().all()
+
+
+def test_the_first_serve_on_a_terminal_makes_a_token_and_shows_it_once(tmp_path: Path) -> None:
+    port = _free_port()
+    main_fd, terminal = pty.openpty()
+    with serve(
+        str(_vault(tmp_path)),
+        "--listen",
+        f"127.0.0.1:{port}",
+        stdin=terminal,
+        stdout=terminal,
+        stderr=subprocess.PIPE,
+    ) as process:
+        os.close(terminal)
+        shown = ""
+        deadline = time.monotonic() + 60
+        while "?token=" not in shown and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                shown += os.read(main_fd, 4096).decode()
+        login = re.search(r"(http://127\.0\.0\.1:\d+/\?token=(memsync_\S+))", shown)
+        assert login, shown
+        secret = login.group(2)
+        assert shown.count(secret) == 2  # alone on its line, and in the login address
+        token = Tokens().verify(secret)
+        assert token is not None and token.name == "default" and not token.writes
+        _wait_until_served(f"http://127.0.0.1:{port}", secret, process)
+        with httpx2.Client() as browser:
+            opened = browser.get(login.group(1))
+            assert opened.status_code == 303 and opened.headers["location"] == "/"
+            assert browser.get(f"http://127.0.0.1:{port}/api/status").status_code == 200
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    os.close(main_fd)
+    assert process.returncode == 0 and secret not in err
+
+
+def test_another_address_than_loopback_is_said_to_carry_tokens_in_clear_text(
+    tmp_path: Path,
+) -> None:
+    token = Tokens().add("agent")
+    port = _free_port()
+    with serve(str(_vault(tmp_path)), "--listen", f"0.0.0.0:{port}") as process:
+        _wait_until_served(f"http://127.0.0.1:{port}", token, process)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    warning = [line for line in err.splitlines() if "clear text" in line]
+    assert warning == [
+        f"memsync: --listen 0.0.0.0:{port} is reachable from the network, and tokens travel in "
+        "clear text without --tls-cert (or a TLS proxy in front)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "give VAULT"),
+        (["--db", "x.sqlite", "--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
+        (["--db", "x.sqlite", "--listen", "127.0.0.1:http"], "--listen"),
+    ],
+)
+def test_serve_s_usage_errors_exit_2(args: list[str], message: str) -> None:
+    done = CliRunner().invoke(main, ["serve", *args])
+    assert done.exit_code == 2 and message in done.output
+
+
+def test_without_the_mcp_extra_serve_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "uvicorn" else real(name, *a)
+    )
+    done = CliRunner().invoke(main, ["serve", str(_vault(tmp_path))])
+    assert done.exit_code == 1
+    assert done.output == (
+        "memsync: error: memsync serve needs the MCP SDK (uvicorn is missing): "
+        "pip install 'memsync[mcp]'\n"
+    )
+
+
+def test_serve_db_alone_serves_a_shared_vault_from_another_machine_reading_only(
+    tmp_path: Path, pg_vault: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, name = pg_vault
+    vault = _vault(tmp_path)
+    monkeypatch.setenv("MEMSYNC_HOST", "laptop")
+    done = CliRunner().invoke(main, ["index", str(vault), "--db", url, "--name", name])
+    assert done.exit_code == 0, done.output
+    token, port = Tokens().add("team"), _free_port()
+    base = f"http://127.0.0.1:{port}"
+    shared = ("--db", url, "--name", name, "--listen", f"127.0.0.1:{port}")
+    with serve(*shared, "--writable", host="teamserver") as refused:
+        _, err = refused.communicate(timeout=60)
+    assert refused.returncode == 1 and err.count("\n") == 1
+    assert "--writable" in err and "not on teamserver" in err
+    write(vault, "tech/new.md", "# New\n\nWritten after the index.\n")
+    with serve(*shared, host="teamserver") as process:
+        headers = {"Authorization": f"Bearer {token}"}
+        assert _wait_until_served(base, token, process).status_code == 200
+        found = httpx2.get(f"{base}/api/search?q=ssh+port&mode=keyword", headers=headers).json()
+        lines = httpx2.get(f"{base}/api/get?location=tech/ssh.md:3", headers=headers).json()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert found["results"][0]["path"] == "tech/ssh.md"
+    assert lines["text"].endswith("2222.") and lines["copy"].startswith("the indexed copy")
+    status = json.loads(CliRunner().invoke(main, ["status", "--db", url, "--name", name, "--json"]).output)
+    assert status["files_indexed"] == 1  # the new note waits for the vault's own writer

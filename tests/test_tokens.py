@@ -1,0 +1,95 @@
+"""The token file and `memsync token add/list/revoke`."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memsync.cli import main
+from memsync.config import data_dir
+from memsync.errors import ArgumentError, StoreError
+from memsync.serve.tokens import TOKEN_FILE, Tokens
+
+
+def test_a_token_is_kept_hashed_in_a_file_only_this_user_reads(tmp_path: Path) -> None:
+    tokens = Tokens(tmp_path / "t" / TOKEN_FILE)
+    secret = tokens.add("laptop")
+    text = tokens.path.read_text()
+    assert secret not in text and "laptop" in text
+    assert stat.S_IMODE(tokens.path.stat().st_mode) == 0o600
+    found = tokens.verify(secret)
+    assert found is not None and found.name == "laptop" and not found.writes
+    assert tokens.verify(secret + "x") is None and tokens.verify("") is None
+
+
+def test_a_revoked_token_is_refused_by_a_reader_that_read_the_file_before(tmp_path: Path) -> None:
+    path = tmp_path / TOKEN_FILE
+    server, cli = Tokens(path), Tokens(path)
+    secret = server.add("agent", write=True)
+    token = server.verify(secret)
+    assert token is not None and token.writes and server.still(token)
+    cli.revoke("agent")
+    assert server.verify(secret) is None and not server.still(token)
+    again = cli.add("agent")  # the same name made again is another token
+    assert server.verify(again) is not None and not server.still(token)
+
+
+def test_names_are_checked_and_unique(tmp_path: Path) -> None:
+    tokens = Tokens(tmp_path / TOKEN_FILE)
+    tokens.add("a")
+    with pytest.raises(ArgumentError, match="exists"):
+        tokens.add("a")
+    for bad in ("", "-x", "a b", "x" * 65, "é"):
+        with pytest.raises(ArgumentError, match="name"):
+            tokens.add(bad)
+    with pytest.raises(ArgumentError, match="no token named b"):
+        tokens.revoke("b")
+
+
+def test_last_use_is_noted_at_most_once_a_minute(tmp_path: Path) -> None:
+    tokens = Tokens(tmp_path / TOKEN_FILE)
+    secret = tokens.add("a")
+    first = tokens.verify(secret)
+    assert first is not None and first.last_used is None
+    tokens.touch(first)
+    used = tokens.verify(secret)
+    assert used is not None and used.last_used is not None
+    before = tokens.path.stat().st_mtime_ns
+    tokens.touch(used)
+    assert tokens.path.stat().st_mtime_ns == before
+
+
+def test_a_spoiled_token_file_is_one_error_saying_what_to_do(tmp_path: Path) -> None:
+    tokens = Tokens(tmp_path / TOKEN_FILE)
+    tokens.path.write_text("{not json")
+    with pytest.raises(StoreError, match="remove it and add the tokens again"):
+        tokens.all()
+
+
+def test_token_commands_print_the_token_once_and_never_list_it() -> None:
+    runner = CliRunner()
+    added = runner.invoke(main, ["token", "add", "laptop"])
+    assert added.exit_code == 0, added.output
+    secret = added.output.strip()
+    assert secret.startswith("memsync_") and "\n" not in secret
+    as_json = runner.invoke(main, ["token", "add", "agent", "--write", "--json"])
+    assert json.loads(as_json.output)["token"].startswith("memsync_")
+    listed = runner.invoke(main, ["token", "list"])
+    assert "laptop" in listed.output and "agent" in listed.output and "write" in listed.output
+    assert "never" in listed.output and secret not in listed.output
+    data = json.loads(runner.invoke(main, ["token", "list", "--json"]).output)
+    assert [t["name"] for t in data["tokens"]] == ["laptop", "agent"]
+    assert set(data["tokens"][0]) == {"name", "kind", "created", "last_used"}
+    assert (data_dir() / TOKEN_FILE).is_file()
+    revoked = runner.invoke(main, ["token", "revoke", "laptop"])
+    assert revoked.exit_code == 0 and "laptop" not in runner.invoke(main, ["token", "list"]).output
+    again = runner.invoke(main, ["token", "revoke", "laptop"])
+    assert again.exit_code == 1 and again.output.startswith("memsync: error: no token named")
+    taken = runner.invoke(main, ["token", "add", "agent"])
+    assert taken.exit_code == 1 and "exists" in taken.output
+    runner.invoke(main, ["token", "revoke", "agent"])
+    assert "no tokens" in runner.invoke(main, ["token", "list"]).output
