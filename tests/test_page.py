@@ -1,8 +1,10 @@
-"""The search page: its pure renderers, and its routes over a real indexed vault (Starlette's
-TestClient; tests/test_page_browser.py drives the same page in a real Chromium)."""
+"""The search page: its pure renderers, and its routes in the real `memsync serve` app over a
+real indexed vault (Starlette's TestClient, with a token; tests/test_page_browser.py drives the
+page of a running `memsync serve` in a real Chromium)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 from collections.abc import Iterator
@@ -11,13 +13,15 @@ from typing import Any
 
 import pytest
 from conftest import SAMPLE_VAULT, write
-from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from memsync.config import Config, load_config
-from memsync.memory import Memory, index, search_options
+from memsync.mcp_server import MemoryServer
+from memsync.memory import Memory, index
 from memsync.serve import page
-from memsync.serve.page_routes import POLICY, notice, routes
+from memsync.serve.http_app import make_app
+from memsync.serve.page_routes import POLICY, notice
+from memsync.serve.tokens import Tokens
 
 MARKUP = "A note with <script>alert(1)</script> and <b>bold</b> in it."
 
@@ -32,32 +36,28 @@ def indexed_sample(folder: Path) -> Config:
     return config
 
 
-def page_app(config: Config) -> Starlette:
-    """The page's routes over the face, one Memory per call as the CLI opens it."""
-
-    def search(text: str, **filters: Any) -> dict[str, Any]:
-        with Memory.open(config) as memory:
-            return memory.search(text, search_options(config, **filters)).as_dict()
-
-    def get(path: str, start: int | None, end: int | None) -> dict[str, Any]:
-        with Memory.open(config) as memory:
-            return memory.read(path, start, end, capped=False).as_dict()
-
-    def status() -> dict[str, Any]:
-        with Memory.open(config) as memory:
-            return memory.status()
-
-    return Starlette(routes=routes(search, get, status))
+@contextlib.contextmanager
+def page_client(config: Config) -> Iterator[TestClient]:
+    """The real `memsync serve` app over the index of `config`, and a client with a token."""
+    server = MemoryServer(config, lambda: Memory.open(config, long_lived=True), False, (), 2)
+    hosts = frozenset({"testserver"})
+    app = make_app(server, Tokens(), hosts=hosts, cookie="memsync", tls=False, slots=2)
+    headers = {"Authorization": f"Bearer {Tokens().add('page')}"}
+    try:
+        with TestClient(app, headers=headers, follow_redirects=False) as client:
+            yield client
+    finally:
+        server.close()
 
 
-@pytest.fixture(scope="module")
-def config(tmp_path_factory: pytest.TempPathFactory) -> Config:
-    return indexed_sample(tmp_path_factory.mktemp("page"))
+@pytest.fixture
+def config(tmp_path: Path) -> Config:
+    return indexed_sample(tmp_path)
 
 
 @pytest.fixture
 def client(config: Config) -> Iterator[TestClient]:
-    with TestClient(page_app(config)) as client:
+    with page_client(config) as client:
         yield client
 
 
@@ -163,11 +163,6 @@ def test_the_form_keeps_what_was_typed_and_each_path_in_a_field_of_its_own() -> 
     assert 'name="tag" value="ops project/heron x"' in html
     assert '<option value="keyword" selected>' in html
     assert '<ol class="results">' not in html  # no search yet: the form alone
-
-
-def test_an_unknown_mode_is_refused_with_the_configured_settings_message() -> None:
-    with pytest.raises(page.ArgumentError, match="unknown mode 'fast': choose one of hybrid"):
-        page.Form(q="x", mode="fast").search_args()
 
 
 def test_the_status_line_says_notes_chunks_waiting_writer_and_last_sync() -> None:
@@ -277,6 +272,20 @@ def test_the_stylesheet_is_served_by_memsync_and_cached_for_good(client: TestCli
     assert answer.headers["content-type"].startswith("text/css")
     assert answer.headers["cache-control"] == "public, max-age=31536000, immutable"
     assert client.get("/assets/other.js").status_code == 404
+
+
+def test_without_a_token_the_page_is_a_401_saying_how_to_log_in(config: Config) -> None:
+    with page_client(config) as client:
+        token = client.headers["Authorization"].removeprefix("Bearer ")
+        client.headers.pop("Authorization")
+        for url in ("/", "/?q=redis", "/note?location=markup.md:3", page.asset_href("page.css")):
+            refused = client.get(url)
+            assert refused.status_code == 401, url
+            _strict(refused)
+            assert "<h1>Unauthorized</h1>" in refused.text and "?token=" in refused.text
+        login = client.get(f"/?token={token}&q=redis")
+        assert login.status_code == 303 and login.headers["location"] == "/?q=redis"
+        assert client.get("/?q=redis").status_code == 200  # the session cookie
 
 
 def test_a_notice_is_a_short_page_with_the_same_strict_policy() -> None:

@@ -1,22 +1,24 @@
-"""The search page in a real headless Chromium (Debian's chromium and chromium-driver, which
-.ci/run installs), over a real uvicorn on 127.0.0.1: searching with filters, opening a result,
-a note holding markup shown as text, and the page working with JavaScript off."""
+"""The search page of a real `memsync serve` on 127.0.0.1, in a real headless Chromium (Debian's
+chromium and chromium-driver, which .ci/run installs): logging in with the token in the first
+address, searching with filters, opening a result, a note holding markup shown as text and run
+never, refused without a token, and all of it with JavaScript off."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from test_page import MARKUP, indexed_sample
-
-from memsync.config import Config
+from conftest import SAMPLE_VAULT, write
+from test_page import MARKUP
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -34,34 +36,61 @@ from selenium.webdriver.support.ui import Select  # noqa: E402
 
 
 class Served:
-    """The page's app on a real uvicorn in a process of its own, on a socket bound here to a free
-    port of 127.0.0.1 (listening before the server starts: no wait, no race)."""
+    """A real `memsync serve` over sample_vault and a note holding markup, indexed keyword-only by
+    `memsync index`, in processes whose home is `home` (this module's: one server for its tests);
+    `token` is a read token."""
 
-    def __init__(self, config: Config) -> None:
-        self.socket = socket.socket()
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.listen()
-        code = (
-            "import socket, sys, uvicorn\n"
-            "from memsync.config import load_config\n"
-            "from test_page import page_app\n"
-            "app = page_app(load_config(db=sys.argv[1], provider='none'))\n"
-            "server = uvicorn.Server(uvicorn.Config(app, log_level='warning', lifespan='off'))\n"
-            "server.run(sockets=[socket.socket(fileno=int(sys.argv[2]))])\n"
-        )
-        fd = self.socket.fileno()
+    def __init__(self, home: Path, glossary: Path) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")} | {
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / "config"),
+            "XDG_DATA_HOME": str(home / "data"),
+            "MEMSYNC_HOME": str(home / "memsync"),
+            "MEMSYNC_PROVIDER": "none",
+        }
+        (home / "memsync").mkdir()
+        (home / "memsync" / glossary.name).symlink_to(glossary)  # built once for the session
+        vault = home / "vault"
+        shutil.copytree(SAMPLE_VAULT, vault)
+        write(vault, "markup.md", f"# Markup\n\n{MARKUP}\n")
+        db = str(home / "index.sqlite")
+        self.memsync("index", str(vault), "--db", db)
+        self.token = self.memsync("token", "add", "browser").strip()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = (home / "serve.log").open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-c", code, str(config.db), str(fd)],
-            pass_fds=[fd],
-            cwd=Path(__file__).parent,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            [sys.executable, "-m", "memsync", "serve", "--db", db, "--listen", f"127.0.0.1:{port}"],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
-        self.url = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+        deadline = time.monotonic() + 60
+        while self.process.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+                return
+            time.sleep(0.05)
+        self.close()
+        raise AssertionError(f"memsync serve did not start: {(home / 'serve.log').read_text()}")
+
+    def memsync(self, *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "memsync", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        return done.stdout
 
     def close(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
-        self.socket.close()
+        self.log.close()
 
 
 def chromium(profile: Path, javascript: bool = True) -> webdriver.Chrome:
@@ -91,15 +120,18 @@ def chromium(profile: Path, javascript: bool = True) -> webdriver.Chrome:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    server = Served(indexed_sample(tmp_path_factory.mktemp("browser")))
+def served(tmp_path_factory: pytest.TempPathFactory, built: Path) -> Iterator[Served]:
+    server = Served(tmp_path_factory.mktemp("serve"), built)
     yield server
     server.close()
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
+def browser(tmp_path_factory: pytest.TempPathFactory, served: Served) -> Iterator[webdriver.Chrome]:
+    """Chromium logged in as `memsync serve` prints it: the token in the first address."""
     driver = chromium(tmp_path_factory.mktemp("profile"))
+    driver.get(f"{served.url}/?token={served.token}")
+    assert urlsplit(driver.current_url).query == ""  # the address lost the token
     yield driver
     driver.quit()
 
@@ -173,10 +205,16 @@ def test_a_note_holding_markup_shows_it_as_text_and_runs_nothing(
     _no_alert(browser)
 
 
-def test_the_page_works_with_javascript_off(served: Served, tmp_path: Path) -> None:
+def test_refused_without_a_token_then_logged_in_it_works_with_javascript_off(
+    served: Served, tmp_path: Path
+) -> None:
     driver = chromium(tmp_path / "profile", javascript=False)
     try:
-        driver.get(served.url + "/")
+        driver.get(f"{served.url}/?q=postgres")
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Unauthorized"
+        assert "?token=" in driver.find_element(By.TAG_NAME, "main").text
+        assert driver.find_elements(By.CSS_SELECTOR, "ol.results") == []
+        driver.get(f"{served.url}/?token={served.token}")
         driver.find_element(By.NAME, "q").send_keys("replication")
         driver.find_element(By.NAME, "path").send_keys("tech/")
         driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()

@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ..config import MODES
-from ..errors import ArgumentError
 from ..output import ago, escape_controls, escape_name, marked, mode_ran, writer_text
 
 # the files the page links to, read once: package data, served by memsync itself (no CDN)
@@ -42,10 +41,7 @@ class Form:
     mode: str = ""
 
     def search_args(self) -> dict[str, Any]:
-        """The search callable's keyword arguments (an empty field: the configured default);
-        ArgumentError for an unknown mode, with the message a configured one gets."""
-        if self.mode and self.mode not in MODES:
-            raise ArgumentError(f"unknown mode {self.mode!r}: choose one of {', '.join(MODES)}")
+        """The search callable's keyword arguments (an empty field: the configured default)."""
         return {
             "paths": list(self.paths),
             "since": self.since or None,

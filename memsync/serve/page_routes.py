@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..errors import ArgumentError, MemsyncError
+from ..errors import ArgumentError, ConfigError, IndexNotFound, MemsyncError
 from ..memory import parse_location, query_words
 from . import page
 
@@ -58,9 +58,12 @@ def notice(
     return html(page.notice_page(title, message), status, headers)
 
 
-def _failure(exc: MemsyncError) -> int:
-    """A request memsync refuses is the asker's error; any other is the server's."""
-    return 400 if isinstance(exc, ArgumentError) else 500
+def status_of(exc: MemsyncError) -> int:
+    """The HTTP status of memsync's error: a value refused is the asker's (400), no index 404,
+    anything else the server's for now (503)."""
+    if isinstance(exc, (ArgumentError, ConfigError)):
+        return 400
+    return 404 if isinstance(exc, IndexNotFound) else 503
 
 
 def routes(search: Search, get: Get, status: Status) -> list[BaseRoute]:
@@ -80,7 +83,7 @@ def routes(search: Search, get: Get, status: Status) -> list[BaseRoute]:
                 filters = form.search_args()
                 result = await run_in_threadpool(lambda: search(form.q, **filters))
             except MemsyncError as exc:
-                error, code = str(exc), _failure(exc)
+                error, code = str(exc), status_of(exc)
         terms = query_words(form.q) if result else []
         return html(page.search_page(form, await status_html(), result, terms, error), code)
 
@@ -90,7 +93,7 @@ def routes(search: Search, get: Get, status: Status) -> list[BaseRoute]:
         try:
             lines = await run_in_threadpool(get, path, None, None)
         except MemsyncError as exc:
-            return html(page.note_page(location, None, None, None, str(exc)), _failure(exc))
+            return html(page.note_page(location, None, None, None, str(exc)), status_of(exc))
         return html(page.note_page(location, lines, first, last))
 
     async def asset(request: Request) -> Response:
