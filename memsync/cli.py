@@ -71,7 +71,6 @@ def _warnings_as_messages() -> None:
         memsync_log.addHandler(_Message(logging.WARNING))
 
 
-
 def reader_options(command: Callable[..., None]) -> Callable[..., None]:
     """--vault, --db, --name: which index a reading command (query, get, status, mcp) uses."""
     command = click.option(
@@ -87,7 +86,6 @@ def reader_options(command: Callable[..., None]) -> Callable[..., None]:
         help="The vault whose index to use (default: the vault around the current folder, "
         "else the only one indexed).",
     )(command)
-
 
 
 @main.command()

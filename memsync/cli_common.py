@@ -142,7 +142,6 @@ def number_option(
     return click.option(*decls, type=Number(setting, kind), help=text)
 
 
-
 def watch_options(command: Callable[..., None]) -> Callable[..., None]:
     """--debounce, -v, -q, --log-file: what watch and serve share beside the writer's options."""
     for option in reversed(
@@ -164,6 +163,7 @@ def watch_options(command: Callable[..., None]) -> Callable[..., None]:
     ):
         command = option(command)
     return command
+
 
 MAX_LOG_LINE = 500  # characters: a library's message naming thousands of paths stays one short line
 

@@ -288,5 +288,7 @@ def overridden(config: Config, **texts: str | None) -> Config:
     """`config` with some settings given as text (an HTTP request's parameters), read and checked
     as the config file's and the environment's are; None leaves a setting as it is."""
     kinds = {f.name: f.type for f in fields(Config)}
-    given = {name: _coerce(name, text, kinds[name]) for name, text in texts.items() if text is not None}
+    given = {
+        name: _coerce(name, text, kinds[name]) for name, text in texts.items() if text is not None
+    }
     return replace(config, **given)

@@ -399,3 +399,32 @@ def older_index(folder: Path, version: int) -> tuple[Path, Path]:
     index(load_config(db=str(db), provider="none"), vault)
     set_back(db, version)
     return vault, db
+
+
+def agent_vault(root: Path) -> Path:
+    """The notes the MCP and HTTP tests ask about."""
+    write(root, "MEMORY.md", "# MEMORY\n\n- Coffee: flat white with oat milk.\n")
+    write(root, "tech/redis.md", "# Redis\n\nThe staging Redis listens on port 6380.\n")
+    write(root, "tech/ssh.md", "# SSH\n\nThe test server's SSH port is 2222.\n")
+    write(root, "projects/heron.md", "# Heron\n\nHeron syncs with Postgres 16.\n")
+    write(root, "笔记/测试服务器.md", "# 测试服务器\n\n- 测试服务器的SSH端口是2222。\n")
+    write(root, ".obsidian/workspace.md", "# hidden\n")
+    write(root, "drafts/secret.md", "# draft\n")
+    write(root, ".memsyncignore", "drafts/\n")
+    write(root, "long.md", "".join(f"line {i}\n" for i in range(1, 1001)))
+    write(root, "ops/runbook.md", "# Runbook\n\nRestart the port forwarder. #ops/network\n")
+    return root
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> tuple[Path, Path]:
+    """agent_vault indexed keyword-only: (vault, index file)."""
+    from click.testing import CliRunner
+
+    from memsync.cli import main
+
+    vault = agent_vault(tmp_path / "notes")
+    db = tmp_path / "i.sqlite"
+    result = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
+    assert result.exit_code == 0, result.output
+    return vault, db

@@ -37,10 +37,20 @@ def help_text(args: list[str]) -> str:
 
 def command_reference() -> str:
     """The generated part of docs/commands.md: `memsync --help`, then each command's."""
-    names = main.list_commands(click.Context(main))
     sections = [("memsync", help_text([]))]
-    sections += [(f"memsync {name}", help_text([name])) for name in names]
+    sections += [(f"memsync {' '.join(path)}", help_text(path)) for path in command_paths()]
     return "\n\n".join(f"## `{title}`\n\n```text\n{text}\n```" for title, text in sections)
+
+
+def command_paths(group: click.Group = main, above: tuple[str, ...] = ()) -> list[list[str]]:
+    """Every command's words after `memsync`, a group's subcommands after the group."""
+    paths: list[list[str]] = []
+    for name in group.list_commands(click.Context(group)):
+        command = group.get_command(click.Context(group), name)
+        paths.append([*above, name])
+        if isinstance(command, click.Group):
+            paths += command_paths(command, (*above, name))
+    return paths
 
 
 def with_reference(page: str, reference: str) -> str:
@@ -69,10 +79,14 @@ def test_with_reference_replaces_only_the_text_between_the_markers() -> None:
 
 def test_every_command_has_help_and_a_section() -> None:
     reference = command_reference()
-    for name in main.list_commands(click.Context(main)):
-        command = main.get_command(click.Context(main), name)
-        assert command is not None and command.help, f"memsync {name} has no help"
-        assert f"## `memsync {name}`" in reference
+    for path in command_paths():
+        command: click.Command | None = main
+        for word in path:
+            assert isinstance(command, click.Group)
+            command = command.get_command(click.Context(command), word)
+        assert command is not None and command.help, f"memsync {' '.join(path)} has no help"
+        assert f"## `memsync {' '.join(path)}`" in reference
+    assert ["token", "revoke"] in command_paths()
 
 
 def local_links(markdown: str) -> list[str]:

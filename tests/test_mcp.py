@@ -17,25 +17,11 @@ from typing import Any
 import anyio
 import pytest
 from click.testing import CliRunner
-from conftest import EmbeddingServer, write
+from conftest import EmbeddingServer, agent_vault, write
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from memsync.cli import main
-
-
-def _vault(root: Path) -> Path:
-    write(root, "MEMORY.md", "# MEMORY\n\n- Coffee: flat white with oat milk.\n")
-    write(root, "tech/redis.md", "# Redis\n\nThe staging Redis listens on port 6380.\n")
-    write(root, "tech/ssh.md", "# SSH\n\nThe test server's SSH port is 2222.\n")
-    write(root, "projects/heron.md", "# Heron\n\nHeron syncs with Postgres 16.\n")
-    write(root, "笔记/测试服务器.md", "# 测试服务器\n\n- 测试服务器的SSH端口是2222。\n")
-    write(root, ".obsidian/workspace.md", "# hidden\n")
-    write(root, "drafts/secret.md", "# draft\n")
-    write(root, ".memsyncignore", "drafts/\n")
-    write(root, "long.md", "".join(f"line {i}\n" for i in range(1, 1001)))
-    write(root, "ops/runbook.md", "# Runbook\n\nRestart the port forwarder. #ops/network\n")
-    return root
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -69,16 +55,19 @@ def calls(
     args: list[str], *requests: tuple[str, dict[str, Any]], env: dict[str, str] | None = None
 ):  # type: ignore[no-untyped-def]
     """Each (tool, arguments) called in turn on one server: [(is_error, text, structured)]."""
+    return with_server(args, lambda session: call_each(session, requests), env)
 
-    async def use(session: ClientSession) -> list[tuple[bool, str, Any]]:
-        out = []
-        for name, arguments in requests:
-            result = await session.call_tool(name, arguments)
-            text = "\n".join(c.text for c in result.content if c.type == "text")
-            out.append((bool(result.is_error), text, result.structured_content))
-        return out
 
-    return with_server(args, use, env)
+async def call_each(
+    session: ClientSession, requests: tuple[tuple[str, dict[str, Any]], ...]
+) -> list[tuple[bool, str, Any]]:
+    """Each (tool, arguments) called in turn on a session: [(is_error, text, structured)]."""
+    out = []
+    for name, arguments in requests:
+        result = await session.call_tool(name, arguments)
+        text = "\n".join(c.text for c in result.content if c.type == "text")
+        out.append((bool(result.is_error), text, result.structured_content))
+    return out
 
 
 @contextlib.contextmanager
@@ -105,15 +94,6 @@ def in_process(db: Path, writable: bool = False) -> Iterator[Callable[..., tuple
         yield tool
     finally:
         server.close()
-
-
-@pytest.fixture
-def indexed(tmp_path: Path) -> tuple[Path, Path]:
-    vault = _vault(tmp_path / "notes")
-    db = tmp_path / "i.sqlite"
-    result = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
-    assert result.exit_code == 0, result.output
-    return vault, db
 
 
 def test_tools_are_listed_with_schemas_and_write_only_when_writable(
@@ -172,7 +152,7 @@ def test_tools_carry_hints_and_every_argument_is_described_in_a_fixed_order(
 def test_memory_search_returns_what_memsync_query_returns(
     tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
-    vault = _vault(tmp_path / "notes")
+    vault = agent_vault(tmp_path / "notes")
     db = tmp_path / "i.sqlite"
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
     runner = CliRunner()
@@ -277,7 +257,7 @@ def test_a_name_with_a_control_character_is_read_as_the_search_text_shows_it(
 ) -> None:
     """The text an agent reads shows `new\\nline.md`; reading that name back works, as the
     structured name does."""
-    vault = _vault(tmp_path / "notes")
+    vault = agent_vault(tmp_path / "notes")
     write(vault, "new\nline.md", "# Quokkas\n\nquokkas smile\n")
     db = tmp_path / "i.sqlite"
     result = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
@@ -295,7 +275,7 @@ def test_a_name_with_a_control_character_is_read_as_the_search_text_shows_it(
 def test_a_name_with_a_real_backslash_is_read_literally_and_two_readings_are_refused(
     tmp_path: Path,
 ) -> None:
-    vault = _vault(tmp_path / "notes")
+    vault = agent_vault(tmp_path / "notes")
     write(vault, "back\\x2e\\x2e.md", "# Wombats\n\nwombats dig\n")
     write(vault, "new\\nline.md", "# Real backslash\n\nbackslash note\n")
     write(vault, "new\nline.md", "# Newline\n\nnewline note\n")
@@ -546,7 +526,7 @@ def test_the_server_exits_0_when_stdin_closes_or_on_a_signal(
 def pg_indexed(tmp_path: Path, pg_vault: tuple[str, str]) -> tuple[str, str]:
     """The test vault indexed, keyword-only, into a fresh vault of the test server: (URL, name)."""
     url, name = pg_vault
-    vault = _vault(tmp_path / "notes")
+    vault = agent_vault(tmp_path / "notes")
     index = ["index", str(vault), "--db", url, "--name", name, "--provider", "none"]
     assert CliRunner().invoke(main, index).exit_code == 0
     return url, name

@@ -185,9 +185,16 @@ def test_index_query_and_watch_run_without_the_web_stack(tmp_path: Path) -> None
         "print('loaded:', web, file=sys.stderr)"
     )
     env = {**os.environ, "MEMSYNC_PROVIDER": "none"}
-    for args in (["index", str(vault)], ["query", "hello", "--mode", "keyword", "--vault", str(vault)]):
+    for args in (
+        ["index", str(vault)],
+        ["query", "hello", "--mode", "keyword", "--vault", str(vault)],
+    ):
         result = subprocess.run(
-            [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, env=env
+            [sys.executable, "-c", code, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
         )
         assert "loaded: []" in result.stderr, (args, result.stderr)
 

@@ -97,7 +97,9 @@ def test_a_port_in_use_is_one_line_naming_listen(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with serve("--db", str(tmp_path / "none.sqlite"), "--listen", f"127.0.0.1:{port}") as process:
+        with serve(
+            "--db", str(tmp_path / "none.sqlite"), "--listen", f"127.0.0.1:{port}"
+        ) as process:
             out, err = process.communicate(timeout=60)
     assert process.returncode == 1
     assert err.count("\n") == 1 and err.startswith(f"memsync: error: --listen 127.0.0.1:{port}")
@@ -220,5 +222,7 @@ def test_serve_db_alone_serves_a_shared_vault_from_another_machine_reading_only(
     assert process.returncode == 0, err
     assert found["results"][0]["path"] == "tech/ssh.md"
     assert lines["text"].endswith("2222.") and lines["copy"].startswith("the indexed copy")
-    status = json.loads(CliRunner().invoke(main, ["status", "--db", url, "--name", name, "--json"]).output)
+    status = json.loads(
+        CliRunner().invoke(main, ["status", "--db", url, "--name", name, "--json"]).output
+    )
     assert status["files_indexed"] == 1  # the new note waits for the vault's own writer

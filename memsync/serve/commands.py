@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from ..config import Config
 from ..cli_common import _config, _log_to, run, watch_options, writer_flags
+from ..config import Config
 from ..errors import ConfigError, MemsyncError
 from .listen import DEFAULT_HOST, DEFAULT_PORT, Listen, allowed_hosts, cookie_name, parse_listen
 from .tokens import Tokens

@@ -73,7 +73,9 @@ def _machine(path: str) -> bool:
     return path.startswith(MACHINE_PATHS)
 
 
-def refusal(path: str, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+def refusal(
+    path: str, status: int, message: str, headers: dict[str, str] | None = None
+) -> Response:
     """An error as the asker reads it: JSON for the API and MCP, a short page for a browser."""
     if _machine(path):
         return JSONResponse({"error": message}, status, headers)
@@ -174,7 +176,9 @@ class Guard:
             if token is not None and self.tokens.still(token):
                 return None, self._used(token)
             self.sessions.end(session)
-            return self._unknown(path, "your session ended (its token was revoked)", clear=True), None
+            return self._unknown(
+                path, "your session ended (its token was revoked)", clear=True
+            ), None
         return self._unknown(path, "a token is needed"), None
 
     def _used(self, token: Token) -> Token:
@@ -191,7 +195,9 @@ class Guard:
         """The login address: the token becomes a session cookie, and the address loses it."""
         token = self.tokens.verify(secret)
         if token is None:
-            return self._unknown(scope.get("path", "/"), "the token is not valid (revoked, or mistyped)")
+            return self._unknown(
+                scope.get("path", "/"), "the token is not valid (revoked, or mistyped)"
+            )
         url = URL(scope=scope)
         kept = [(k, v) for k, v in urllib.parse.parse_qsl(url.query) if k != "token"]
         target = url.path + (f"?{urllib.parse.urlencode(kept)}" if kept else "")
@@ -205,4 +211,3 @@ class Guard:
             path="/",
         )
         return response
-

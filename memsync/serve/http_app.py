@@ -61,7 +61,9 @@ class Api:
             return _json({"error": output.escape_controls(str(exc))}, status_of(exc))
         except Exception as exc:
             log.exception("%s failed", request.url.path)
-            message = f"{request.url.path} failed unexpectedly ({exc.__class__.__name__}); see the log"
+            message = (
+                f"{request.url.path} failed unexpectedly ({exc.__class__.__name__}); see the log"
+            )
             return _json({"error": message}, 500)
 
     def borrowing(self, work: Callable[[Memory], Any]) -> Any:

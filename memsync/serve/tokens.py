@@ -50,7 +50,12 @@ class Token:
 
     def listed(self) -> dict[str, Any]:
         """The token as `memsync token list --json` shows it: its hash left out too."""
-        return {"name": self.name, "kind": self.kind, "created": self.created, "last_used": self.last_used}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "created": self.created,
+            "last_used": self.last_used,
+        }
 
 
 def digest(secret: str) -> str:
