@@ -288,6 +288,15 @@ def test_without_a_token_the_page_is_a_401_saying_how_to_log_in(config: Config) 
         assert client.get("/?q=redis").status_code == 200  # the session cookie
 
 
+def test_nothing_at_an_address_is_a_404_page_with_the_same_strict_policy(
+    client: TestClient,
+) -> None:
+    answer = client.get("/nothing/<b>here")
+    assert answer.status_code == 404
+    _strict(answer)
+    assert "<h1>Not Found</h1>" in answer.text and "/nothing/&lt;b&gt;here" in answer.text
+
+
 def test_a_notice_is_a_short_page_with_the_same_strict_policy() -> None:
     answer = notice(401, "Log in", "open <the address> memsync serve printed", {"X-A": "b"})
     assert answer.status_code == 401 and answer.headers["x-a"] == "b"
