@@ -116,6 +116,14 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
             ["--chunks", "50", "--runs", "3"],
             [rf"\| 50 chunks, hybrid, over stdio \| {f} \| {f} \| \d+ \|"],
         ),
+        "bench_serve": (
+            ["--chunks", "50", "--runs", "2", "--clients", "1", "2"],
+            [
+                rf"\| MCP memory_search, streamable HTTP \| 1 \| {f} \| {f} \| {f} \|",
+                rf"\| /api/search \| 2 \| {f} \| {f} \| {f} \|",
+                r"server RSS after the runs: \d+ MB",
+            ],
+        ),
         "bench_embed_requests": (
             ["--notes", "20", "--latency", "0.01", "--batch-size", "8", "--in-flight", "1", "2"],
             [rf"\| 2 \| {f} \| {f} \| \d+% \|"],
@@ -175,7 +183,7 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
 def test_every_script_runs_and_prints_its_figures(tmp_path: Path, pg_url: str) -> None:
     """All at once (their figures mean nothing at these sizes, and most of their time is
     waiting), each `python -m benchmarks.NAME` from the repository's root."""
-    # one thread per model: nine processes share the cores, and OpenMP threads that spin against
+    # one thread per model: ten processes share the cores, and OpenMP threads that spin against
     # a busy core take many times the CPU
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
     table = scripts(tmp_path, pg_url)

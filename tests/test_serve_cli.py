@@ -10,8 +10,10 @@ import pty
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from pathlib import Path
 import httpx2
 import pytest
 from click.testing import CliRunner
-from conftest import write
+from conftest import EmbeddingServer, write
 
 from memsync.cli import main
 from memsync.serve.tokens import Tokens
@@ -48,11 +50,12 @@ def _vault(tmp_path: Path) -> Path:
 
 @contextlib.contextmanager
 def serve(*args: str, host: str = "laptop", **popen: object) -> Iterator[subprocess.Popen[str]]:
+    """`memsync serve ARGS` as a process on the machine `host` (its output piped unless `popen`
+    says otherwise)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "memsync", "serve", *args],
         text=True,
-        env=_env(host),
-        **({"stdout": subprocess.PIPE, "stderr": subprocess.PIPE} | popen),  # type: ignore[arg-type]
+        **({"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "env": _env(host)} | popen),  # type: ignore[arg-type]
     )
     try:
         yield process
@@ -226,3 +229,105 @@ def test_serve_db_alone_serves_a_shared_vault_from_another_machine_reading_only(
         CliRunner().invoke(main, ["status", "--db", url, "--name", name, "--json"]).output
     )
     assert status["files_indexed"] == 1  # the new note waits for the vault's own writer
+
+
+def test_sigterm_lets_a_request_in_flight_finish_then_exits_0(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    vault, port = _vault(tmp_path), _free_port()
+    provider = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
+    token, base = Tokens().add("agent"), f"http://127.0.0.1:{port}"
+    env = _env() | provider | {"MEMSYNC_PROVIDER": "openai", "MEMSYNC_QUERY_TIMEOUT": "120"}
+    with serve(str(vault), "--listen", f"127.0.0.1:{port}", env=env) as process:
+        _wait_until_served(base, token, process)
+        embedding_server.delay = 120  # the question's embedding waits until `closing` is set
+        answers: list[httpx2.Response] = []
+        asking = threading.Thread(
+            target=lambda: answers.append(
+                httpx2.get(
+                    f"{base}/api/search?q=ssh+port",
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=120,
+                )
+            )
+        )
+        asking.start()
+        deadline = time.monotonic() + 60
+        while embedding_server.in_flight == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)
+        while _accepts(port) and time.monotonic() < deadline:  # stopping: it listens no more
+            time.sleep(0.01)
+        embedding_server.closing.set()
+        asking.join()
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert answers[0].status_code == 200 and answers[0].json()["results"], answers[0].text
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, as PEM files."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert, private = folder / "cert.pem", folder / "key.pem"
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    private.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert, private
+
+
+def test_tls_serves_https_with_a_secure_cookie_and_a_bad_certificate_is_one_line(
+    tmp_path: Path,
+) -> None:
+    cert, key = _self_signed(tmp_path)
+    token, port = Tokens().add("agent"), _free_port()
+    tls = ("--tls-cert", str(cert), "--tls-key", str(key))
+    with serve(str(_vault(tmp_path)), "--listen", f"127.0.0.1:{port}", *tls) as process:
+        deadline = time.monotonic() + 60
+        with httpx2.Client(verify=ssl.create_default_context(cafile=cert)) as browser:
+            while not _accepts(port) and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            login = browser.get(f"https://127.0.0.1:{port}/?token={token}")
+            status = browser.get(f"https://127.0.0.1:{port}/api/status")
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert login.status_code == 303 and "Secure" in login.headers["set-cookie"]
+    assert status.status_code == 200 and "clear text" not in err
+    key.write_text("not a key")
+    with serve(str(_vault(tmp_path)), "--listen", f"127.0.0.1:{port}", *tls) as process:
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 1 and err.count("\n") == 1
+    assert err.startswith("memsync: error: --tls-cert/--tls-key: cannot load them")

@@ -144,8 +144,17 @@ def _serve(
         config, lambda: Memory.open(config, root, long_lived=True), writable, config.protect, slots
     )
     server.check_writable()
-    sock = runner.bind(where)
     tokens = Tokens()
+    app = http_app.make_app(
+        server,
+        tokens,
+        hosts=allowed_hosts(where, allow_hosts),
+        cookie=cookie_name(where.port),
+        tls=tls is not None,
+        slots=slots,
+    )
+    uvicorn = runner.uvicorn_server(app, tls)
+    sock = runner.bind(where)
     first = _first_token(tokens, writable)  # made once nothing else can fail before it is shown
     if not where.loopback and tls is None:
         click.echo(
@@ -159,22 +168,10 @@ def _serve(
             f"once (memsync token add makes others):\n{first}\n"
             f"memsync: log in from a browser here: {where.address(tls is not None)}/?token={first}"
         )
-    app = http_app.make_app(
-        server,
-        tokens,
-        hosts=allowed_hosts(where, allow_hosts),
-        cookie=cookie_name(where.port),
-        tls=tls is not None,
-        slots=slots,
-    )
-    logging.getLogger("memsync.http").info(
-        "serving %s on %s (%s)",
-        root or config.db,
-        where.address(tls is not None),
-        "writable" if writable else "read-only",
-    )
+    kind = "writable" if writable else "read-only"
+    what = f"serving {root or config.db} on {where.address(tls is not None)} ({kind})"
     try:
-        runner.run(app, sock, watcher, tls)
+        runner.run(uvicorn, sock, watcher, what)
     finally:
         server.close()
 

@@ -89,14 +89,9 @@ def uvicorn_server(app: ASGIApp, tls: tuple[Path, Path] | None = None) -> uvicor
     return _Server(config)
 
 
-def run(
-    app: ASGIApp,
-    sock: socket.socket,
-    watcher: Watcher | None,
-    tls: tuple[Path, Path] | None = None,
-) -> None:
-    """Serve until SIGTERM/SIGINT, or until the watcher fails (its error is raised here)."""
-    server = uvicorn_server(app, tls)
+def run(server: uvicorn.Server, sock: socket.socket, watcher: Watcher | None, what: str) -> None:
+    """Serve until SIGTERM/SIGINT, or until the watcher fails (its error is raised here); `what`
+    is logged once the watcher is ready and the server starts."""
     beside = _Beside(watcher, server) if watcher else None
 
     def stop(*_: object) -> None:  # only sets flags: safe in a signal handler
@@ -112,6 +107,7 @@ def run(
             while not (watcher.ready.wait(0.1) or beside.ended.is_set()):
                 pass  # the first reconcile (or the lock refused); a signal stops it too
         if not server.should_exit:
+            log.info("%s", what)
             with sock:
                 server.run(sockets=[sock])
     except SystemExit as exc:  # uvicorn's own way to fail at start; the log says why
