@@ -176,3 +176,11 @@ def test_the_log_names_the_token_never_the_token_itself_nor_the_query(
         site.get(f"/?token={site.reader}")
     assert "GET /api/search 200 reader" in caplog.text
     assert site.reader not in caplog.text and "oat" not in caplog.text
+
+
+def test_starlette_s_own_refusals_are_json_for_the_api_too(site: Site) -> None:
+    headers = {"Authorization": f"Bearer {site.reader}"}
+    missing = site.get("/api/nothing", site.reader)
+    assert missing.status_code == 404 and missing.json() == {"error": "nothing at /api/nothing"}
+    posted = site.client.post("/api/search", headers=headers)
+    assert posted.status_code == 405 and posted.json() == {"error": "Method Not Allowed"}

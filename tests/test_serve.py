@@ -193,3 +193,35 @@ def test_a_slow_embedding_call_holds_up_no_other_client(
     assert status.status_code == 200 and lines.json()["text"].endswith("2222.")
     assert not tree[0][0] and still_waiting
     assert not slow[0][0] and slow[0][2]["results"]
+
+
+def test_revoking_a_token_ends_the_mcp_stream_it_holds_open(indexed: tuple[Path, Path]) -> None:
+    """The stream a client keeps open for the server's messages ends when its token does."""
+    _, db = indexed
+    token = Tokens().add("laptop")
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    with serving(load_config(db=str(db)), None) as url, httpx2.Client(timeout=60) as http:
+        opened = http.post(f"{url}/mcp", json=hello, headers=headers)
+        session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert http.post(f"{url}/mcp", json=ready, headers=session).status_code == 202
+        with http.stream("GET", f"{url}/mcp", headers=session) as stream:
+            assert stream.status_code == 200
+            assert CliRunner().invoke(main, ["token", "revoke", "laptop"]).exit_code == 0
+            rest = b"".join(stream.iter_bytes())  # ends: a read timeout would fail the test
+        assert b"memory" not in rest
+        assert http.post(f"{url}/mcp", json=ready, headers=session).status_code == 401

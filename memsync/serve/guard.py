@@ -15,8 +15,10 @@ import secrets
 import threading
 import time
 import urllib.parse
+from collections.abc import Awaitable
 from http import HTTPStatus
 
+import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.authentication import AuthCredentials
@@ -32,7 +34,8 @@ from .tokens import Token, Tokens
 
 log = logging.getLogger("memsync.http")
 MAX_SESSIONS = 1000  # browser sessions kept; the oldest is logged out to make room
-MACHINE_PATHS = ("/api/", "/mcp")  # answered in JSON; anything else is the page's
+MACHINE_PATHS = ("/api/", "/mcp")
+REVOKED_WITHIN = 1.0  # seconds: how soon an open stream ends after its token is revoked  # answered in JSON; anything else is the page's
 
 
 class Visitor(AuthenticatedUser):
@@ -112,12 +115,13 @@ class Guard:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        status = 0
+        status, ended = 0, False
 
         async def noting(message: Message) -> None:
-            nonlocal status
+            nonlocal status, ended
             if message["type"] == "http.response.start":
                 status = message["status"]
+            ended = message["type"] == "http.response.body" and not message.get("more_body")
             await send(message)
 
         visitor = ""
@@ -130,7 +134,11 @@ class Guard:
             visitor = token.name
             scope["user"] = Visitor(token)
             scope["auth"] = AuthCredentials([token.kind])
-            await self.app(scope, receive, noting)
+            if await self._while_valid(token, self.app(scope, receive, noting)):
+                return
+            log.info("ended a response of %s: its token was revoked", token.name)
+            if status and not ended:  # an open stream (MCP's): closed as a finished answer
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             log.info(
                 "%s %s %s %s %.0f ms",
@@ -140,6 +148,30 @@ class Guard:
                 visitor or "-",
                 (time.perf_counter() - started) * 1000,
             )
+
+    async def _while_valid(self, token: Token, answering: Awaitable[None]) -> bool:
+        """Answer, unless `token` is revoked first: an answer that takes long (an MCP stream
+        stays open for hours) ends then. False if it was cut short so."""
+        revoked = False
+        async with anyio.create_task_group() as group:
+
+            async def watch() -> None:
+                nonlocal revoked
+                while self._still(token):
+                    await anyio.sleep(REVOKED_WITHIN)
+                revoked = True
+                group.cancel_scope.cancel()
+
+            group.start_soon(watch)
+            await answering
+            group.cancel_scope.cancel()
+        return not revoked
+
+    def _still(self, token: Token) -> bool:
+        try:
+            return self.tokens.still(token)
+        except MemsyncError:  # the token file cannot be read: the next request says so
+            return True
 
     def _admit(self, scope: Scope) -> tuple[Response | None, Token | None]:
         """(a refusal, None) or (None, the token the request carries)."""

@@ -18,6 +18,7 @@ import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -170,8 +171,11 @@ class McpRoute:
         )
 
 
-async def _not_found(request: Request, exc: Exception) -> Response:
-    return refusal(request.url.path, 404, f"nothing at {request.url.path}")
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route, another method) as the Guard's are."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    message = f"nothing at {request.url.path}" if status == 404 else str(getattr(exc, "detail", ""))
+    return refusal(request.url.path, status, message)
 
 
 def make_app(
@@ -199,5 +203,7 @@ def make_app(
         Route("/mcp", mcp),
         *api.page(),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: _not_found})
+    app = Starlette(
+        routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error}
+    )
     return Guard(RequestBodyLimitMiddleware(app, MAX_BODY), tokens, hosts, cookie, tls)
