@@ -32,7 +32,8 @@ from selenium import webdriver  # noqa: E402 - only where a browser exists
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
+from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 
 class Served:
@@ -136,6 +137,14 @@ def browser(tmp_path_factory: pytest.TempPathFactory, served: Served) -> Iterato
     driver.quit()
 
 
+def _follow(driver: webdriver.Chrome, selector: str) -> None:
+    """Click what `selector` finds and wait for the page it leads to (a busy machine may still
+    show the old one when the click returns)."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(By.CSS_SELECTOR, selector).click()
+    WebDriverWait(driver, 60).until(staleness_of(old))
+
+
 def _locations(driver: webdriver.Chrome) -> list[str]:
     return [link.text for link in driver.find_elements(By.CSS_SELECTOR, "ol.results .where a")]
 
@@ -159,7 +168,7 @@ def test_a_search_with_filters_lists_the_notes_lines_and_scores(
     browser.find_element(By.NAME, "path").send_keys("daily/")
     browser.find_element(By.NAME, "until").send_keys("2026-10-15")
     Select(browser.find_element(By.NAME, "mode")).select_by_value("keyword")
-    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    _follow(browser, "button[type=submit]")
     asked = parse_qs(urlsplit(browser.current_url).query)
     assert asked["q"] == ["postgres"] and asked["path"] == ["daily/"]
     assert asked["until"] == ["2026-10-15"] and asked["mode"] == ["keyword"]
@@ -178,7 +187,7 @@ def test_opening_a_result_shows_the_note_with_its_lines_marked(
     link = browser.find_element(By.CSS_SELECTOR, "ol.results .where a")
     path, _, lines = link.text.partition(":")
     first, last = (int(n) for n in lines.split("-"))
-    link.click()
+    _follow(browser, "ol.results .where a")
     assert browser.find_element(By.TAG_NAME, "h1").text == path
     marked = browser.find_elements(By.CSS_SELECTOR, "pre.note .hit")
     assert [m.get_attribute("id") for m in marked] == [f"L{n}" for n in range(first, last + 1)]
@@ -199,7 +208,7 @@ def test_a_note_holding_markup_shows_it_as_text_and_runs_nothing(
     assert "<script>alert(1)</script> and <b>bold</b>" in snippet.text
     assert browser.find_elements(By.CSS_SELECTOR, "pre b, pre script") == []
     _no_alert(browser)
-    browser.find_element(By.CSS_SELECTOR, "ol.results .where a").click()
+    _follow(browser, "ol.results .where a")
     assert MARKUP in browser.find_element(By.CSS_SELECTOR, "pre.note").text
     assert browser.find_elements(By.CSS_SELECTOR, "pre b, pre script") == []
     _no_alert(browser)
@@ -217,9 +226,9 @@ def test_refused_without_a_token_then_logged_in_it_works_with_javascript_off(
         driver.get(f"{served.url}/?token={served.token}")
         driver.find_element(By.NAME, "q").send_keys("replication")
         driver.find_element(By.NAME, "path").send_keys("tech/")
-        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        _follow(driver, "button[type=submit]")
         assert _locations(driver)[0] == "tech/postgres-replication.md:1-11"
-        driver.find_element(By.CSS_SELECTOR, "ol.results .where a").click()
+        _follow(driver, "ol.results .where a")
         assert [m.get_attribute("id") for m in driver.find_elements(By.CSS_SELECTOR, ".hit")] == [
             f"L{n}" for n in range(1, 12)
         ]
