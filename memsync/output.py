@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,12 +44,28 @@ def _span(seconds: float) -> str:
     return f"{seconds / 86400:.0f} days"
 
 
-def _ago(seconds: float | None) -> str:
+def ago(seconds: float | None) -> str:
+    """How long ago, for people: `never`, `40s ago`, `3.5 h ago`."""
     if seconds is None:
         return "never"
     if seconds < 0:  # the clock was set back since, or the writer's machine runs ahead of this one
         return "just now (the clock here is behind the time recorded)"
     return f"{_span(seconds)} ago"
+
+
+def writer_text(writer: dict[str, Any] | None) -> str:
+    """The index's writer from status's facts: which memsync, where, since when, its last sync."""
+    if not writer:
+        return "no watcher running"
+    started = writer.get("started")
+    uptime = f", up {_span(max(time.time() - float(started), 0.0))}" if started else ""
+    runs_on = f" on {writer['host']}" if writer.get("host") else ""
+    detail = f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{runs_on}{uptime})"
+    if writer.get("last_event"):
+        detail += f", last event {ago(time.time() - float(writer['last_event']))}"
+    if writer.get("last_sync"):
+        detail += f", last sync {ago(time.time() - float(writer['last_sync']))}"
+    return detail
 
 
 def index_summary(report: Report, vault: str, model: str | None) -> str:
@@ -98,7 +115,7 @@ def status_text(facts: dict[str, Any]) -> str:
         f"{facts['chunks_pending']} waiting for embeddings)"
     )
     lines += _writer_status(facts["writer"])
-    lines.append(f"synced:   {_ago(facts['last_sync_age_s'])}")
+    lines.append(f"synced:   {ago(facts['last_sync_age_s'])}")
     lines.append(f"state:    {_sync_state(facts, notes_on)}")
     if facts["skipped"]:
         lines.append(f"skipped:  {len(facts['skipped'])} file(s)")
@@ -125,15 +142,7 @@ def _writer_status(writer: dict[str, Any]) -> list[str]:
     watch."""
     if not writer:
         return ["writer:   no watcher running"]
-    started = writer.get("started")
-    uptime = f", up {_span(max(time.time() - float(started), 0.0))}" if started else ""
-    runs_on = f" on {writer['host']}" if writer.get("host") else ""
-    detail = f"memsync {writer.get('role', '?')} running (pid {writer.get('pid')}{runs_on}{uptime})"
-    if writer.get("last_event"):
-        detail += f", last event {_ago(time.time() - float(writer['last_event']))}"
-    if writer.get("last_sync"):
-        detail += f", last sync {_ago(time.time() - float(writer['last_sync']))}"
-    lines = [f"writer:   {detail}"]
+    lines = [f"writer:   {writer_text(writer)}"]
     if writer.get("embedding_error"):
         lines.append(f"errors:   embedding: {writer['embedding_error']}")
     if writer.get("unwatched"):
@@ -216,11 +225,19 @@ def wants_color(is_tty: bool, environ: dict[str, str]) -> bool:
     return is_tty and "NO_COLOR" not in environ and environ.get("TERM") != "dumb"
 
 
-def _highlight(text: str, terms: list[str], color: bool) -> str:
-    if not color or not terms:
-        return text
+def marked(
+    text: str, terms: list[str], mark: Callable[[str], str], plain: Callable[[str], str] = str
+) -> str:
+    """`text` with each occurrence of a term (any case) passed through `mark`, the rest through
+    `plain`: colour on a terminal, `<mark>` and escaping in HTML."""
+    if not terms:
+        return plain(text)
     pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE)
-    return pattern.sub(lambda m: f"\033[1;33m{m.group()}\033[0m", text)
+    pieces, last = [], 0
+    for match in pattern.finditer(text):
+        pieces += [plain(text[last : match.start()]), mark(match.group())]
+        last = match.end()
+    return "".join([*pieces, plain(text[last:])])
 
 
 def hyperlink(text: str, target: Path) -> str:
@@ -260,12 +277,17 @@ def _rerank_explained(rerank: dict[str, Any]) -> str:
     return f"reranked: score {rerank['score']:g} ({fused})"
 
 
+def mode_ran(ran: str, requested: str) -> str:
+    """Said when a search ran another mode than the one asked for (no vectors, no model)."""
+    return f"ran {ran} search; {requested} was asked for"
+
+
 def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None = None) -> str:
     """Rank, score, path:start-end (editors jump there; with `links`, the vault, a terminal link
     to the file too), and the best-matching lines."""
     lines = []
     if outcome.mode != outcome.requested_mode:
-        lines.append(f"(ran {outcome.mode} search; {outcome.requested_mode} was asked for)")
+        lines.append(f"({mode_ran(outcome.mode, outcome.requested_mode)})")
     for notice in outcome.notices:
         lines.append(f"note: {notice}")
     for rank, hit in enumerate(outcome.results, start=1):
@@ -277,7 +299,9 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
         flag = "  exact match" if hit.exact else ""
         lines.append(f"{rank}. {hit.score:.2f}  {where}{flag}")
         for offset, line in enumerate(hit.snippet.split("\n")):
-            highlighted = _highlight(escape_controls(line), terms, color)
+            highlighted = escape_controls(line)
+            if color:
+                highlighted = marked(highlighted, terms, lambda word: f"\033[1;33m{word}\033[0m")
             lines.append(f"   {hit.snippet_start + offset:>5} | {highlighted}")
         if hit.explain is not None:
             lines.append(f"   why: {explanation(hit.explain)}")
@@ -481,7 +505,7 @@ def tokens_text(listed: list[dict[str, Any]], now: float | None = None) -> str:
     now = time.time() if now is None else now
     width = max(len(token["name"]) for token in listed)
     return "\n".join(
-        f"{token['name']:<{width}}  {token['kind']:<5}  made {_ago(now - token['created'])}, "
-        f"last used {_ago(None if token['last_used'] is None else now - token['last_used'])}"
+        f"{token['name']:<{width}}  {token['kind']:<5}  made {ago(now - token['created'])}, "
+        f"last used {ago(None if token['last_used'] is None else now - token['last_used'])}"
         for token in listed
     )

@@ -26,9 +26,12 @@ def test_the_wheel_ships_every_module_and_each_imports(tmp_path: Path) -> None:
     )  # fmt: skip
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("memsync-*.whl")
-    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".py")}
+    files = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {n for n in files if n.endswith(".py")}
     in_checkout = {str(p.relative_to(ROOT)) for p in (ROOT / "memsync").rglob("*.py")}
     assert shipped == in_checkout
+    assets = {str(p.relative_to(ROOT)) for p in (ROOT / "memsync/serve/assets").iterdir()}
+    assert assets and assets <= files  # the search page's stylesheet and icon: package data
     names = (name[:-3].replace("/", ".").removesuffix(".__init__") for name in shipped)
     modules = sorted(name for name in names if name != "memsync.__main__")  # it runs the CLI
     check = (

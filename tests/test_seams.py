@@ -175,8 +175,9 @@ def test_only_the_mcp_server_and_the_http_server_import_mcp() -> None:
     assert _importers("mcp") == {"mcp_server", "serve.http_app", "serve.guard"}
 
 
-# the HTTP server: its routes, its door and its runner; nothing else imports the web stack
-HTTP = {"serve.http_app", "serve.guard", "serve.runner"}
+# the HTTP server: its routes, the page's, its door and its runner; nothing else imports the web
+# stack (the page's HTML is made in serve.page, which imports none)
+HTTP = {"serve.http_app", "serve.page_routes", "serve.guard", "serve.runner"}
 
 
 def test_only_the_http_server_imports_starlette_and_uvicorn() -> None:
@@ -347,3 +348,10 @@ def test_at_most_five_functions_are_over_sixty_code_lines_and_each_says_why() ->
     assert len(long) <= 5, sorted(long)
     unexplained = [name for name, doc in long.items() if "\nLong because" not in "\n" + doc]
     assert not unexplained, unexplained
+
+
+def test_the_search_pages_html_is_made_by_pure_renderers() -> None:
+    """serve.page makes the page's HTML from values: no web framework, no store, no face."""
+    ours, others = imports_of(SOURCES["serve.page"], "serve.page")
+    assert ours <= {"config", "errors", "output"}, ours
+    assert others <= set(sys.stdlib_module_names), others

@@ -10,13 +10,13 @@ path (never its query, which may hold a token or a question), status and token n
 from __future__ import annotations
 
 import collections
-import html
 import logging
 import secrets
 import threading
 import time
 import urllib.parse
 from collections.abc import Awaitable
+from http import HTTPStatus
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -24,11 +24,12 @@ from mcp.server.auth.provider import AccessToken
 from starlette.authentication import AuthCredentials
 from starlette.datastructures import URL, Headers
 from starlette.requests import cookie_parser
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import MemsyncError
 from .listen import host_name, same_origin
+from .page_routes import notice
 from .tokens import Token, Tokens
 
 log = logging.getLogger("memsync.http")
@@ -81,8 +82,7 @@ def refusal(
     """An error as the asker reads it: JSON for the API and MCP, a short page for a browser."""
     if _machine(path):
         return JSONResponse({"error": message}, status, headers)
-    page = f"<!doctype html><title>memsync</title><h1>memsync</h1><p>{html.escape(message)}</p>"
-    return HTMLResponse(page, status, headers)
+    return notice(status, HTTPStatus(status).phrase, message, headers)
 
 
 LOGIN_HELP = (

@@ -26,10 +26,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import output
 from ..config import overridden
-from ..errors import ArgumentError, ConfigError, IndexNotFound, MemsyncError
+from ..errors import ArgumentError, MemsyncError
 from ..mcp_server import MemoryServer, build
 from ..memory import Memory, parse_location, search_options
+from . import page_routes
 from .guard import Guard, Visitor, refusal
+from .page_routes import status_of
 from .tokens import Tokens
 
 log = logging.getLogger("memsync.http")
@@ -43,12 +45,6 @@ def _json(value: Any, status: int = 200) -> Response:
     return Response(output.as_json(value), status, media_type="application/json")
 
 
-def _status_of(exc: MemsyncError) -> int:
-    if isinstance(exc, (ArgumentError, ConfigError)):
-        return 400
-    return 404 if isinstance(exc, IndexNotFound) else 503
-
-
 class Api:
     """The JSON routes over one MemoryServer's index connections."""
 
@@ -60,14 +56,10 @@ class Api:
         """One call on the face in a worker thread: memsync's errors as JSON with the CLI's
         message; anything else logged with its trace, and a line saying so to the client."""
 
-        def call() -> Any:
-            with self.server.borrowed() as memory:
-                return work(memory)
-
         try:
-            return _json(await anyio.to_thread.run_sync(call, limiter=self.limiter))
+            return _json(await anyio.to_thread.run_sync(self.borrowing, work, limiter=self.limiter))
         except MemsyncError as exc:
-            return _json({"error": output.escape_controls(str(exc))}, _status_of(exc))
+            return _json({"error": output.escape_controls(str(exc))}, status_of(exc))
         except Exception as exc:
             log.exception("%s failed", request.url.path)
             message = (
@@ -75,24 +67,60 @@ class Api:
             )
             return _json({"error": message}, 500)
 
-    async def search(self, request: Request) -> Response:
-        params = request.query_params
-        text = params.get("q", "")
-        switches = {name: params.get(name) for name in SEARCH_SWITCHES}
-        numbers = {setting: params.get(name) for name, setting in SEARCH_SETTINGS.items()}
+    def borrowing(self, work: Callable[[Memory], Any]) -> Any:
+        """`work` on one of the server's index connections (in a worker thread)."""
+        with self.server.borrowed() as memory:
+            return work(memory)
+
+    def searching(
+        self,
+        text: str,
+        paths: Sequence[str],
+        since: str | None,
+        until: str | None,
+        tags: Sequence[str],
+        **settings: str | None,
+    ) -> Callable[[Memory], Any]:
+        """A search as /api/search and the page ask it: the filters, and settings as text."""
 
         def work(memory: Memory) -> Any:
-            config = overridden(self.server.config, **numbers, **switches)
-            options = search_options(
-                config,
-                paths=params.getlist("path"),
-                since=params.get("since"),
-                until=params.get("until"),
-                tags=params.getlist("tag"),
-            )
+            config = overridden(self.server.config, **settings)
+            options = search_options(config, paths=paths, since=since, until=until, tags=tags)
             return memory.search(text, options).as_dict()
 
+        return work
+
+    async def search(self, request: Request) -> Response:
+        params = request.query_params
+        switches = {name: params.get(name) for name in SEARCH_SWITCHES}
+        numbers = {setting: params.get(name) for name, setting in SEARCH_SETTINGS.items()}
+        work = self.searching(
+            params.get("q", ""),
+            params.getlist("path"),
+            params.get("since"),
+            params.get("until"),
+            params.getlist("tag"),
+            **numbers,
+            **switches,
+        )
         return await self.answer(request, work)
+
+    def page(self) -> list[BaseRoute]:
+        """The search page's routes, over the same calls on the same index connections."""
+
+        def search(text: str, **filters: Any) -> Any:
+            return self.borrowing(self.searching(text, **filters))
+
+        def get(path: str, start: int | None, end: int | None) -> Any:
+            def read(memory: Memory) -> Any:
+                return memory.read(path, start, end, capped=False).as_dict()
+
+            return self.borrowing(read)
+
+        def status() -> Any:
+            return self.borrowing(lambda memory: memory.status())
+
+        return page_routes.routes(search, get, status)
 
     async def get(self, request: Request) -> Response:
         location = request.query_params.get("location", "")
@@ -158,9 +186,8 @@ def make_app(
     cookie: str,
     tls: bool,
     slots: int,
-    page: Sequence[BaseRoute] = (),
 ) -> ASGIApp:
-    """The whole server: `page` is the search page's routes, mounted behind the same Guard."""
+    """The whole server: the API, MCP and the search page, behind one Guard."""
     api = Api(server, slots)
     mcp = McpRoute(server)
 
@@ -174,7 +201,7 @@ def make_app(
         Route("/api/get", api.get, methods=["GET"]),
         Route("/api/status", api.status, methods=["GET"]),
         Route("/mcp", mcp),
-        *page,
+        *api.page(),
     ]
     app = Starlette(
         routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error}
