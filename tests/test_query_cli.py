@@ -411,13 +411,13 @@ def test_filter_flags_narrow_the_cli_query_and_bad_values_exit_2(keyword_vault: 
 
 def test_terminal_links_only_for_a_person_at_a_terminal() -> None:
     from memsync.output import query_text
-    from memsync.search.pipeline import Hit, Outcome
+    from memsync.search.pipeline import Answer, Hit
 
-    outcome = Outcome("q", "keyword", "keyword")
-    outcome.results.append(Hit("a b.md", 1, 2, 0.9, None, 0.9, "text", 1, 0.9, False))
-    linked = query_text(outcome, [], True, Path("/notes"))
+    answer = Answer("q", "keyword", "keyword")
+    answer.results.append(Hit("a b.md", 1, 2, 0.9, None, 0.9, "text", 1, 0.9, False))
+    linked = query_text(answer, [], True, Path("/notes"))
     assert "\033]8;;file:///notes/a%20b.md\033\\a b.md:1-2\033]8;;\033\\" in linked
-    assert "\033]8" not in query_text(outcome, [], False, None)
+    assert "\033]8" not in query_text(answer, [], False, None)
 
 
 def test_shell_completion_offers_modes_and_note_paths(
