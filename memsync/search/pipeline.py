@@ -26,7 +26,7 @@ from .ranking import Candidate, rank
 from .snippets import explain, nearest_lines, rounded, snippet
 
 if TYPE_CHECKING:
-    from .vector_side import VectorLeg, VectorScores
+    from .vector_side import VectorLeg
 
 log = logging.getLogger("memsync.search")
 
@@ -139,23 +139,12 @@ def ranked(
     if keyword.ran and query.script == "latin" and "cjk" in _sampled_scripts(store, vector):
         glossed = _glossed_leg(store, query, options)  # the vault holds Chinese
     mode = resolved_mode(options.mode, vector is not None and vector.ran, keyword.ran)
-    vector_found = vector.cosines if vector is not None else {}
-    rows = store.chunks(list(dict.fromkeys([*vector_found, *keyword.bm25, *glossed.bm25])))
-    scores = (
-        None
-        if vector is None
-        else vector.scored(rows, [*keyword.bm25, *glossed.bm25], query.script)
-    )
-    candidates = _candidates(rows, query, keyword, glossed, scores)
+    candidates = _candidates(store, query, keyword, glossed, vector)
     limit = max(options.limit, options.rerank_top) if to_rerank else options.limit
     hits = _hits(candidates, query, replace(options, mode=mode, limit=limit), glossed)
-    notices = [
-        *([f"vector search unavailable: {why_not}"] if why_not else []),
-        *(vector.notices if vector is not None else ()),
-        *keyword.notices,
-        *glossed.notices,
-    ]
-    return Answer(text, mode, options.mode, hits, notices)
+    unavailable_leg = [f"vector search unavailable: {why_not}"] if why_not else []
+    legs_say = [*(vector.notices if vector else ()), *keyword.notices, *glossed.notices]
+    return Answer(text, mode, options.mode, hits, unavailable_leg + legs_say)
 
 
 def reranked(answer: Answer, options: Options, reranker: Reranker) -> Answer:
@@ -301,13 +290,17 @@ def resolved_mode(requested: str, ran_vector: bool, ran_text: bool) -> str:
 
 
 def _candidates(
-    rows: Mapping[int, ChunkRow],
+    store: StoreReader,
     query: Query,
     keyword: KeywordLeg,
     glossed: KeywordLeg,
-    vector: VectorScores | None,
+    vector_leg: VectorLeg | None,
 ) -> list[Candidate]:
     """Every chunk a leg found, with both legs' calibrated scores and the exact-match rule."""
+    by_vector = vector_leg.cosines if vector_leg is not None else {}
+    by_keyword = [*keyword.bm25, *glossed.bm25]
+    rows = store.chunks(list(dict.fromkeys([*by_vector, *by_keyword])))
+    vector = vector_leg.scored(rows, by_keyword, query.script) if vector_leg else None
     found = [i for i in keyword.bm25 if i in rows]
     names = {path: named(path, query.terms) for path in {rows[i].path for i in found}}
     text_scores = calibrate_bm25(
