@@ -23,14 +23,15 @@ class Query:
 
     @classmethod
     def of(cls, text: str) -> Query:
+        terms = fts.query_terms(text)
         idents = identifiers(text)
         return cls(
             text,
             fts.script(text),
-            tuple(fts.query_terms(text)),
+            tuple(terms),
             tuple(idents),
             tuple(other_terms(text, idents)),
-            tuple(query_words(text)),
+            tuple(_words(terms)),
         )
 
 
@@ -52,4 +53,8 @@ def other_terms(query: str, idents: Sequence[str]) -> list[str]:
 
 def query_words(query: str) -> list[str]:
     """The words of the query's terms, longest first (for snippets and highlighting)."""
-    return sorted({w for t in fts.query_terms(query) for w in t.split()}, key=len, reverse=True)
+    return _words(fts.query_terms(query))
+
+
+def _words(terms: Sequence[str]) -> list[str]:
+    return sorted({w for t in terms for w in t.split()}, key=len, reverse=True)

@@ -18,6 +18,7 @@ from .cosines import MIN_NOTES, calibrate_by_script, script_shift_range
 from .options import SAMPLE_CHUNKS, Options, pool_size
 from .query import Query
 
+
 @dataclass(frozen=True)
 class VectorScores:
     """The vector leg's say on the candidates, by chunk id."""
