@@ -1,10 +1,11 @@
 """Indexing figures on generated vaults; prints a Markdown table (no timed asserts anywhere).
 
     python -m benchmarks.bench_index --notes 1000 --notes 10000 --notes 20000 [--embed-notes 1000]
-        [--long-entries 1000]
+        [--long-entries 1000] [--runs 7]
 
 For each vault size: text-only index time; no-op re-index next to a bare walk+stat of the same tree,
-in-process and as whole processes (`memsync index` against `python -c walk+stat`, imports included);
+in-process and as whole processes (`memsync index` against `python -c walk+stat`, imports included;
+the two run in turn --runs times, the median of each);
 a one-paragraph edit of a 2,000-line note of 1,000 paragraphs (--long-entries; time, chunks
 re-chunked, chunks re-embedded). On the vault of --embed-notes notes the local model embeds everything: pipeline chunks/s next to the bare
 model's chunks/s on the very same chunk texts.
@@ -59,7 +60,7 @@ def edit_long_note(root: Path, entries: int) -> None:
     path.write_text("\n".join(lines))
 
 
-def run(notes: int, embed: bool, workdir: Path, long_entries: int) -> dict[str, object]:
+def run(notes: int, embed: bool, workdir: Path, long_entries: int, runs: int) -> dict[str, object]:
     root = make_vault(workdir / f"vault{notes}", notes, long_entries=long_entries)
     db = workdir / f"index{notes}.sqlite"
     row: dict[str, object] = {"notes": notes + 1}
@@ -94,10 +95,11 @@ def run(notes: int, embed: bool, workdir: Path, long_entries: int) -> dict[str, 
         # what a user waits for: `memsync index` as a process against a bare
         # walk+stat process of the same tree
         provider = "auto" if embedder else "none"  # the provider that made this index
-        cli_s = process_seconds(
-            [*MEMSYNC, "index", str(root), "--db", str(db), "--provider", provider]
+        cli_s, walk_process_s = process_seconds(
+            [*MEMSYNC, "index", str(root), "--db", str(db), "--provider", provider],
+            [sys.executable, "-c", WALK_PROCESS, str(root)],
+            runs=runs,
         )
-        walk_process_s = process_seconds([sys.executable, "-c", WALK_PROCESS, str(root)])
         row["no-op `memsync index` process (s)"] = round(cli_s, 3)
         row["walk+stat process (s)"] = round(walk_process_s, 3)
         row["process ratio"] = f"{cli_s / walk_process_s:.2f}x"
@@ -115,11 +117,14 @@ def main() -> None:
     parser.add_argument(
         "--long-entries", type=int, default=1000, help="the paragraphs of long-log.md"
     )
+    parser.add_argument(
+        "--runs", type=int, default=7, help="alternating runs of each whole process (the median)"
+    )
     keep_option(parser)
     args = parser.parse_args()
     sizes = args.notes or [1000, 10000]
     with workspace("memsync-bench-", args.keep) as workdir:
-        rows = [run(n, n == args.embed_notes, workdir, args.long_entries) for n in sizes]
+        rows = [run(n, n == args.embed_notes, workdir, args.long_entries, args.runs) for n in sizes]
     columns = list(dict.fromkeys(k for r in rows for k in r))
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))

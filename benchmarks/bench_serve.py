@@ -30,7 +30,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from benchmarks.common import MEMSYNC, QUERIES, build, p95, rss_mb
-from memsync.embedders import LocalEmbedder
+from memsync.embed.local import LocalEmbedder
 from memsync.serve.tokens import Tokens
 from memsync.store.locate import SqliteLocation
 

@@ -60,11 +60,15 @@ def p95(values: Sequence[float]) -> float:
     return statistics.quantiles(values, n=20)[18] if len(values) > 1 else values[0]
 
 
-def process_seconds(command: list[str]) -> float:
-    """The best of three wall-clock runs of a whole process: start-up and imports included."""
-    return min(
-        timed(lambda: subprocess.run(command, check=True, capture_output=True))[0] for _ in range(3)
-    )
+def process_seconds(*commands: list[str], runs: int = 7) -> list[float]:
+    """The median wall-clock seconds of each whole process (start-up and imports included), the
+    commands run in turn `runs` times: a busy machine's slow moments fall on each of them alike."""
+    seconds: list[list[float]] = [[] for _ in commands]
+    for _ in range(runs):
+        for times, command in zip(seconds, commands):
+            run = timed(lambda: subprocess.run(command, check=True, capture_output=True))  # noqa: B023
+            times.append(run[0])
+    return [statistics.median(times) for times in seconds]
 
 
 def rss_mb(pid: int) -> float:

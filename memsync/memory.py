@@ -36,9 +36,9 @@ from .filters import note_filter, path_globs
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import checked_path, note_path, parse_location
 from .search.glossary import cached_path, shared_glossary
-from .search.options import Options
-from .search.pipeline import SAMPLE_CHUNKS, Outcome, ranked, reranked
-from .search.ranking import query_words
+from .search.options import SAMPLE_CHUNKS, Options
+from .search.pipeline import Answer, ranked, reranked
+from .search.query import query_words
 from .status import gather, vaults_in
 from .store.locate import Location, check_writer, for_vault, locate, owner_of
 from .store.lock import QUERY_REFRESH
@@ -281,11 +281,11 @@ class Memory:
             "indexed": self._index_written(rel, written.sha256),
         }
 
-    def search(self, text: str, options: Options) -> Outcome:
+    def search(self, text: str, options: Options) -> Answer:
         """What `memsync query` prints: `ranked`, then `reranked`."""
         return self.reranked(self.ranked(text, options), options)
 
-    def ranked(self, text: str, options: Options) -> Outcome:
+    def ranked(self, text: str, options: Options) -> Answer:
         """The part of a search that reads the index: the text refreshed first, the index's own
         model for the query, and every reason a leg did not run among the notices; with a
         reranker, the candidates `reranked` orders. An empty query is refused:
@@ -314,15 +314,15 @@ class Memory:
         if options.mode != "keyword":
             embedder, why = self._query_embedder()
         to_rerank = options.rerank and self._reranker() is not None
-        outcome = ranked(self.store, text, options, embedder, why, to_rerank)
-        outcome.notices += [notice for notice in (stale, self.store.behind) if notice]
-        return outcome
+        answer = ranked(self.store, text, options, embedder, why, to_rerank)
+        index_notices = [notice for notice in (stale, self.store.behind) if notice]
+        return replace(answer, notices=[*answer.notices, *index_notices])
 
-    def reranked(self, outcome: Outcome, options: Options) -> Outcome:
-        """`ranked`'s outcome in the reranker's order, cut to the limit; it reads no index, so
+    def reranked(self, answer: Answer, options: Options) -> Answer:
+        """`ranked`'s answer in the reranker's order, cut to the limit; it reads no index, so
         a server can answer other calls while the reranker thinks."""
         reranker = self._reranker() if options.rerank else None
-        return outcome if reranker is None else reranked(outcome, options, reranker)
+        return answer if reranker is None else reranked(answer, options, reranker)
 
     def check_writable_here(self) -> None:
         """An agent may write only where the vault is: on its host (VaultTaken elsewhere)."""

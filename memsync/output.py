@@ -25,7 +25,7 @@ from .text import unescape_name as unescape_name
 
 if TYPE_CHECKING:
     from .notes import Lines
-    from .search.pipeline import Outcome
+    from .search.pipeline import Answer
     from .sync.syncer import Report
 
 
@@ -311,6 +311,8 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
 # -- the MCP tools' results ----------------------------------------------------------------------
 
 
+# a pipeline.Answer and its Hits as the MCP tool gives them; the class names are the titles in
+# the tool's schema (no docstring: pydantic would add it to the schema as a description)
 class SearchHit(TypedDict):
     path: str
     start_line: int
@@ -370,17 +372,17 @@ class Written(TypedDict):
     indexed: bool
 
 
-def search_result(outcome: Outcome) -> SearchResult:
+def search_result(answer: Answer) -> SearchResult:
     """`memsync query --json`'s results, with the fields the tool's schema names and a citation."""
     hits = []
-    for hit in outcome.results:
+    for hit in answer.results:
         data = hit.as_dict()
         data["citation"] = citation(hit.path, hit.start_line, hit.end_line)
         hits.append({key: data[key] for key in SearchHit.__annotations__})
     return {
-        "query": outcome.query,
-        "mode": outcome.mode,
-        "notices": outcome.notices,
+        "query": answer.query,
+        "mode": answer.mode,
+        "notices": answer.notices,
         "results": hits,  # type: ignore[typeddict-item]
     }
 

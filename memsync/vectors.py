@@ -51,18 +51,16 @@ def nearest_windows(counts: np.ndarray, windows: np.ndarray, query: np.ndarray) 
     return best
 
 
-def nearest_window(blob: bytes, query: np.ndarray, among: int) -> int:
-    """Which of a chunk's first `among` windows (its blob's vectors, in the order embedded) is
-    nearest `query`."""
+def window_cosines(blob: bytes, query: np.ndarray) -> np.ndarray:
+    """The cosine of each of a chunk's windows (its blob's vectors, in the order embedded) with
+    `query`: its nearest window's cosine scores it, and the lines of the nearest it shows."""
     import numpy as np
 
-    rows = window_rows([blob], len(query))[1][:among]
-    return int(np.argmax(unit_rows(rows) @ np.asarray(query, dtype=np.float32)))
-
-
-def best_cosine(blob: bytes, query: np.ndarray) -> float:
-    """The cosine of a chunk's nearest window (its blob's vectors) to `query`."""
-    return float(nearest_windows(*window_rows([blob], len(query)), query)[0])
+    q = np.asarray(query, dtype=np.float32)
+    similarity: np.ndarray = unit_rows(window_rows([blob], len(q))[1]) @ (
+        q / (np.linalg.norm(q) or 1.0)
+    )
+    return similarity
 
 
 def centroid(blob: bytes, dims: int) -> bytes:

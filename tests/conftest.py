@@ -376,6 +376,7 @@ def cli(
 
 # what each migration added, undone: an index as an older memsync left it
 UNDO = {
+    8: ["ALTER TABLE chunks DROP COLUMN script"],
     7: ["ALTER TABLE chunks DROP COLUMN windows"],
     6: ["ALTER TABLE chunks DROP COLUMN overlap"],
     4: ["ALTER TABLE files DROP COLUMN text", "ALTER TABLE files DROP COLUMN indexed_at"],
@@ -392,10 +393,9 @@ def set_back(db: Path, version: int) -> None:
     """The index as the memsync of schema `version` made it: the later migrations undone."""
     import apsw
 
-    from memsync.store.sqlite_store import SCHEMA_VERSION
-
     conn = apsw.Connection(str(db))
-    for number in range(SCHEMA_VERSION, version, -1):
+    [(current,)] = conn.execute("PRAGMA user_version")  # a released index may be older
+    for number in range(current, version, -1):
         for statement in UNDO.get(number, []):
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version={version}")

@@ -101,7 +101,7 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
     f = FIGURE
     return {
         "bench_index": (
-            ["--notes", "5", "--embed-notes", "5", "--long-entries", "4"],
+            ["--notes", "5", "--embed-notes", "5", "--long-entries", "4", "--runs", "2"],
             [rf"\| 6 \| {f} \| \d+ \| {f} \| {f} \| [+-]{f}% \| {f} \| {f} \| {f}x \|"],
         ),
         "bench_query": (

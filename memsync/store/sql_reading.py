@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import fts
 from ..filters import NoteFilter
 from ..vectors import Background, MeanVectors, coarse_pool, fit_in_memory, rescored, unit_rows
 from .protocols import ChunkRow
@@ -60,12 +59,19 @@ class SharedReading(SharedTables):
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
         rows = self._rows_of(
             "SELECT id, path, start_line, end_line, text, embedding, "
-            f"{self._column('chunks.windows')} FROM chunks",
+            f"{self._column('chunks.windows')}, {self._script_column()} FROM chunks",
             ids,
         )
         return {
             r[0]: ChunkRow(
-                r[0], r[1], r[2], r[3], r[4], None if r[5] is None else bytes(r[5]), r[6]
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                None if r[5] is None else bytes(r[5]),
+                r[6],
+                self._script(r[7]),
             )
             for r in rows
         }
@@ -93,11 +99,11 @@ class SharedReading(SharedTables):
 
     def _read_sample(self, size: int) -> Background:
         found = self._rows_of(
-            f"SELECT embedding, substr(text, 1, {fts.SCRIPT_SAMPLE}), path FROM chunks",
+            f"SELECT embedding, {self._script_column()}, path FROM chunks",
             self._sample_ids(size),
             "AND embedding IS NOT NULL ORDER BY id",
         )
-        rows = [(bytes(r[0]), fts.script(r[1]), r[2]) for r in found]
+        rows = [(bytes(r[0]), self._script(r[1]), r[2]) for r in found]
         return Background.of(rows, self.dims() or 0)
 
     def vector_search(

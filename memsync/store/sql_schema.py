@@ -41,6 +41,18 @@ def window_lines_step(schema: int) -> Migration:
     return Migration("window lines", schema, sql, adds=("chunks.windows",))
 
 
+def script_step(schema: int) -> Migration:
+    """Each chunk's writing system (fts.script of its text), recorded by the writer: a query
+    reads it for its candidates and its calibration sample instead of detecting it from their
+    text; the chunks indexed before get theirs in the step."""
+    sql = "ALTER TABLE chunks ADD COLUMN script TEXT"
+    return Migration("chunk scripts", schema, sql, adds=("chunks.script",), then=_record_scripts)
+
+
+def _record_scripts(store: Any) -> None:
+    store._record_scripts()  # sql_tables': the shared tables' SQL lives there
+
+
 def added_in(steps: Sequence[Migration]) -> dict[str, int]:
     """What each step added that readers read: the schema from which an index holds it."""
     return {name: step.schema for step in steps for name in step.adds}

@@ -385,8 +385,24 @@ class SharedTables(SchemaSteps):
     def sample_scripts(self, size: int) -> set[str]:
         """The writing systems of up to `size` chunks spread over the index: what an index
         without vectors (or a query without them) has instead of the vector sample's."""
-        sql = f"SELECT substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks WHERE id IN ({{marks}})"
-        return {fts.script(text) for (text,) in self._batches(sql, self._sample_ids(size))}
+        sql = f"SELECT {self._script_column()} FROM chunks WHERE id IN ({{marks}})"
+        return {self._script(value) for (value,) in self._batches(sql, self._sample_ids(size))}
+
+    def _script_column(self) -> str:
+        """A chunk's script as its writer recorded it, or in an older index without it, the
+        start of its text, which `_script` reads it from as the writer would have."""
+        return "script" if self._has("chunks.script") else f"substr(text, 1, {fts.SCRIPT_SAMPLE})"
+
+    def _record_scripts(self) -> None:
+        """Every chunk's script, from its text (the "chunk scripts" step, in its transaction)."""
+        found = self._rows(f"SELECT id, substr(text, 1, {fts.SCRIPT_SAMPLE}) FROM chunks")
+        self._run_many(
+            "UPDATE chunks SET script = ? WHERE id = ?", [(fts.script(t), i) for i, t in found]
+        )
+
+    def _script(self, selected: str) -> str:
+        """A chunk's script from what `_script_column` selected."""
+        return selected if self._has("chunks.script") else fts.script(selected)
 
     def _sample_ids(self, size: int) -> list[int]:
         """Up to `size` chunk ids spread evenly from the first to the last. Two subqueries: SQLite

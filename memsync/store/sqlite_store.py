@@ -21,7 +21,7 @@ from ..filters import NoteFilter
 from ..vectors import KEPT_IN_MEMORY, centroid, window_rows
 from .protocols import SOURCE, ModelKey, NoteWrite, translating
 from .sql_reading import Ranking, SharedReading
-from .sql_schema import Migration, added_in, overlap_step, window_lines_step
+from .sql_schema import Migration, added_in, overlap_step, script_step, window_lines_step
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
@@ -111,6 +111,7 @@ MIGRATIONS = (
     ),
     overlap_step(6),
     window_lines_step(7),
+    script_step(8),
 )
 # the tables that say a database is a memsync index (and not someone else's file)
 OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"})
@@ -337,11 +338,11 @@ class SqliteStore(SharedReading):
             chunk_id = _one(
                 self.conn.execute(
                     "INSERT INTO chunks(path, source, start_line, end_line, hash, model, text, "
-                    "context, embedding, updated_at, overlap, windows) "
-                    "VALUES(?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                    "context, embedding, updated_at, overlap, windows, script) "
+                    "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
                     (row.path, SOURCE, chunk.start_line, chunk.end_line, chunk.hash,
                      key.model if key and blob else None, chunk.text, chunk.context, blob, now,
-                     chunk.overlap, chunk.window_lines),
+                     chunk.overlap, chunk.window_lines, fts.script(chunk.text)),
                 )
             )[0]  # fmt: skip
             self.conn.execute(
