@@ -72,24 +72,24 @@ def centroid(blob: bytes, dims: int) -> bytes:
     return to_blob(mean / (np.linalg.norm(mean) or 1.0))
 
 
-def placed_scripts(backdrop: Iterable[tuple[str, str]], minimum: int) -> set[str]:
+def placed_scripts(sampled_from: Iterable[tuple[str, str]], minimum: int) -> set[str]:
     """The scripts sampled from `minimum` notes or more, of (script, note) pairs: the chunks of
     one long note share its subject as well as its language, so their own mean is no measure of
     the language alone."""
-    notes = Counter(kind for kind, _ in set(backdrop))
+    notes = Counter(kind for kind, _ in set(sampled_from))
     return {kind for kind, count in notes.items() if count >= minimum}
 
 
 @dataclass(frozen=True)
-class Background:
+class CalibrationSample:
     """Sampled chunks, every window of each: what a query's cosines are calibrated against."""
 
     windows: np.ndarray  # the sampled chunks' window vectors, chunk after chunk
     counts: np.ndarray  # how many windows each sampled chunk has
-    backdrop: list[tuple[str, str]]  # each sampled chunk's (script, note)
+    sampled_from: list[tuple[str, str]]  # each sampled chunk's (script, note)
 
     @classmethod
-    def of(cls, rows: Sequence[tuple[bytes, str, str]], dims: int) -> Background:
+    def of(cls, rows: Sequence[tuple[bytes, str, str]], dims: int) -> CalibrationSample:
         """From (windows blob, script, note) of each sampled chunk."""
         counts, windows = window_rows([blob for blob, _, _ in rows], dims)
         return cls(windows, counts, [(script, note) for _, script, note in rows])
@@ -102,10 +102,10 @@ class Background:
         vector` found a Chinese note 149th of 219 chunks by its mean vector, first once moved)."""
         import numpy as np
 
-        per_window = np.repeat(np.array([kind for kind, _ in self.backdrop]), self.counts)
+        per_window = np.repeat(np.array([kind for kind, _ in self.sampled_from]), self.counts)
         means = {
             name: self.windows[per_window == name].mean(axis=0)
-            for name in placed_scripts(self.backdrop, minimum)
+            for name in placed_scripts(self.sampled_from, minimum)
         }
         if script not in means:
             return []

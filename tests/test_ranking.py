@@ -362,7 +362,7 @@ def test_mmr_counts_a_notes_other_chunks_and_a_copys_as_that_note() -> None:
 
 
 def _notes(script: str, count: int, notes: int | None = None) -> list[tuple[str, str]]:
-    """A sample's backdrop: `count` chunks of one script, from `notes` notes (one each)."""
+    """A sample's sampled_from: `count` chunks of one script, from `notes` notes (one each)."""
     return [(script, f"{script}-{i % (notes or count)}.md") for i in range(count)]
 
 
@@ -372,13 +372,17 @@ def test_a_cosine_is_judged_among_chunks_of_its_own_script() -> None:
     rng = np.random.default_rng(0)
     for chinese in (12, 250):  # a few Chinese notes among English ones, or as many
         background = np.r_[rng.normal(0.80, 0.01, 500 - chinese), rng.normal(0.70, 0.01, chinese)]
-        backdrop = _notes("latin", 500 - chinese) + _notes("cjk", chinese)
+        sampled_from = _notes("latin", 500 - chinese) + _notes("cjk", chinese)
         cosines = np.array([0.80, 0.74])  # an average English chunk, an outstanding Chinese one
         plain = calibrate_cosine(cosines, background)
-        by_script = calibrate_by_script(cosines, ["latin", "cjk"], background, backdrop, "latin")
+        by_script = calibrate_by_script(
+            cosines, ["latin", "cjk"], background, sampled_from, "latin"
+        )
         assert plain[1] < plain[0] and by_script[1] > 0.6 and by_script[0] < 0.15, chinese
     # too few of a script to judge by: measured as the whole sample is
-    few = calibrate_by_script(cosines, ["latin", "cjk"], background[:205], backdrop[:205], "cjk")
+    few = calibrate_by_script(
+        cosines, ["latin", "cjk"], background[:205], sampled_from[:205], "cjk"
+    )
     assert few == pytest.approx(calibrate_cosine(cosines, background[:205], [2.0, 1.25]))
 
 
@@ -388,12 +392,12 @@ def test_across_scripts_the_same_standing_counts_less() -> None:
     apart, while a chunk in the question's own script keeps the steeper curve."""
     rng = np.random.default_rng(3)
     background = np.r_[rng.normal(0.80, 0.02, 300), rng.normal(0.70, 0.02, 300)]
-    backdrop = _notes("latin", 300) + _notes("cjk", 300)
+    sampled_from = _notes("latin", 300) + _notes("cjk", 300)
     # a strong and a weak chunk of each script, at the same standing among their own script
     cosines = np.array([0.88, 0.78, 0.78, 0.68])
     scripts = ["latin", "latin", "cjk", "cjk"]
-    asked_in_english = calibrate_by_script(cosines, scripts, background, backdrop, "latin")
-    asked_in_chinese = calibrate_by_script(cosines, scripts, background, backdrop, "cjk")
+    asked_in_english = calibrate_by_script(cosines, scripts, background, sampled_from, "latin")
+    asked_in_chinese = calibrate_by_script(cosines, scripts, background, sampled_from, "cjk")
     assert asked_in_english[:2] == pytest.approx(asked_in_chinese[2:], abs=0.01)  # own script
     assert asked_in_english[2:] == pytest.approx(asked_in_chinese[:2], abs=0.01)  # other script
     own_gap = asked_in_english[0] - asked_in_english[1]

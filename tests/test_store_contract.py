@@ -231,7 +231,7 @@ def test_a_chunk_is_found_by_its_nearest_window_once(location: Location) -> None
         sample = store.sample_vectors(512)
         assert sample.windows.shape == (4, 8) and list(sample.counts) == [3, 1]
         # each sampled chunk's script and note: a script's mean is placed from several notes
-        assert sample.backdrop == [("latin", "a.md"), ("latin", "a.md")]
+        assert sample.sampled_from == [("latin", "a.md"), ("latin", "a.md")]
         # each sampled chunk counts by its nearest window, as a candidate does
         assert list(sample.best_cosines(e[2])) == pytest.approx([1.0, 0.0])
         assert store.chunks([chat_id])[chat_id].embedding == chat
@@ -403,13 +403,13 @@ def test_beside_is_a_second_connection_kept_with_the_store(location: Location) -
         store.replace_file(
             FileRow("a.md", "x", 1, 1), [NewChunk(1, 2, "h", "red fox", "", "red fox")]
         )
-        companion = store.beside()
+        companion = store.second_connection()
         assert companion is not store and companion.conn is not store.conn
-        assert store.beside() is companion  # opened once
+        assert store.second_connection() is companion  # opened once
         assert companion.keyword_search(["fox"], False, 5) == store.keyword_search(
             ["fox"], False, 5
         )
-    assert store._companion is None  # closed with the store
+    assert store._second_connection is None  # closed with the store
 
 
 def _index_one_note(store: Store, tmp_path: Path, embedder: HashEmbedder) -> None:
@@ -437,7 +437,7 @@ def test_the_keyword_leg_runs_on_the_second_connection_while_the_query_is_embedd
     embedder = _WaitingEmbedder()
     with location.open(create=True) as store:
         _index_one_note(store, tmp_path, embedder)
-        companion = store.beside()
+        companion = store.second_connection()
         asked = companion.keyword_search
 
         def keyword_search(*args: object) -> object:
@@ -460,6 +460,6 @@ def test_a_query_still_answers_when_no_second_connection_can_be_opened(
         def refused() -> Store:
             raise StoreError("too many connections for role memsync")
 
-        monkeypatch.setattr(store, "beside", refused)
+        monkeypatch.setattr(store, "second_connection", refused)
         outcome = search(store, "staging redis port", Options(), HashEmbedder())
     assert outcome.mode == "hybrid" and outcome.results[0].text_score is not None

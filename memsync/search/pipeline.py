@@ -185,7 +185,7 @@ def _second(store: StoreReader) -> StoreReader:
     """The store's second connection; the store itself when no second one can be opened (a
     server at its connection limit): the legs then take turns on one connection."""
     try:
-        return store.beside()
+        return store.second_connection()
     except StoreError as exc:
         log.warning("no second connection to the index (%s): the legs take turns", exc)
         return store
@@ -200,8 +200,8 @@ def _legs(
     words = options.mode in ("hybrid", "keyword", "rrf")
     if embedder is None:
         return (*(_keyword_legs(store, query, options) if words else (NOT_RUN, NOT_RUN)), None)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsync-query") as beside:
-        keyword = beside.submit(_keyword_legs, _second(store), query, options) if words else None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsync-query") as alongside:
+        keyword = alongside.submit(_keyword_legs, _second(store), query, options) if words else None
         vector = _vector_leg(store, query, options, embedder)
         found = keyword.result() if keyword is not None else (NOT_RUN, NOT_RUN)
     return (*found, vector)
@@ -244,7 +244,7 @@ def _keyword_legs(
 
 def _sampled_scripts(store: StoreReader, vector: VectorLeg | None) -> set[str]:
     """The index's scripts as the vector leg sampled them, or (no vectors) from its text."""
-    sampled = {kind for kind, _ in vector.backdrop} if vector is not None else set()
+    sampled = {kind for kind, _ in vector.sampled_from} if vector is not None else set()
     return sampled or store.sample_scripts(SAMPLE_CHUNKS)
 
 

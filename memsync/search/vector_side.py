@@ -38,8 +38,8 @@ class VectorLeg:
     notices: tuple[str, ...] = ()
     query_vector: np.ndarray | None = None  # None when nothing was found
     cosines: Mapping[int, float] = field(default_factory=dict)
-    background: np.ndarray | None = None
-    backdrop: Sequence[tuple[str, str]] = ()
+    sample_cosines: np.ndarray | None = None
+    sampled_from: Sequence[tuple[str, str]] = ()
 
     def scored(
         self, rows: Mapping[int, ChunkRow], found_by_keyword: Sequence[int], query_script: str
@@ -47,7 +47,7 @@ class VectorLeg:
         """The candidates' calibrated vector scores. A chunk the keyword leg found beyond this
         leg's pool has vectors all the same: its cosine, not 0, goes into the fusion. Each
         candidate's windows are scored once, for its cosine and the lines it shows."""
-        if self.query_vector is None or self.background is None:
+        if self.query_vector is None or self.sample_cosines is None:
             return VectorScores()
         query = self.query_vector
         windows = {i: window_cosines(r.embedding, query) for i, r in rows.items() if r.embedding}
@@ -59,8 +59,8 @@ class VectorLeg:
         calibrated = calibrate_by_script(
             np.array([cosines[i] for i in ids]),
             [rows[i].script for i in ids],
-            self.background,
-            self.backdrop,
+            self.sample_cosines,
+            self.sampled_from,
             query_script,
         )
         return VectorScores({i: float(s) for i, s in zip(ids, calibrated)}, cosines, windows)
@@ -91,17 +91,17 @@ def vector_leg(store: StoreReader, query: Query, options: Options, embedder: Emb
     )
     if not nearest:
         return VectorLeg(ran=True, notices=notices)
-    background = sample.best_cosines(query_vector)
+    sample_cosines = sample.best_cosines(query_vector)
     # the pool is cut on the cosines as ranked: a chunk of another script, moved up by
     # calibrate_by_script, must not depend on how many results were asked for
     last = nearest[min(pool, len(nearest)) - 1][1]
-    reach = last + script_shift_range(background, sample.backdrop)
+    reach = last + script_shift_range(sample_cosines, sample.sampled_from)
     hits = nearest[:pool] + [(i, d) for i, d in nearest[pool:] if d <= reach]
     return VectorLeg(
         True,
         notices,
         query_vector,
         {i: 1.0 - d for i, d in hits},
-        background,
-        sample.backdrop,
+        sample_cosines,
+        sample.sampled_from,
     )

@@ -25,7 +25,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
 
-    from ..vectors import Background
+    from ..vectors import CalibrationSample
 
 SOURCE = "memory"
 
@@ -140,8 +140,8 @@ class StoreReader(Protocol):
     def pending_count(self) -> int: ...
     def counts(self) -> dict[str, int]: ...
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]: ...
-    def beside(self) -> StoreReader: ...
-    def sample_vectors(self, size: int) -> Background:
+    def second_connection(self) -> StoreReader: ...
+    def sample_vectors(self, size: int) -> CalibrationSample:
         """Up to `size` chunks spread over the index, every window of each, with their scripts."""
 
     def sample_scripts(self, size: int) -> set[str]:
@@ -229,7 +229,7 @@ def _guarded(function: Callable[..., Any], translate: Translate) -> Callable[...
                 raise
             raise problem from exc
         if isinstance(result, AbstractContextManager) and not (
-            args and isinstance(result, type(args[0]))  # the store itself, or beside()'s
+            args and isinstance(result, type(args[0]))  # the store itself, or second_connection()'s
         ):
             return _GuardedContext(result, translate)  # a transaction commits in its __exit__
         return result

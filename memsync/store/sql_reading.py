@@ -9,7 +9,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..filters import NoteFilter
-from ..vectors import Background, MeanVectors, coarse_pool, fit_in_memory, rescored, unit_rows
+from ..vectors import (
+    CalibrationSample,
+    MeanVectors,
+    coarse_pool,
+    fit_in_memory,
+    rescored,
+    unit_rows,
+)
 from .protocols import ChunkRow
 from .sql_tables import SharedTables
 
@@ -25,7 +32,7 @@ class SharedReading(SharedTables):
 
     _means: MeanVectors | None = None  # a long-lived reader's mean vectors
     _too_many: Any = None  # the index's version when its mean vectors did not fit in memory
-    _sample: tuple[Any, Background] | None = None  # a long-lived reader's calibration sample
+    _sample: tuple[Any, CalibrationSample] | None = None  # a long-lived reader's calibration sample
 
     def _rows_of(
         self, select: str, ids: Sequence[int], tail: str = ""
@@ -85,7 +92,7 @@ class SharedReading(SharedTables):
         best = ranked(NoteFilter(), 1) if only and found else found
         return found, best[0][1] if best else None
 
-    def sample_vectors(self, size: int) -> Background:
+    def sample_vectors(self, size: int) -> CalibrationSample:
         """Up to `size` chunks spread evenly over the index, every window of each, and each
         one's script: the background a query's cosines are calibrated against. A long-lived
         reader keeps it while the index stays as it is, as it keeps the mean vectors; a one-shot
@@ -97,14 +104,14 @@ class SharedReading(SharedTables):
             self._sample = (version, self._read_sample(size))
         return self._sample[1]
 
-    def _read_sample(self, size: int) -> Background:
+    def _read_sample(self, size: int) -> CalibrationSample:
         found = self._rows_of(
             f"SELECT embedding, {self._script_column()}, path FROM chunks",
             self._sample_ids(size),
             "AND embedding IS NOT NULL ORDER BY id",
         )
         rows = [(bytes(r[0]), self._script(r[1]), r[2]) for r in found]
-        return Background.of(rows, self.dims() or 0)
+        return CalibrationSample.of(rows, self.dims() or 0)
 
     def vector_search(
         self,

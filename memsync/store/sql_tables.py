@@ -41,20 +41,20 @@ class SharedTables(SchemaSteps):
     """meta, files, tags, skipped and the embedding cache, over `_rows` and `_run_many`."""
 
     vectors_in_memory: bool = False  # a long-lived reader's: it keeps the mean vectors
-    _companion: Any = None  # beside()'s connection, once opened
+    _second_connection: Any = None  # second_connection()'s connection, once opened
 
     def close(self) -> None:
-        if self._companion is not None:
-            self._companion.close()
-            self._companion = None
+        if self._second_connection is not None:
+            self._second_connection.close()
+            self._second_connection = None
         self.conn.close()
 
-    def beside(self: T) -> T:
+    def second_connection(self: T) -> T:
         """A second connection to this index, opened once and kept: the keyword leg runs on it
         while this one searches the vectors (a connection answers one statement at a time)."""
-        if self._companion is None:
-            self._companion = self._reopened()
-        companion: T = self._companion
+        if self._second_connection is None:
+            self._second_connection = self._reopened()
+        companion: T = self._second_connection
         return companion
 
     def _reopened(self: T) -> T:
