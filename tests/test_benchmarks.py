@@ -116,6 +116,17 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
             ["--chunks", "50", "--runs", "3"],
             [rf"\| 50 chunks, hybrid, over stdio \| {f} \| {f} \| \d+ \|"],
         ),
+        "bench_http": (
+            ["--chunks", "50", "--runs", "3", "--clients", "2", "--searches", "3"]
+            + ["--sessions", "2", "--vault", vault],
+            [
+                rf"\| 50 chunks, over HTTP, 3 calls alternating \| {f} \| {f} \| {f} \|",
+                rf"\| 50 chunks, over stdio, 3 calls alternating \| {f} \| {f} \| {f} \|",
+                rf"\| 2 x 3 \| 0 \| {f} \| {f} \| {f} \| {f} / {f} \| {f} \| {f} \|",
+                rf"\| tiny_vault, 2 sessions \| \d+ \| \d+ \| {f}x \| {f} \|",
+                rf"\| 50 chunks, 2 sessions \| \d+ \| \d+ \| {f}x \| {f} \|",
+            ],
+        ),
         "bench_embed_requests": (
             ["--notes", "20", "--latency", "0.01", "--batch-size", "8", "--in-flight", "1", "2"],
             [rf"\| 2 \| {f} \| {f} \| \d+% \|"],
@@ -175,7 +186,7 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
 def test_every_script_runs_and_prints_its_figures(tmp_path: Path, pg_url: str) -> None:
     """All at once (their figures mean nothing at these sizes, and most of their time is
     waiting), each `python -m benchmarks.NAME` from the repository's root."""
-    # one thread per model: nine processes share the cores, and OpenMP threads that spin against
+    # one thread per model: ten processes share the cores, and OpenMP threads that spin against
     # a busy core take many times the CPU
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
     table = scripts(tmp_path, pg_url)
