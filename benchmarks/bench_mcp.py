@@ -20,24 +20,18 @@ import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from benchmarks.common import MEMSYNC, QUERIES, build, keep_option, p95, rss_mb, workspace
+from benchmarks.common import (
+    MEMSYNC,
+    QUERIES,
+    build,
+    child_pids,
+    keep_option,
+    p95,
+    rss_mb,
+    workspace,
+)
 from memsync.embed.local import LocalEmbedder
 from memsync.store.locate import SqliteLocation
-
-
-def server_pid() -> int | None:
-    """The pid of this process's `memsync mcp` child."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat[1]) == os.getpid() and b"mcp" in cmdline:
-            return int(entry.name)
-    return None
 
 
 async def measure(db: Path, runs: int) -> tuple[list[float], float]:
@@ -53,8 +47,8 @@ async def measure(db: Path, runs: int) -> tuple[list[float], float]:
             result = await session.call_tool("memory_search", {"query": QUERIES[i % len(QUERIES)]})
             timings.append(time.perf_counter() - started)
             assert not result.is_error, result.content
-        pid = server_pid()
-        rss = rss_mb(pid) if pid else float("nan")
+        pids = child_pids("mcp")
+        rss = rss_mb(pids[0]) if pids else float("nan")
     return timings, rss
 
 

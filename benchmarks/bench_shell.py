@@ -15,11 +15,19 @@ import os
 import signal
 import statistics
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import MEMSYNC, QUERIES, SAMPLE_VAULT, fresh_home, p95, timed
+from benchmarks.common import (
+    MEMSYNC,
+    QUERIES,
+    SAMPLE_VAULT,
+    fresh_home,
+    keep_option,
+    p95,
+    timed,
+    workspace,
+)
 from memsync.config import default_db_path
 
 
@@ -27,9 +35,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--vault", type=Path, default=SAMPLE_VAULT)
+    keep_option(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="memsync-bench-serve-") as work:
-        print(shell_table(Path(work), args.vault.resolve(), args.runs))
+    with workspace("memsync-bench-shell-", args.keep) as work:
+        print(shell_table(work, args.vault.resolve(), args.runs))
 
 
 def shell_table(work: Path, vault: Path, runs: int) -> str:

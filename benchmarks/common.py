@@ -71,6 +71,22 @@ def process_seconds(*commands: list[str], runs: int = 7) -> list[float]:
     return [statistics.median(times) for times in seconds]
 
 
+def child_pids(subcommand: str) -> list[int]:
+    """The pids of this process's children running `memsync SUBCOMMAND`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if parent == os.getpid() and subcommand.encode() in argv:
+            pids.append(int(entry.name))
+    return pids
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

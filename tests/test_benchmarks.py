@@ -124,12 +124,15 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
             ["--chunks", "50", "--runs", "3"],
             [rf"\| 50 chunks, hybrid, over stdio \| {f} \| {f} \| \d+ \|"],
         ),
-        "bench_serve": (
-            ["--chunks", "50", "--runs", "2", "--clients", "1", "2"],
+        "bench_http": (
+            ["--chunks", "50", "--runs", "3", "--clients", "2", "--searches", "3"]
+            + ["--sessions", "2", "--vault", vault],
             [
-                rf"\| MCP memory_search, streamable HTTP \| 1 \| {f} \| {f} \| {f} \|",
-                rf"\| /api/search \| 2 \| {f} \| {f} \| {f} \|",
-                r"server RSS after the runs: \d+ MB",
+                rf"\| 50 chunks, over HTTP, 3 calls alternating \| {f} \| {f} \| {f} \|",
+                rf"\| 50 chunks, over stdio, 3 calls alternating \| {f} \| {f} \| {f} \|",
+                rf"\| 2 x 3 \| 0 \| {f} \| {f} \| {f} \| {f} / {f} \| {f} \| {f} \|",
+                rf"\| tiny_vault, 2 sessions \| \d+ \| \d+ \| {f}x \| {f} \|",
+                rf"\| 50 chunks, 2 sessions \| \d+ \| \d+ \| {f}x \| {f} \|",
             ],
         ),
         "bench_embed_requests": (

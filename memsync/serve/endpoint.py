@@ -144,13 +144,22 @@ def registered() -> Iterator[dict[str, Any]]:
             continue
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
-            with contextlib.suppress(OSError):
-                os.unlink(entry)
+        except ProcessLookupError:  # killed before it could clean up: what it left goes
+            forget(entry, info.get("socket"))
             continue
         except PermissionError:  # another user's process took the pid: not ours
             continue
         yield info
+
+
+def forget(entry: str, socket_file: str | None) -> None:
+    """A daemon's registry entry and socket removed, and the short socket folder if now empty."""
+    for path in (entry, socket_file):
+        with contextlib.suppress(OSError, TypeError):
+            os.unlink(path)  # type: ignore[arg-type]
+    if socket_file and os.path.dirname(socket_file) == _short_private_dir():
+        with contextlib.suppress(OSError):
+            os.rmdir(_short_private_dir())
 
 
 def connect(info: dict[str, Any]) -> socket.socket | None:

@@ -32,6 +32,7 @@ from .endpoint import (
     STDIN,
     endpoint_key,
     fingerprint,
+    forget,
     peer_uid,
     private_dir,
     receive,
@@ -114,7 +115,8 @@ class Relay:
         self.fingerprint = fingerprint()
         self._turn = threading.Lock()  # the process's environment and folder: one at a time
         self._listener: socket.socket | None = None
-        self._files: list[Path] = []
+        self._registry: Path | None = None
+        self._socket: Path | None = None
         self._secret: str | None = None
         self._routing = contextlib.ExitStack()
         self._accepting: threading.Thread | None = None
@@ -141,7 +143,7 @@ class Relay:
         with os.fdopen(descriptor, "w", encoding="utf-8") as file:
             json.dump(entry, file)
         os.replace(temporary, registry)
-        self._files.append(registry)
+        self._registry = registry
         self._routing.enter_context(_routed_streams_and_log())
         self._accepting = threading.Thread(target=self._accept, name="memsync-relay", daemon=True)
         self._accepting.start()
@@ -158,7 +160,7 @@ class Relay:
         listener.bind(str(path))
         os.chmod(path, 0o600)
         listener.listen(16)
-        self._files.append(path)
+        self._socket = path
         return listener, str(path)
 
     def _loopback_listener(self) -> tuple[socket.socket, int, str]:
@@ -168,9 +170,8 @@ class Relay:
 
     def stop(self) -> None:
         """No new command is heard; one being answered finishes on its own thread."""
-        for path in self._files:
-            with contextlib.suppress(OSError):
-                path.unlink()
+        if self._registry is not None:
+            forget(str(self._registry), str(self._socket) if self._socket else None)
         if self._listener is not None:
             with contextlib.suppress(OSError):
                 self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept(), which close() does not
