@@ -8,6 +8,7 @@ argument is a tool error (`isError`) of one line; nothing an agent sends stops t
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import json
@@ -84,6 +85,42 @@ def _read_either_form(memory: Memory, path: str, start: int | None, end: int | N
     return literal or other or memory.read(path, start, end)
 
 
+class _Turns:
+    """The index connections, lent one call at a time in the order calls asked: one given back
+    goes straight to the call that has waited longest, so that no call is passed over while
+    newer ones are served (a plain queue lets a new caller take it first). The one given back
+    last is lent first: it is the warmest."""
+
+    def __init__(self, slots: int) -> None:
+        self._lock = threading.Lock()
+        self._free = list(range(slots))
+        self._waiting: collections.deque[tuple[threading.Event, list[int]]] = collections.deque()
+
+    def take(self, timeout: float | None = None) -> int:
+        """A free slot, waiting for one; queue.Empty after `timeout` seconds."""
+        with self._lock:
+            if self._free and not self._waiting:
+                return self._free.pop()
+            handed: list[int] = []
+            turn = (threading.Event(), handed)
+            self._waiting.append(turn)
+        if not turn[0].wait(timeout):
+            with self._lock:
+                if not handed:  # not handed one while the wait timed out
+                    self._waiting.remove(turn)
+                    raise queue.Empty
+        return handed[0]
+
+    def give(self, slot: int) -> None:
+        with self._lock:
+            if self._waiting:
+                event, handed = self._waiting.popleft()
+                handed.append(slot)
+                event.set()
+            else:
+                self._free.append(slot)
+
+
 class MemoryServer:
     """The tools over one index, opened on first use and kept open (vectors in memory)."""
 
@@ -102,9 +139,7 @@ class MemoryServer:
         self.writable = writable
         self.protect = protect
         self._memories: list[Memory | None] = [None] * slots
-        self._free: queue.LifoQueue[int] = queue.LifoQueue()  # the most recent is warmest
-        for slot in range(slots):
-            self._free.put(slot)
+        self._free = _Turns(slots)
         self._held = threading.local()  # the slot this thread's call holds
 
     def memory(self, slot: int = 0) -> Memory:
@@ -117,7 +152,7 @@ class MemoryServer:
     def borrowed(self) -> Iterator[Memory]:
         """An index connection for one call, waiting for one to be free; one whose database
         went away (a server restarted, a disk) is opened again by the next call."""
-        self._held.slot = self._free.get()
+        self._held.slot = self._free.take()
         try:
             yield self.memory(self._held.slot)
         except StoreError as exc:
@@ -126,7 +161,7 @@ class MemoryServer:
                 self._close(self._held.slot)
             raise
         finally:
-            self._free.put(self._held.slot)
+            self._free.give(self._held.slot)
 
     def check_writable(self) -> None:
         """At start: --writable only on the vault's host (VaultTaken elsewhere). A missing index
@@ -155,7 +190,7 @@ class MemoryServer:
         deadline = time.monotonic() + 10
         with contextlib.suppress(queue.Empty):
             for _ in self._memories:
-                self._free.get(timeout=max(deadline - time.monotonic(), 0))
+                self._free.take(timeout=max(deadline - time.monotonic(), 0))
         log.info("stopped (%s)", why)
         logging.shutdown()
         os._exit(0)
@@ -181,11 +216,11 @@ class MemoryServer:
     def _unlocked(self) -> Iterator[None]:
         """Inside a call: its slot let go while it waits on something other than the index (a
         reranker), so that the other tools answer meanwhile; a free one taken back after."""
-        self._free.put(self._held.slot)
+        self._free.give(self._held.slot)
         try:
             yield
         finally:
-            self._held.slot = self._free.get()
+            self._held.slot = self._free.take()
 
     # -- tools ----------------------------------------------------------------------------------
 

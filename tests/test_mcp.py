@@ -706,3 +706,40 @@ def test_a_configured_limit_reaches_the_agent_unless_it_asks_for_another(
         assert len(tool("memory_search", query="otters sleep", limit=3)[2]["results"]) == 3
         error, text, _ = tool("memory_search", query="otters", limit=0)
         assert error and text == "limit must be between 1 and 1000"
+
+
+def test_connections_are_lent_in_the_order_calls_asked_for_them() -> None:
+    """A connection given back goes to the call that waited longest, never to one that asks
+    later: under many clients no call is passed over again and again."""
+    import queue
+    import threading
+    import time
+
+    from memsync.mcp_server import _Turns
+
+    turns = _Turns(1)
+    held = turns.take()
+    order: list[str] = []
+    proceed = threading.Event()
+
+    def wait_for_a_turn(name: str) -> None:
+        slot = turns.take()
+        order.append(name)
+        proceed.wait()
+        turns.give(slot)
+
+    waiters = []
+    for name in ("first", "second"):
+        waiter = threading.Thread(target=wait_for_a_turn, args=(name,))
+        waiter.start()
+        waiters.append(waiter)
+        while len(turns._waiting) < len(waiters):
+            time.sleep(0.01)
+    turns.give(held)  # handed to the first waiter, not left for whoever asks next
+    with pytest.raises(queue.Empty):
+        turns.take(timeout=0.05)
+    proceed.set()
+    for waiter in waiters:
+        waiter.join()
+    assert order == ["first", "second"]
+    assert turns.take(timeout=0) == held  # free again once everyone is done
