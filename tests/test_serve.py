@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from conftest import EmbeddingServer, agent_vault
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from test_mcp import call_each, calls
+from test_mcp import HELLO, call_each, calls
 
 from memsync.cli import main
 from memsync.config import Config, load_config
@@ -204,18 +204,8 @@ def test_revoking_a_token_ends_the_mcp_stream_it_holds_open(indexed: tuple[Path,
         "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": "2025-06-18",
     }
-    hello = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"},
-        },
-    }
     with serving(load_config(db=str(db)), None) as url, httpx2.Client(timeout=60) as http:
-        opened = http.post(f"{url}/mcp", json=hello, headers=headers)
+        opened = http.post(f"{url}/mcp", json=HELLO, headers=headers)
         session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
         ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         assert http.post(f"{url}/mcp", json=ready, headers=session).status_code == 202
