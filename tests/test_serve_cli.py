@@ -74,6 +74,14 @@ def _wait_until_served(url: str, token: str, process: subprocess.Popen[str]) -> 
     raise AssertionError(f"memsync serve did not answer (exit {process.poll()})")
 
 
+def _wait_until_embedded(url: str, token: str) -> None:
+    deadline = time.monotonic() + 60
+    headers = {"Authorization": f"Bearer {token}"}
+    while httpx2.get(f"{url}/api/status", headers=headers).json()["chunks_pending"]:
+        assert time.monotonic() < deadline, "the watcher did not embed the vault"
+        time.sleep(0.05)
+
+
 def test_serve_keeps_the_vault_fresh_and_stops_at_sigterm_with_exit_0(tmp_path: Path) -> None:
     vault, port = _vault(tmp_path), _free_port()
     token = Tokens().add("agent")
@@ -240,6 +248,7 @@ def test_sigterm_lets_a_request_in_flight_finish_then_exits_0(
     env = _env() | provider | {"MEMSYNC_PROVIDER": "openai", "MEMSYNC_QUERY_TIMEOUT": "120"}
     with serve(str(vault), "--listen", f"127.0.0.1:{port}", env=env) as process:
         _wait_until_served(base, token, process)
+        _wait_until_embedded(base, token)  # else the watcher's request passes for the question's
         embedding_server.delay = 120  # the question's embedding waits until `closing` is set
         answers: list[httpx2.Response] = []
         asking = threading.Thread(
