@@ -35,6 +35,8 @@ from .tokens import Token, Tokens
 log = logging.getLogger("memsync.http")
 MAX_SESSIONS = 1000  # browser sessions kept; the oldest is logged out to make room
 MACHINE_PATHS = ("/api/", "/mcp")
+# the page's stylesheet and icon: the same bytes for everyone, and the login page needs them
+PUBLIC_PATHS = ("/assets/",)
 REVOKED_WITHIN = 1.0  # seconds: how soon an open stream ends after its token is revoked  # answered in JSON; anything else is the page's
 
 
@@ -130,7 +132,9 @@ class Guard:
             if refused is not None:
                 await refused(scope, receive, noting)
                 return
-            assert token is not None
+            if token is None:  # a public asset
+                await self.app(scope, receive, noting)
+                return
             visitor = token.name
             scope["user"] = Visitor(token)
             scope["auth"] = AuthCredentials([token.kind])
@@ -174,7 +178,8 @@ class Guard:
             return True
 
     def _admit(self, scope: Scope) -> tuple[Response | None, Token | None]:
-        """(a refusal, None) or (None, the token the request carries)."""
+        """(a refusal, None), (None, the token the request carries), or (None, None) for a
+        public asset."""
         headers = Headers(scope=scope)
         path = scope.get("path", "")
         host = headers.get("host", "")
@@ -183,6 +188,8 @@ class Guard:
         origin = headers.get("origin")
         if origin is not None and not same_origin(origin, host):
             return refusal(path, 403, "requests from other sites' pages are refused"), None
+        if path.startswith(PUBLIC_PATHS) and scope.get("method") in ("GET", "HEAD"):
+            return None, None
         try:
             return self._token(scope, headers, path)
         except MemsyncError as exc:  # the token file cannot be read
