@@ -220,11 +220,11 @@ def test_the_endpoint_is_this_users_alone(daemon: Daemon, vault: Path) -> None:
 
 
 def test_an_agents_stdio_server_is_relayed_and_answers_as_its_own_would(
-    daemon: Daemon, vault: Path
+    daemon: Daemon, vault: Path, tmp_path: Path
 ) -> None:
     async def answers(command: list[str]) -> list[Any]:
         params = StdioServerParameters(command=sys.executable, args=command, env=_env(), cwd=vault)
-        with open(os.devnull, "w") as errlog:
+        with open(tmp_path / "relayed.err", "w") as errlog:
             async with (
                 stdio_client(params, errlog=errlog) as (read, write_),
                 ClientSession(read, write_) as session,
@@ -236,6 +236,8 @@ def test_an_agents_stdio_server_is_relayed_and_answers_as_its_own_would(
                 return [tools, found.structured_content, lines.structured_content]
 
     relayed = anyio.run(answers, ["-m", "memsync", "mcp"])
+    logged = (tmp_path / "relayed.err").read_text()
+    assert "serving MCP on stdio" in logged and '"serving"' not in logged  # the relay's own talk
     alone = anyio.run(answers, ["-c", IN_PROCESS, "mcp"])
     assert relayed == alone and "memory_search" in relayed[0]
     assert ("mcp", "0") in daemon.relayed()
@@ -278,6 +280,7 @@ def test_a_declined_or_failed_command_prints_nothing_and_runs_here(
 ) -> None:
     assert endpoint.relayed(["query", "decline"]) is None
     assert endpoint.relayed(["query", "fail"]) is None
+    assert endpoint.relayed(["mcp", "decline"]) is None  # before any of stdin is read
     assert endpoint.relayed(["index", "anything"]) is None  # a writing command is never relayed
     assert endpoint.relayed(["query", "--help"]) is None
     assert capfd.readouterr() == ("", "")

@@ -104,17 +104,12 @@ def peer_uid(connection: socket.socket) -> int | None:
     return None
 
 
-def send(stream: BinaryIO | socket.socket, channel: int, data: bytes) -> None:
-    frame = HEADER.pack(channel, len(data)) + data
-    if isinstance(stream, socket.socket):
-        stream.sendall(frame)
-    else:
-        stream.write(frame)
-        stream.flush()
+def send(connection: socket.socket, channel: int, data: bytes) -> None:
+    connection.sendall(HEADER.pack(channel, len(data)) + data)
 
 
-def send_json(stream: BinaryIO | socket.socket, channel: int, value: Any) -> None:
-    send(stream, channel, json.dumps(value).encode())
+def send_json(connection: socket.socket, channel: int, value: Any) -> None:
+    send(connection, channel, json.dumps(value).encode())
 
 
 def receive(stream: BinaryIO) -> tuple[int, bytes] | None:
@@ -252,29 +247,30 @@ def _exchange(connection: socket.socket, args: list[str], secret: str | None) ->
         if hello is None or json.loads(hello[1]).get("declined"):
             return None
         connection.settimeout(None)  # an answer may take a reranker's time
-        if args[0] == "mcp":
+        frames, verdict = _answer(reader)
+        if verdict is None or verdict.get("declined"):
+            return None  # nothing printed yet: the command runs in this process
+        _write(frames)
+        if verdict.get("serving"):  # an MCP session: from here on, a pipe
             return _pipe(connection, reader)
-        return _replay(reader)
-    except (OSError, ValueError):
+        return int(verdict["exit"])
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     finally:
         reader.close()
 
 
-def _replay(reader: BinaryIO) -> int | None:
-    """The daemon's answer, held until it ends so that a daemon that dies or declines midway
-    leaves nothing printed, then written in the order it was made."""
+def _answer(reader: BinaryIO) -> tuple[list[tuple[int, bytes]], dict[str, Any] | None]:
+    """The output the daemon made before its verdict, held so that a daemon that dies or
+    declines midway leaves nothing printed, and the verdict: the exit code, a decline, or that
+    an MCP session is served; None where the daemon went away first."""
     frames: list[tuple[int, bytes]] = []
     while (frame := receive(reader)) is not None:
         channel, data = frame
-        if channel == EXIT:
-            answer = json.loads(data)
-            if answer.get("declined"):
-                return None
-            _write(frames)
-            return int(answer["exit"])
+        if channel in (CONTROL, EXIT):
+            return frames, json.loads(data)
         frames.append(frame)
-    return None
+    return frames, None
 
 
 def _write(frames: list[tuple[int, bytes]]) -> None:
