@@ -63,6 +63,24 @@ def private_dir(path: str, create: bool) -> bool:
     )
 
 
+def write_private(path: str, value: object) -> None:
+    """`value` as JSON in a file only this user can read, whole or not at all: written beside
+    it, made 0600 before a byte is in it, and renamed over it."""
+    temporary = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}")
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            json.dump(value, out, indent=1)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o600)  # a file left by a crash may have had other bits
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
 def endpoint_key(index: str) -> str:
     """A file name for the daemon of one index (its printable location)."""
     import hashlib

@@ -39,6 +39,7 @@ from .endpoint import (
     run_dir,
     send_json,
     socket_path,
+    write_private,
 )
 from .session import SESSION, Session
 
@@ -138,11 +139,7 @@ class Relay:
         if self._listener is None:
             return self
         registry = folder / f"{key}.json"
-        temporary = registry.with_suffix(".tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            json.dump(entry, file)
-        os.replace(temporary, registry)
+        write_private(str(registry), entry)
         self._registry = registry
         self._routing.enter_context(_routed_streams_and_log())
         self._accepting = threading.Thread(target=self._accept, name="memsync-relay", daemon=True)
@@ -227,6 +224,8 @@ class Relay:
                     code = 1
         finally:
             SESSION.reset(token)
+            if session.stdin is not None:  # served or declined, its pipe is done with
+                session.stdin.buffer.close()
         session.stdout.flush()
         session.stderr.flush()
         log.debug(

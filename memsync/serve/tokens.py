@@ -24,6 +24,7 @@ from typing import Any
 
 from ..config import data_dir
 from ..errors import ArgumentError, StoreError
+from .endpoint import write_private
 
 TOKEN_FILE = "tokens.json"
 PREFIX = "memsync_"  # a token says what it is, for secret scanners and for people
@@ -178,17 +179,7 @@ class Tokens:
                 for token in tokens.values()
             }
         }
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         try:
-            # made for this user alone before a byte is in it
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(data, out, indent=1)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(temporary, 0o600)  # a file left by a crash may have had other bits
-            os.replace(temporary, self.path)
+            write_private(str(self.path), data)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
             raise StoreError(f"cannot write the token file {self.path}: {exc.strerror}") from exc
