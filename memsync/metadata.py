@@ -20,7 +20,7 @@ _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _TAG = re.compile(r"(?:(?<=^)|(?<=[\s(\[{,;]))#([^\W\d_/-][\w/-]*|[\w/-]*[^\W\d][\w/-]*)", re.M)
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
 # recorded with the index's rules: when these change, every note is read again
-RULES = "meta-2"
+RULES = "meta-3"
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class NoteMeta:
     tags: tuple[str, ...]  # lower case, without '#'; a nested tag also gives its ancestors
     warning: str | None = None  # front matter that could not be read
     has_heading: bool = False
+    aliases: tuple[str, ...] = ()  # the note's other names (aliases:, alias:)
 
 
 def note_date(path: str) -> date | None:
@@ -120,6 +121,9 @@ def _check_size(data: dict[object, object]) -> None:
     tags = _listed(data.get("tags")) + _listed(data.get("tag"))
     if len(tags) > MAX_TAGS or any(len(t) > MAX_TITLE for t in tags):
         raise _Malformed(f"front matter has more than {MAX_TAGS} tags or a tag too long")
+    aliases = _aliases(data.get("aliases")) + _aliases(data.get("alias"))
+    if len(aliases) > MAX_TAGS or any(len(a) > MAX_TITLE for a in aliases):
+        raise _Malformed(f"front matter has more than {MAX_TAGS} aliases or an alias too long")
 
 
 def _listed(value: object) -> list[str]:
@@ -127,6 +131,15 @@ def _listed(value: object) -> list[str]:
         return [t for t in re.split(r"[,\s]+", value) if t]
     if isinstance(value, (list, tuple)):
         return [str(t) for t in value if t is not None and str(t).strip()]
+    return []
+
+
+def _aliases(value: object) -> list[str]:
+    """A list of names, or a string of names separated by commas (an older Obsidian's form)."""
+    if isinstance(value, str):
+        return [a.strip() for a in value.split(",") if a.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(a).strip() for a in value if a is not None and str(a).strip()]
     return []
 
 
@@ -164,6 +177,7 @@ def parse(path: str, text: str) -> NoteMeta:
         tags=tuple(dict.fromkeys(t for t in tags if t)),
         warning=warning,
         has_heading=heading is not None,
+        aliases=tuple(dict.fromkeys(_aliases(data.get("aliases")) + _aliases(data.get("alias")))),
     )
 
 

@@ -612,6 +612,7 @@ def _team_database(tmp_path: Path, pg_url: str) -> tuple[str, dict[str, Path]]:
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
     with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("DROP TABLE team.links, team.names, old.links, old.names")
         admin.execute("ALTER TABLE team.chunks DROP COLUMN windows, DROP COLUMN script")
         admin.execute("UPDATE team.meta SET value = '4' WHERE key = 'schema_version'")
         admin.execute(

@@ -221,7 +221,7 @@ def _chat_index_of_schema(
     tmp_path: Path, embedder: HashEmbedder, version: int
 ) -> tuple[Path, Path, str]:
     """(vault, index, the note's text): a chat note indexed, its index set back to schema
-    `version` (< 7, which added chunks.windows, and 8 chunks.script; < 6, chunks.overlap),
+    `version` (< 7, which added chunks.windows, 8 chunks.script and 9 links; < 6, chunks.overlap),
     chunked by the rules before `spans`."""
     from memsync.sync.syncer import INDEX_RULES
 
@@ -231,6 +231,7 @@ def _chat_index_of_schema(
     db = tmp_path / "old.sqlite"
     with SqliteStore(db, create=True) as store:
         index_vault(store, root, 1 << 20, embedder)
+        store.conn.execute("DROP TABLE links; DROP TABLE names")
         store.conn.execute("ALTER TABLE chunks DROP COLUMN script")
         store.conn.execute("ALTER TABLE chunks DROP COLUMN windows")
         if version < 6:

@@ -82,6 +82,8 @@ def _before_scripts(store: Store) -> int:
     schema number before the step's; that number."""
     older = next(step.schema for step in store.MIGRATIONS if step.name == "chunk scripts") - 1
     with store.transaction():
+        store.conn.execute("DROP TABLE links")
+        store.conn.execute("DROP TABLE names")
         store.conn.execute("ALTER TABLE chunks DROP COLUMN script")
         store._record_schema(older)
         store.set_meta(schema_version=older)

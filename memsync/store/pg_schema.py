@@ -11,7 +11,14 @@ from collections.abc import Iterator
 from ..errors import IndexNotFound, StoreError
 from ..redact import redact
 from .pg_connect import LOCK_CLASS, MIGRATION_LOCK, SHARED, ensure_shared, exists, names
-from .sql_schema import Migration, added_in, overlap_step, script_step, window_lines_step
+from .sql_schema import (
+    Migration,
+    added_in,
+    links_step,
+    overlap_step,
+    script_step,
+    window_lines_step,
+)
 from .sql_tables import SharedTables
 
 
@@ -81,6 +88,7 @@ VAULT_MIGRATIONS = (
     overlap_step(4),
     window_lines_step(5),
     script_step(6),
+    links_step(7),
 )
 SCHEMA_VERSION = VAULT_MIGRATIONS[-1].schema
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, cast
 
 from ..errors import StoreError
 from ..filters import NoteFilter
+from ..links.parse import Link
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -69,6 +70,8 @@ class FileFacts:
     tags: tuple[str, ...] = ()
     warning: str | None = None
     text: str | None = None  # the note as indexed: read there where the vault's files are not
+    aliases: tuple[str, ...] = ()  # its other names (front matter aliases:)
+    links: tuple[Link, ...] = ()  # its links to notes (links.parse)
 
 
 class NoteWrite(NamedTuple):
@@ -110,6 +113,20 @@ class ChunkRow:
     script: str = "latin"  # its writing system (fts.script of its text)
 
 
+class LinkRow(NamedTuple):
+    """A link as the index keeps it: where it is, what it names, the note it opens (or None)."""
+
+    source: str
+    line: int
+    written: str
+    target: str
+    anchor: str | None
+    kind: str  # link or embed
+    resolved: str | None
+    style: str = "wiki"
+    seq: int = 0  # its place among its note's links
+
+
 class StoreReader(Protocol):
     """What readers of one vault's index use: search, status, the library face."""
 
@@ -141,6 +158,16 @@ class StoreReader(Protocol):
     def counts(self) -> dict[str, int]: ...
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]: ...
     def second_connection(self) -> StoreReader: ...
+    @property
+    def has_links(self) -> bool:
+        """Whether the index holds links: an older release's gains them from its writer."""
+
+    def outgoing_links(self, path: str) -> list[LinkRow]: ...
+    def backlinks(self, path: str) -> list[LinkRow]: ...
+    def unresolved_links(self) -> list[LinkRow]: ...
+    def link_counts(self) -> tuple[int, int]: ...
+    def notes_named(self, kind: str, keys: Sequence[str]) -> dict[str, list[str]]: ...
+    def aliases(self, paths: Sequence[str]) -> dict[str, list[str]]: ...
     def sample_vectors(self, size: int) -> CalibrationSample:
         """Up to `size` chunks spread over the index, every window of each, with their scripts."""
 

@@ -49,6 +49,30 @@ def script_step(schema: int) -> Migration:
     return Migration("chunk scripts", schema, sql, adds=("chunks.script",), then=_record_scripts)
 
 
+def links_step(schema: int) -> Migration:
+    """Each note's links and names (sql_links); filled as the writer reads every note again
+    (metadata's rules changed with them), the names of the notes indexed before in the step."""
+    sql = """
+    CREATE TABLE links(
+        source TEXT NOT NULL, seq INTEGER NOT NULL, line INTEGER NOT NULL, written TEXT NOT NULL,
+        target TEXT NOT NULL, anchor TEXT, kind TEXT NOT NULL, style TEXT NOT NULL,
+        wants TEXT NOT NULL, want_key TEXT NOT NULL, alt_key TEXT, resolved TEXT);
+    CREATE INDEX links_source ON links(source);
+    CREATE INDEX links_want ON links(want_key);
+    CREATE INDEX links_alt ON links(alt_key);
+    CREATE INDEX links_resolved ON links(resolved);
+    CREATE TABLE names(path TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
+        key TEXT NOT NULL);
+    CREATE INDEX names_key ON names(key);
+    CREATE INDEX names_path ON names(path);
+    """
+    return Migration("links", schema, sql, adds=("links",), then=_name_notes)
+
+
+def _name_notes(store: Any) -> None:
+    store._name([], [path for (path,) in store._rows("SELECT path FROM files")])
+
+
 def _record_scripts(store: Any) -> None:
     store._record_scripts()  # sql_tables': the shared tables' SQL lives there
 

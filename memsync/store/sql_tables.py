@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
@@ -25,19 +25,12 @@ from .protocols import (
     SkipRow,
     spread_ids,
 )
-from .sql_schema import SchemaSteps
-
-BATCH = 500  # ids or paths per `IN (...)`: well under either engine's limit on parameters
-
-
-def _marks(count: int) -> str:
-    return ",".join("?" * count)
-
+from .sql_links import LinkTables
 
 T = TypeVar("T", bound="SharedTables")
 
 
-class SharedTables(SchemaSteps):
+class SharedTables(LinkTables):
     """meta, files, tags, skipped and the embedding cache, over `_rows` and `_run_many`."""
 
     vectors_in_memory: bool = False  # a long-lived reader's: it keeps the mean vectors
@@ -67,12 +60,6 @@ class SharedTables(SchemaSteps):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    def _run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        raise NotImplementedError
-
     def _delete_chunks(self, paths: Sequence[str]) -> None:
         """The chunks of these notes, with everything kept beside them."""
         raise NotImplementedError
@@ -101,13 +88,6 @@ class SharedTables(SchemaSteps):
     def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:
         """A condition on `path` true for any of the globs (SQLite's GLOB semantics)."""
         raise NotImplementedError
-
-    def _batches(self, sql: str, values: Sequence[Any], *args: Any) -> Iterator[tuple[Any, ...]]:
-        """`sql` with its `({in})` filled for BATCH values at a time; `args` come first."""
-        unique = list(dict.fromkeys(values))
-        for start in range(0, len(unique), BATCH):
-            part = unique[start : start + BATCH]
-            yield from self._rows(sql.format(marks=_marks(len(part))), [*args, *part])
 
     # -- meta -------------------------------------------------------------------------------
 
@@ -221,6 +201,7 @@ class SharedTables(SchemaSteps):
             self._run_many("DELETE FROM tags WHERE path = ?", [(new,)])
             self._run_many("UPDATE tags SET path = ? WHERE path = ?", [(new, old)])
             self._run_many("DELETE FROM skipped WHERE path IN (?, ?)", [(old, new)])
+            self._links_moved(old, new)
 
     def replace_file(
         self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
@@ -248,6 +229,7 @@ class SharedTables(SchemaSteps):
             self._delete_chunks([path])
             self._run_many("DELETE FROM files WHERE path = ?", [(path,)])
             self._run_many("DELETE FROM tags WHERE path = ?", [(path,)])
+            self._links_gone(path)
             if skip is not None:
                 self._insert_skips([skip])
 
@@ -271,6 +253,7 @@ class SharedTables(SchemaSteps):
             [(row.path, tag) for row, _, facts in notes for tag in facts.tags],
         )
         self._run_many("DELETE FROM skipped WHERE path = ?", paths)
+        self._write_links(notes)
 
     # -- skipped files ----------------------------------------------------------------------
 

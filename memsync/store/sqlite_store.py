@@ -21,7 +21,14 @@ from ..filters import NoteFilter
 from ..vectors import KEPT_IN_MEMORY, centroid, window_rows
 from .protocols import SOURCE, ModelKey, NoteWrite, translating
 from .sql_reading import Ranking, SharedReading
-from .sql_schema import Migration, added_in, overlap_step, script_step, window_lines_step
+from .sql_schema import (
+    Migration,
+    added_in,
+    links_step,
+    overlap_step,
+    script_step,
+    window_lines_step,
+)
 
 if TYPE_CHECKING:  # numpy is imported where vectors are handled: a no-op sync never needs it
     import numpy as np
@@ -112,6 +119,7 @@ MIGRATIONS = (
     overlap_step(6),
     window_lines_step(7),
     script_step(8),
+    links_step(9),
 )
 # the tables that say a database is a memsync index (and not someone else's file)
 OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"})

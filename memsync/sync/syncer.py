@@ -18,6 +18,7 @@ from .. import fts, metadata
 from ..chunking import CHUNKER, chunk_text
 from ..embedders import Embedder
 from ..errors import EmbeddingError, VaultError
+from ..links.parse import links_in
 from ..store.origin import Owner
 from ..store.protocols import (
     FileFacts,
@@ -159,6 +160,8 @@ def _facts(note: Note, meta: metadata.NoteMeta) -> FileFacts:
         meta.tags,
         "; ".join(warnings) or None,
         note.text,
+        meta.aliases,
+        tuple(links_in(note.path, note.text)),
     )
 
 

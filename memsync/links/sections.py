@@ -1,0 +1,91 @@
+"""The lines a link's anchor points at, pure: a heading's section (its line to the line before
+the next heading of the same or higher level) or a block (`^id`: the paragraph or list item
+that ends with it, or the block just above a line holding the id alone)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..metadata import front_matter_lines
+from .resolve import key
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]")
+
+
+@dataclass(frozen=True)
+class Heading:
+    line: int  # 1-based
+    level: int
+    title: str
+
+
+def headings(text: str) -> list[Heading]:
+    """The note's headings in order, outside front matter and fenced code."""
+    lines = text.splitlines()
+    found: list[Heading] = []
+    fence: str | None = None
+    for number in range(front_matter_lines(text) + 1, len(lines) + 1):
+        line = lines[number - 1]
+        opened = _FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+                fence = None
+            continue
+        if opened:
+            fence = opened.group(1)
+            continue
+        match = _HEADING.match(line)
+        if match:
+            found.append(Heading(number, len(match.group(1)), match.group(2).strip()))
+    return found
+
+
+def _same_heading(written: str, title: str) -> bool:
+    """Obsidian leaves out of a heading's link what a link cannot hold (`#|^:[]` and `%`)."""
+
+    def plain(text: str) -> str:
+        return " ".join(re.sub(r"[#|^:\[\]%]", " ", key(text)).split())
+
+    return plain(written) == plain(title)
+
+
+def section(text: str, anchor: str) -> tuple[int, int] | None:
+    """The lines (first, last) of the section or block `anchor` names, None if the note has
+    none such. `A#B` is heading B inside A's section."""
+    total = max(1, len(text.splitlines()))
+    if anchor.startswith("^"):
+        return block(text, anchor[1:])
+    found = headings(text)
+    start, end, level = 1, total, 0
+    for part in [p for p in anchor.split("#") if p.strip()]:
+        inside = [h for h in found if start <= h.line <= end and h.level > level]
+        match = next((h for h in inside if _same_heading(part, h.title)), None)
+        if match is None:
+            return None
+        after = [h for h in found if h.line > match.line and h.level <= match.level]
+        start, level = match.line, match.level
+        end = min(end, after[0].line - 1 if after else total)
+    return start, end
+
+
+def block(text: str, block_id: str) -> tuple[int, int] | None:
+    lines = text.splitlines()
+    marker = re.compile(rf"(?:^|\s)\^{re.escape(block_id)}\s*$")
+    for index, line in enumerate(lines):
+        if not marker.search(line):
+            continue
+        if line.strip() == f"^{block_id}":  # the id alone: the block above it
+            first = index
+            while first > 0 and lines[first - 1].strip():
+                first -= 1
+            return (first + 1, index + 1) if first < index else (index + 1, index + 1)
+        if _LIST_ITEM.match(line):
+            return index + 1, index + 1
+        first = index
+        while first > 0 and lines[first - 1].strip() and not _HEADING.match(lines[first - 1]):
+            first -= 1
+        return first + 1, index + 1
+    return None
