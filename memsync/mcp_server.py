@@ -41,10 +41,11 @@ from mcp.types import (
 from pydantic import Field, ValidationError
 
 from . import output
+from .agent import results
+from .agent.results import NoteLines, SearchResult, Tree, Written
 from .config import RANGES, Config
 from .errors import IndexNotFound, MemsyncError, StoreError
 from .memory import MAX_QUERY_CHARS, Lines, Memory, search_options
-from .output import NoteLines, SearchResult, Tree, Written
 
 log = logging.getLogger("memsync.mcp")
 T = TypeVar("T")
@@ -348,7 +349,7 @@ class MemoryServer:
 
         def work(memory: Memory) -> CallToolResult:
             folder, listing = memory.tree(path)
-            tree = output.tree_of(listing, folder, depth)
+            tree = results.tree_of(listing, folder, depth)
             return _result(output.tree_text(tree), tree)
 
         return self.call("memory_tree", work)

@@ -126,7 +126,7 @@ def test_the_cli_and_the_mcp_server_talk_to_the_library_face_only() -> None:
     cli_may = face | relay | {"cli_common", "sync.watcher", "mcp_server", "serve.commands"}
     assert GRAPH["cli"] <= cli_may
     assert GRAPH["cli_common"] <= face | relay
-    assert GRAPH["mcp_server"] <= face
+    assert GRAPH["mcp_server"] <= face | {"agent.results"}
     assert GRAPH["serve.relay"] <= {"memory", "store.locate", "serve.endpoint", "serve.session"}
 
 
