@@ -424,7 +424,7 @@ def _open_or_decline(server: Any) -> None:
     from .memory import NotServedHere
 
     try:
-        server.memory()
+        server.connections.memory()
     except MemsyncError as exc:
         raise NotServedHere(str(exc)) from exc
 

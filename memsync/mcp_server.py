@@ -1,5 +1,7 @@
-"""`memsync mcp`: the vault as an agent's memory, over MCP on stdio. The only module that imports
-`mcp`; every tool validates, makes one call on the library face (memory) and renders (output).
+"""`memsync mcp`: the vault as an agent's memory, over MCP on stdio (agent.stdio), or over HTTP
+where serve.http_app mounts it. Each tool validates, makes one call on the library face (memory)
+and renders (output); its structured result has its shape in agent.results. A new tool is a
+method of MemoryServer and a line of build().
 
 Agent input is untrusted: every path goes through notes.checked_path (inside the vault, a note
 memsync indexes), writes exist only with --writable and never touch protected notes. A bad
@@ -8,43 +10,24 @@ argument is a tool error (`isError`) of one line; nothing an agent sends stops t
 
 from __future__ import annotations
 
-import collections
-import contextlib
-import io
-import json
 import logging
 import os
-import queue
-import re
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Annotated, Any, BinaryIO, Literal, TextIO, TypeVar, cast
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 
-import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
-from mcp.types import (
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    CallToolResult,
-    ErrorData,
-    JSONRPCError,
-    JSONRPCNotification,
-    TextContent,
-    ToolAnnotations,
-    jsonrpc_message_adapter,
-)
-from pydantic import Field, ValidationError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
 
 from . import output
+from .agent import results, stdio
+from .agent.lending import Connections
+from .agent.results import NoteLines, SearchResult, Tree, Written
 from .config import RANGES, Config
-from .errors import IndexNotFound, MemsyncError, StoreError
+from .errors import IndexNotFound, MemsyncError
 from .memory import MAX_QUERY_CHARS, Lines, Memory, search_options
-from .output import NoteLines, SearchResult, Tree, Written
 
 log = logging.getLogger("memsync.mcp")
 T = TypeVar("T")
@@ -85,42 +68,6 @@ def _read_either_form(memory: Memory, path: str, start: int | None, end: int | N
     return literal or other or memory.read(path, start, end)
 
 
-class _Turns:
-    """The index connections, lent one call at a time in the order calls asked: one given back
-    goes straight to the call that has waited longest, so that no call is passed over while
-    newer ones are served (a plain queue lets a new caller take it first). The one given back
-    last is lent first: it is the warmest."""
-
-    def __init__(self, slots: int) -> None:
-        self._lock = threading.Lock()
-        self._free = list(range(slots))
-        self._waiting: collections.deque[tuple[threading.Event, list[int]]] = collections.deque()
-
-    def take(self, timeout: float | None = None) -> int:
-        """A free slot, waiting for one; queue.Empty after `timeout` seconds."""
-        with self._lock:
-            if self._free and not self._waiting:
-                return self._free.pop()
-            handed: list[int] = []
-            turn = (threading.Event(), handed)
-            self._waiting.append(turn)
-        if not turn[0].wait(timeout):
-            with self._lock:
-                if not handed:  # not handed one while the wait timed out
-                    self._waiting.remove(turn)
-                    raise queue.Empty
-        return handed[0]
-
-    def give(self, slot: int) -> None:
-        with self._lock:
-            if self._waiting:
-                event, handed = self._waiting.popleft()
-                handed.append(slot)
-                event.set()
-            else:
-                self._free.append(slot)
-
-
 class MemoryServer:
     """The tools over one index, opened on first use and kept open (vectors in memory)."""
 
@@ -135,33 +82,9 @@ class MemoryServer:
         """`slots`: index connections, each opened on first need and serving one call at a time
         (tools run on worker threads); an HTTP server's clients share several."""
         self.config = config
-        self.open_memory = open_memory
         self.writable = writable
         self.protect = protect
-        self._memories: list[Memory | None] = [None] * slots
-        self._free = _Turns(slots)
-        self._held = threading.local()  # the slot this thread's call holds
-
-    def memory(self, slot: int = 0) -> Memory:
-        opened = self._memories[slot]
-        if opened is None:
-            opened = self._memories[slot] = self.open_memory()
-        return opened
-
-    @contextlib.contextmanager
-    def borrowed(self) -> Iterator[Memory]:
-        """An index connection for one call, waiting for one to be free; one whose database
-        went away (a server restarted, a disk) is opened again by the next call."""
-        self._held.slot = self._free.take()
-        try:
-            yield self.memory(self._held.slot)
-        except StoreError as exc:
-            if exc.reopen:
-                log.warning("%s; the index is opened again on the next call", exc)
-                self._close(self._held.slot)
-            raise
-        finally:
-            self._free.give(self._held.slot)
+        self.connections = Connections(open_memory, slots)
 
     def check_writable(self) -> None:
         """At start: --writable only on the vault's host (VaultTaken elsewhere). A missing index
@@ -169,28 +92,18 @@ class MemoryServer:
         if not self.writable:
             return
         try:
-            memory = self.memory()
+            memory = self.connections.memory()
         except IndexNotFound:
             return
         memory.check_writable_here()
 
     def close(self) -> None:
-        for slot in range(len(self._memories)):
-            self._close(slot)
-
-    def _close(self, slot: int) -> None:
-        memory, self._memories[slot] = self._memories[slot], None
-        if memory is not None:
-            with contextlib.suppress(Exception):  # a connection the server dropped may not close
-                memory.close()
+        self.connections.close()
 
     def exit_now(self, why: str) -> None:
         """On SIGTERM/SIGINT: let a tool call in progress (a write) finish, then leave at once. A
         clean shutdown would wait for the SDK's thread that is blocked reading stdin."""
-        deadline = time.monotonic() + 10
-        with contextlib.suppress(queue.Empty):
-            for _ in self._memories:
-                self._free.take(timeout=max(deadline - time.monotonic(), 0))
+        self.connections.wait_for_calls(10)
         log.info("stopped (%s)", why)
         logging.shutdown()
         os._exit(0)
@@ -200,7 +113,7 @@ class MemoryServer:
         with its trace and reported in one line; the server goes on."""
         started = time.perf_counter()
         try:
-            with self.borrowed() as memory:
+            with self.connections.borrowed() as memory:
                 return work(memory)
         except MemsyncError as exc:
             raise ToolError(output.escape_controls(str(exc))) from None  # a name may hold a newline
@@ -211,16 +124,6 @@ class MemoryServer:
             ) from None
         finally:
             log.debug("%s: %.1f ms", name, (time.perf_counter() - started) * 1000)
-
-    @contextlib.contextmanager
-    def _unlocked(self) -> Iterator[None]:
-        """Inside a call: its slot let go while it waits on something other than the index (a
-        reranker), so that the other tools answer meanwhile; a free one taken back after."""
-        self._free.give(self._held.slot)
-        try:
-            yield
-        finally:
-            self._held.slot = self._free.take()
 
     # -- tools ----------------------------------------------------------------------------------
 
@@ -295,7 +198,7 @@ class MemoryServer:
                 mmr=mmr,
             )
             outcome = memory.ranked(query, options)
-            with self._unlocked():
+            with self.connections.unlocked():
                 outcome = memory.reranked(outcome, options)
             result = output.search_result(outcome)
             return _result(output.search_text(result), result)
@@ -348,7 +251,7 @@ class MemoryServer:
 
         def work(memory: Memory) -> CallToolResult:
             folder, listing = memory.tree(path)
-            tree = output.tree_of(listing, folder, depth)
+            tree = results.tree_of(listing, folder, depth)
             return _result(output.tree_text(tree), tree)
 
         return self.call("memory_tree", work)
@@ -417,126 +320,11 @@ def build(server: MemoryServer, read_only: bool = False) -> MCPServer:
     return app
 
 
-def without_lone_surrogates(line: str) -> str:
-    """Pure: a JSON line whose strings hold a lone surrogate ("\\ud800": valid JSON, which the
-    SDK's parser refuses without a reply) with each one as U+FFFD, so the request is answered;
-    any other line as it is."""
-    if "\\u" not in line.lower():
-        return line  # only an escape can spell a lone surrogate: stdin is decoded with replacement
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
-        return line  # not JSON, or too deep to read: answered with an error
-    cleaned = _replace_surrogates(message)
-    return line if cleaned == message else json.dumps(cleaned, ensure_ascii=False) + "\n"
-
-
-def _replace_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in value)
-    if isinstance(value, list):
-        return [_replace_surrogates(v) for v in value]
-    if isinstance(value, dict):
-        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
-    return value
-
-
-class _StdinLines:
-    """stdin for the SDK's transport, read as UTF-8 with replacement, line by line."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self.raw = raw
-
-    def readline(self) -> str:
-        return without_lone_surrogates(self.raw.readline().decode("utf-8", "replace"))
-
-
-# a JSON text's tokens: a string, a bracket or separator, or a bare scalar (number, true, null)
-_JSON_TOKENS = re.compile(r'\s*("(?:[^"\\]|\\.)*"|[{}\[\],:]|[^\s{}\[\],:"]+)')
-
-
-def _message(line: str) -> SessionMessage | JSONRPCError:
-    """Pure: one of the client's lines as the message it holds, or the error that answers it. The
-    SDK's transport answered no line it could not take as a message, and took a request whose id
-    is neither an integer nor a string for a notification, which nobody answers."""
-    try:
-        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
-    except ValidationError as exc:
-        return _refusal(line, exc.errors()[0])
-    if isinstance(message, JSONRPCNotification) and _top_level_id(line) is not None:
-        return _error(None, INVALID_REQUEST, "Invalid Request: an id is an integer or a string")
-    return SessionMessage(message)
-
-
-def _refusal(line: str, problem: Any) -> JSONRPCError:
-    """The answer to a line that is no message, with its id where one can be read (JSON-RPC's
-    null where not)."""
-    request_id = _answerable_id(_top_level_id(line))
-    if problem["type"] != "json_invalid":
-        return _error(request_id, INVALID_REQUEST, "Invalid Request: not a JSON-RPC message")
-    if "recursion limit" in problem["msg"]:  # valid JSON, maybe, but deeper than the SDK reads
-        return _error(request_id, INVALID_REQUEST, "Invalid Request: nested too deeply")
-    return _error(None, PARSE_ERROR, "Parse error")
-
-
-def _error(request_id: int | str | None, code: int, message: str) -> JSONRPCError:
-    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
-
-
-def _top_level_id(line: str) -> str | None:
-    """Pure: the text of the value of a JSON object's own "id" key, None without one; read token
-    by token, so that a request nested too deeply to parse whole still has its id read."""
-    depth, last_two = 0, ("", "")
-    for match in _JSON_TOKENS.finditer(line):
-        token = match.group(1)
-        if depth == 1:
-            if last_two == ('"id"', ":"):
-                return token
-            last_two = (last_two[1], token)
-        depth += (token in ("{", "[")) - (token in ("}", "]"))
-    return None
-
-
-def _answerable_id(token: str | None) -> int | str | None:
-    """An id an answer may carry: JSON-RPC's integer or string; None for any other."""
-    try:
-        value = json.loads(token) if token is not None else None
-    except ValueError:
-        return None  # an object or array
-    valid = isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-    return value if valid else None
-
-
-async def _serve_stdio(app: MCPServer) -> None:
-    """MCPServer.run("stdio"), except that memsync reads the lines itself so that every line gets
-    an answer: one that holds no message the server can take gets a JSON-RPC error."""
-    lowlevel = app._lowlevel_server  # the SDK's own run_stdio_async does the same
-    lines = anyio.wrap_file(cast(TextIO, _StdinLines(sys.stdin.buffer)))  # it reads lines only
-    no_lines = anyio.wrap_file(io.StringIO())  # the transport's own reader is left without any
-    async with stdio_server(stdin=no_lines) as (unread, write_stream):
-        unread.close()
-        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-
-        async def forward() -> None:
-            async with send:
-                async for line in lines:
-                    message = _message(line)
-                    if isinstance(message, SessionMessage):
-                        await send.send(message)
-                        continue
-                    log.warning("a line that holds no request: answered %s", message.error.message)
-                    await write_stream.send(SessionMessage(message))
-
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(forward)
-            await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
-
-
 def serve(server: MemoryServer) -> None:
     """Until the client closes stdin (or SIGTERM/SIGINT, which the CLI turns into a clean exit)."""
     app = build(server)
     log.info("serving MCP on stdio (%s)", "writable" if server.writable else "read-only")
     try:
-        anyio.run(_serve_stdio, app)
+        stdio.run(app)
     finally:
         server.close()

@@ -715,9 +715,9 @@ def test_connections_are_lent_in_the_order_calls_asked_for_them() -> None:
     import threading
     import time
 
-    from memsync.mcp_server import _Turns
+    from memsync.agent.lending import Turns
 
-    turns = _Turns(1)
+    turns = Turns(1)
     held = turns.take()
     order: list[str] = []
     proceed = threading.Event()

@@ -126,7 +126,7 @@ def test_the_cli_and_the_mcp_server_talk_to_the_library_face_only() -> None:
     cli_may = face | relay | {"cli_common", "sync.watcher", "mcp_server", "serve.commands"}
     assert GRAPH["cli"] <= cli_may
     assert GRAPH["cli_common"] <= face | relay
-    assert GRAPH["mcp_server"] <= face
+    assert GRAPH["mcp_server"] <= face | {"agent.results", "agent.lending", "agent.stdio"}
     assert GRAPH["serve.relay"] <= {"memory", "store.locate", "serve.endpoint", "serve.session"}
 
 
@@ -172,7 +172,7 @@ def test_only_the_watcher_imports_watchdog() -> None:
 
 
 def test_only_the_mcp_server_and_the_http_server_import_mcp() -> None:
-    assert _importers("mcp") == {"mcp_server", "serve.http_app", "serve.guard"}
+    assert _importers("mcp") == {"mcp_server", "agent.stdio", "serve.http_app", "serve.guard"}
 
 
 # the HTTP server: its routes, the page's, its door and its runner; nothing else imports the web

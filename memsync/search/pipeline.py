@@ -70,7 +70,7 @@ class Hit:
 @dataclass(frozen=True)
 class Answer:
     """A search's answer: the hits, the mode that really ran and what the user should know
-    (why a leg did not run, what the index lacks). Its JSON form is output.SearchResult."""
+    (why a leg did not run, what the index lacks). Its JSON form is agent.results.SearchResult."""
 
     query: str
     mode: str  # what really ran

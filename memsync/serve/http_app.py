@@ -69,7 +69,7 @@ class Api:
 
     def borrowing(self, work: Callable[[Memory], Any]) -> Any:
         """`work` on one of the server's index connections (in a worker thread)."""
-        with self.server.borrowed() as memory:
+        with self.server.connections.borrowed() as memory:
             return work(memory)
 
     def searching(
