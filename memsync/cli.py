@@ -273,7 +273,8 @@ def query(
     "--raw", is_flag=True, help="The lines only, as in the file: no line numbers, no escapes."
 )
 def get(location: str, vault: Path | None, db: str | None, name: str | None, raw: bool) -> None:
-    """Print lines of a note: LOCATION is PATH, PATH:N or PATH:N-M, as `query` prints them."""
+    """Print lines of a note: LOCATION is PATH, PATH:N or PATH:N-M, as `query` prints them, or
+    '[[Note]]', '[[Note#Heading]]' (that section), '[[Note#^block]]' as a link writes them."""
 
     def action() -> None:
         from . import output
@@ -282,11 +283,48 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
         path, start, end = parse_location(output.unescape_name(location))
         config = _config(db=db, name=name)
         with Memory.open(config, vault) as memory:
-            lines = memory.read(path, start, end, capped=False)
+            lines = memory.read_named(location, capped=False) or memory.read(
+                path, start, end, capped=False
+            )
         if lines.copy:
             click.echo(f"memsync: note: {output.escape_name(lines.path)}: {lines.copy}", err=True)
         if lines.end_line >= lines.start_line:
             click.echo(lines.text if raw else output.numbered(lines))
+
+    run(action)
+
+
+@main.command()
+@click.argument("note", required=False)
+@reader_options
+@click.option("--unresolved", is_flag=True, help="Every link in the vault that opens no note.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def links(
+    note: str | None,
+    vault: Path | None,
+    db: str | None,
+    name: str | None,
+    unresolved: bool,
+    as_json: bool,
+) -> None:
+    """A note's links and the notes that link to it (NOTE: its path or '[[its name]]'), or
+    with --unresolved the vault's broken links."""
+
+    def action() -> None:
+        from . import output
+        from .memory import Memory
+
+        if (note is None) == (not unresolved):
+            raise click.UsageError("give a NOTE or --unresolved (one of them)")
+        with Memory.open(_config(db=db, name=name), vault) as memory:
+            if unresolved:
+                broken = memory.unresolved_links()
+                data: object = [output.link_dict(link) for link in broken]
+                text = output.unresolved_text(broken)
+            else:
+                found = memory.links(output.unescape_name(note or ""))
+                data, text = output.links_data(found), output.links_text(found)
+        click.echo(output.as_json(data) if as_json else text)
 
     run(action)
 

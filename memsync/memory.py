@@ -33,6 +33,8 @@ from .embedders import (
 )
 from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, StoreError, VaultTaken
 from .filters import note_filter, path_globs
+from .links import sections
+from .links.lookup import MOST_LINKS, Backlink, Named, NoteLinks, named_note, needs_links
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import checked_path, note_path, parse_location
 from .search.glossary import cached_path, shared_glossary
@@ -43,7 +45,7 @@ from .status import gather, vaults_in
 from .store.locate import Location, check_writer, for_vault, locate, owner_of
 from .store.lock import QUERY_REFRESH
 from .store.origin import Origin, this_host
-from .store.protocols import ModelKey, StoreWriter
+from .store.protocols import LinkRow, ModelKey, StoreWriter
 from .sync.embedding import ProgressFactory
 from .sync.syncer import Report, Syncer, drift, index_vault
 from .vault import IgnoreRules, vault_root
@@ -241,6 +243,65 @@ class Memory:
             copy += f"; the vault folder {root} is not there now"
         return notes.lines_of(rel, text, start, end, capped, copy)
 
+    def read_named(self, location: str, *, capped: bool = True) -> Lines | None:
+        """`[[Note]]`, `[[Note#Heading]]` or `[[Note#^block]]`, an alias accepted: the note's
+        lines, that heading's section or that block's, numbered as in the file; None when
+        `location` is not one wikilink."""
+        named = named_note(self.store, location)
+        if named is None:
+            return None
+        if named.anchor is None:
+            return self.read(named.path, capped=capped)
+        whole = self.read(named.path, capped=False)
+        found = sections.section(whole.text, named.anchor)
+        if found is None:
+            raise ArgumentError(sections.missing(named.path, named.anchor, whole.text))
+        return self.read(named.path, *found, capped=capped)
+
+    def links(self, note: str) -> NoteLinks:
+        """A note's links in the order it writes them, and the lines of other notes that link
+        to it; the note given by path or as `[[name]]`."""
+        named = named_note(self.store, note) or Named(self._indexed(note))
+        needs_links(self.store)
+        outgoing = self.store.outgoing_links(named.path)
+        backlinks = self.store.backlinks(named.path)
+        more = [
+            f"the first {MOST_LINKS:,} of {len(found):,} {kind}"
+            for kind, found in (("links", outgoing), ("backlinks", backlinks))
+            if len(found) > MOST_LINKS
+        ]
+        texts: dict[str, list[str]] = {}
+        for link in backlinks[:MOST_LINKS]:
+            if link.source not in texts:
+                texts[link.source] = self._lines_of(link.source)
+        listed = [
+            Backlink(link, _line_at(texts[link.source], link.line))
+            for link in backlinks[:MOST_LINKS]
+        ]
+        return NoteLinks(named.path, outgoing[:MOST_LINKS], listed, "; ".join(more))
+
+    def unresolved_links(self) -> list[LinkRow]:
+        """Every link that opens no note, and every bare name several notes share (those show
+        the note chosen), by linking note and line."""
+        needs_links(self.store)
+        return self.store.unresolved_links()
+
+    def _indexed(self, note: str) -> str:
+        rel = note_path(note)
+        if not self.store.file_hashes([rel]):
+            raise ArgumentError(
+                f"no note at {rel} in the index of {self.location}: give its path inside the "
+                "vault, as query prints it, or [[its name]]"
+            )
+        return rel
+
+    def _lines_of(self, path: str) -> list[str]:
+        """A note's lines, as read() gives them; none where it cannot be read now."""
+        try:
+            return self.read(path, capped=False).text.split("\n")
+        except MemsyncError:
+            return []
+
     def tree(self, folder: str = "") -> tuple[str, list[tuple[str, int, int, int]]]:
         """The indexed notes under a folder ('' = the vault) as (path, size, mtime_ns, chunks):
         what is indexed, never ignored or hidden files."""
@@ -374,6 +435,10 @@ class Memory:
 
 
 # before answering: what the face does about an index that may lag its notes
+
+
+def _line_at(lines: list[str], number: int) -> str:
+    return lines[number - 1] if 0 < number <= len(lines) else ""
 
 
 def behind_notice(store: StoreWriter, location: Location, root: Path) -> str:

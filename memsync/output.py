@@ -19,8 +19,10 @@ from .text import escape_name as escape_name
 from .text import unescape_name as unescape_name
 
 if TYPE_CHECKING:
+    from .links.lookup import NoteLinks
     from .notes import Lines
     from .search.pipeline import Answer
+    from .store.protocols import LinkRow
     from .sync.syncer import Report
 
 
@@ -109,6 +111,8 @@ def status_text(facts: dict[str, Any]) -> str:
         f"chunks:   {facts['chunks']} ({facts['chunks_embedded']} with vectors, "
         f"{facts['chunks_pending']} waiting for embeddings)"
     )
+    if "links" in facts:
+        lines.append(f"links:    {facts['links']} ({facts['unresolved_links']} unresolved)")
     lines += _writer_status(facts["writer"])
     lines.append(f"synced:   {ago(facts['last_sync_age_s'])}")
     lines.append(f"state:    {_sync_state(facts, notes_on)}")
@@ -393,4 +397,55 @@ def tokens_text(listed: list[dict[str, Any]], now: float | None = None) -> str:
         f"{token['name']:<{width}}  {token['kind']:<5}  made {ago(now - token['created'])}, "
         f"last used {ago(None if token['last_used'] is None else now - token['last_used'])}"
         for token in listed
+    )
+
+
+def link_dict(link: LinkRow) -> dict[str, Any]:
+    return {
+        "path": link.source,
+        "line": link.line,
+        "link": link.written,
+        "kind": link.kind,
+        "target": link.target,
+        "anchor": link.anchor,
+        "resolved": link.resolved,
+    }
+
+
+def links_data(found: NoteLinks) -> dict[str, Any]:
+    """`memsync links NOTE --json` and memory_links' data."""
+    return {
+        "path": found.path,
+        "links": [link_dict(link) for link in found.outgoing],
+        "backlinks": [{**link_dict(b.link), "text": b.text} for b in found.backlinks],
+        "more": found.more,
+    }
+
+
+def links_text(found: NoteLinks) -> str:
+    """A note's links (line, as written, the note each opens) and backlinks (`path:line` and
+    that line), names and lines escaped as everywhere."""
+    lines = [f"{escape_name(found.path)}: {len(found.outgoing)} link(s)"]
+    for link in found.outgoing:
+        opens = escape_name(link.resolved) if link.resolved else "unresolved"
+        lines.append(f"  {link.line}: {escape_controls(link.written)} -> {opens}")
+    lines.append(f"backlinks: {len(found.backlinks)}")
+    lines += [
+        f"  {escape_name(b.link.source)}:{b.link.line}: {escape_controls(b.text.strip())}"
+        for b in found.backlinks
+    ]
+    if found.more:
+        lines.append(f"({found.more})")
+    return "\n".join(lines)
+
+
+def unresolved_text(links: list[LinkRow]) -> str:
+    """Every broken link as `path:line` and the link; a name several notes share says which
+    one it opens."""
+    if not links:
+        return "no unresolved links"
+    return "\n".join(
+        f"{escape_name(link.source)}:{link.line}: {escape_controls(link.written)}"
+        + (f" (ambiguous: opens {escape_name(link.resolved)})" if link.resolved else "")
+        for link in links
     )

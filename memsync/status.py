@@ -28,6 +28,7 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
         backend = store.vector_backend
         read_only = store.read_only
         behind = store.behind
+        links = store.link_counts() if store.has_links else None
         origin = Origin.of(meta)
         vault = Path(origin.path) if origin.path else None
         here = origin.here(location.shared)
@@ -57,6 +58,7 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
         "chunks": counts["chunks"],
         "chunks_embedded": counts["embedded"],
         "chunks_pending": counts["pending"],
+        **({"links": links[0], "unresolved_links": links[1]} if links else {}),
         "disk": disk,
         "rules_current": current,
         "text_up_to_date": in_step,

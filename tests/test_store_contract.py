@@ -125,7 +125,7 @@ def test_each_chunk_s_script_is_recorded_by_its_writer_and_read_from_text_in_an_
         with location.open(create=True) as writer:
             assert writer.schema == writer.SCHEMA_VERSION and not writer.behind
             assert dict(writer._rows("SELECT path, script FROM chunks")) == scripts
-    assert taken == ["chunk scripts"]
+    assert taken == ["chunk scripts", "links"]
 
 
 def test_probes_bring_their_nearest_chunks_into_the_coarse_step(location: Location) -> None:

@@ -71,6 +71,15 @@ def section(text: str, anchor: str) -> tuple[int, int] | None:
     return start, end
 
 
+def missing(path: str, anchor: str, text: str) -> str:
+    """One line: the note lacks that heading or block, and which headings it has."""
+    if anchor.startswith("^"):
+        return f"{path} has no block {anchor}"
+    titles = [h.title for h in headings(text)]
+    has = "; its headings: " + ", ".join(titles) if titles else "; it has no headings"
+    return f"{path} has no heading {anchor!r}{has}"
+
+
 def block(text: str, block_id: str) -> tuple[int, int] | None:
     lines = text.splitlines()
     marker = re.compile(rf"(?:^|\s)\^{re.escape(block_id)}\s*$")

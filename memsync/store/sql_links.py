@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..links.parse import Link
-from ..links.resolve import Wanted, name_key, path_key, resolve, wanted
+from ..links.resolve import Wanted, key, name_key, path_key, resolve, wanted
 from .protocols import LinkRow, NoteWrite
 from .sql_statements import Statements
 
@@ -62,7 +62,7 @@ class LinkTables(Statements):
         """Each note's names: its file name, its path and its aliases."""
         rows = [(p, "file", p, name_key(p)) for p in paths]
         rows += [(p, "path", p, path_key(p)) for p in paths]
-        rows += [(p, "alias", alias, name_key(alias)) for p, alias in aliases]
+        rows += [(p, "alias", alias, key(alias)) for p, alias in aliases]
         self._run_many("INSERT INTO names(path, kind, name, key) VALUES(?,?,?,?)", rows)
 
     def _insert_links(self, links: Sequence[tuple[str, Link]]) -> None:
