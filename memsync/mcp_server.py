@@ -24,7 +24,7 @@ from pydantic import Field
 from . import output
 from .agent import results, stdio
 from .agent.lending import Connections
-from .agent.results import NoteLines, SearchResult, Tree, Written
+from .agent.results import Links, NoteLines, SearchResult, Tree, Written
 from .config import RANGES, Config
 from .errors import IndexNotFound, MemsyncError
 from .memory import MAX_QUERY_CHARS, Lines, Memory, search_options
@@ -35,7 +35,9 @@ T = TypeVar("T")
 INSTRUCTIONS = (
     "memsync indexes the user's Markdown notes. memory_search finds notes by keyword or meaning "
     "(English and Chinese) and cites path#Lstart-Lend; memory_get reads the exact lines; "
-    "memory_tree lists what is indexed; memory_status says how fresh the index is."
+    "memory_get also follows a link as the notes write it ([[Note#Heading]]); memory_links "
+    "lists a note's links and backlinks; memory_tree lists what is indexed; memory_status "
+    "says how fresh the index is."
 )
 
 
@@ -208,7 +210,12 @@ class MemoryServer:
     def memory_get(
         self,
         path: Annotated[
-            str, Field(description="The note's path relative to the vault, as search returns it.")
+            str,
+            Field(
+                description="The note's path relative to the vault, as search returns it, or a "
+                "link as notes write it: [[Note]], [[Note#Heading]] (that section), "
+                "[[Note#^block]]."
+            ),
         ],
         start_line: Annotated[
             int | None, Field(description="First line to read, 1-based (default: 1).")
@@ -222,11 +229,29 @@ class MemoryServer:
         relative to the vault, as memory_search returns it."""
 
         def work(memory: Memory) -> CallToolResult:
-            lines = _read_either_form(memory, path, start_line, end_line)
+            lines = memory.read_named(path) if start_line is None and end_line is None else None
+            lines = lines or _read_either_form(memory, path, start_line, end_line)
             text, data = output.lines_result(lines)
             return _result(text, data)
 
         return self.call("memory_get", work)
+
+    def memory_links(
+        self,
+        path: Annotated[
+            str,
+            Field(description="The note: its path as search returns it, or [[its name]]."),
+        ],
+    ) -> Annotated[CallToolResult, Links]:
+        """A note's links (each with its line, as written, and the note it opens, or none) and
+        its backlinks (the lines of other notes that link to it, with citations). At most 500
+        of each: `more` says what was left out. Follow a link with memory_get("[[Note#Heading]]")."""
+
+        def work(memory: Memory) -> CallToolResult:
+            found = memory.links(path)
+            return _result(output.links_text(found), output.links_data(found))
+
+        return self.call("memory_links", work)
 
     def memory_tree(
         self,
@@ -310,6 +335,7 @@ def build(server: MemoryServer, read_only: bool = False) -> MCPServer:
     tools: list[tuple[Callable[..., Any], ToolAnnotations]] = [
         (server.memory_search, READS),
         (server.memory_get, READS),
+        (server.memory_links, READS),
         (server.memory_tree, READS),
         (server.memory_status, READS),
     ]

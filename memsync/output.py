@@ -10,7 +10,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .agent.results import NoteLines, SearchHit, SearchResult, Tree, Written
+from .agent.results import (
+    BacklinkEntry,
+    LinkEntry,
+    Links,
+    NoteLines,
+    SearchHit,
+    SearchResult,
+    Tree,
+    Written,
+)
 from .notes import citation
 
 # the faces print names and text through output: these are theirs to use
@@ -400,7 +409,7 @@ def tokens_text(listed: list[dict[str, Any]], now: float | None = None) -> str:
     )
 
 
-def link_dict(link: LinkRow) -> dict[str, Any]:
+def link_dict(link: LinkRow) -> LinkEntry:
     return {
         "path": link.source,
         "line": link.line,
@@ -409,15 +418,19 @@ def link_dict(link: LinkRow) -> dict[str, Any]:
         "target": link.target,
         "anchor": link.anchor,
         "resolved": link.resolved,
+        "citation": citation(link.source, link.line, link.line),
     }
 
 
-def links_data(found: NoteLinks) -> dict[str, Any]:
+def links_data(found: NoteLinks) -> Links:
     """`memsync links NOTE --json` and memory_links' data."""
+    backlinks: list[BacklinkEntry] = [
+        {**link_dict(b.link), "text": b.text} for b in found.backlinks
+    ]
     return {
         "path": found.path,
         "links": [link_dict(link) for link in found.outgoing],
-        "backlinks": [{**link_dict(b.link), "text": b.text} for b in found.backlinks],
+        "backlinks": backlinks,
         "more": found.more,
     }
 

@@ -64,6 +64,28 @@ class Tree(TypedDict):
     more: str  # what was left out of a long listing, and how to see it ("" when nothing was)
 
 
+class LinkEntry(TypedDict):
+    path: str  # the linking note
+    line: int
+    link: str  # as written
+    kind: str  # link or embed
+    target: str
+    anchor: str | None  # the heading path or ^block it points at
+    resolved: str | None  # the note it opens; None when none
+    citation: str
+
+
+class BacklinkEntry(LinkEntry):
+    text: str  # the linking line
+
+
+class Links(TypedDict):
+    path: str
+    links: list[LinkEntry]
+    backlinks: list[BacklinkEntry]
+    more: str  # what was left out beyond 500 of a kind ("" when nothing was)
+
+
 class Written(TypedDict):
     path: str
     start_line: int

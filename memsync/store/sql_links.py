@@ -108,13 +108,10 @@ class LinkTables(Statements):
 
     def _resolved(self, wants: set[tuple[str, Wanted]]) -> dict[tuple[str, Wanted], str | None]:
         """The note each link opens, from the names table."""
-        found: dict[str, dict[str, list[str]]] = {"name": {}, "path": {}}
-        for kind, by in (("file", "name"), ("path", "path")):
-            keys = [k for _, want in wants if want.by == by for k in want.keys]
-            for key, path in self._batches(
-                f"SELECT key, path FROM names WHERE kind = '{kind}' AND key IN ({{marks}})", keys
-            ):
-                found[by].setdefault(key, []).append(path)
+        found = {
+            by: self.notes_named(kind, [k for _, want in wants if want.by == by for k in want.keys])
+            for kind, by in (("file", "name"), ("path", "path"))
+        }
         return {
             (source, want): resolve(source, want, found.get(want.by, {})) for source, want in wants
         }
@@ -152,11 +149,11 @@ class LinkTables(Statements):
     def notes_named(self, kind: str, keys: Sequence[str]) -> dict[str, list[str]]:
         """key -> the notes whose file name, path or alias (`kind`: file, path, alias) it is."""
         found: dict[str, list[str]] = {}
-        for key, path in self._batches(
+        for name, path in self._batches(
             "SELECT key, path FROM names WHERE kind = ? AND key IN ({marks})", keys, kind
         ):
-            found.setdefault(key, []).append(path)
-        return {key: sorted(paths) for key, paths in found.items()}
+            found.setdefault(name, []).append(path)
+        return {name: sorted(paths) for name, paths in found.items()}
 
     def aliases(self, paths: Sequence[str]) -> dict[str, list[str]]:
         """Each note's aliases as its front matter writes them."""
