@@ -42,7 +42,8 @@ from memsync.store.sqlite_store import SqliteStore
 from memsync.sync.watcher import Watcher
 
 
-def _start(root: Path, db: Path, embedder: object) -> tuple[Watcher, threading.Thread]:
+def start_watcher(root: Path, db: Path, embedder: object) -> tuple[Watcher, threading.Thread]:
+    """A real watcher of `root` on its own thread, its first sync done (debounce 300 ms)."""
     watcher = Watcher(root, SqliteLocation(db), load_config(debounce_ms=300), embedder)  # type: ignore[arg-type]
     thread = threading.Thread(target=watcher.run)
     thread.start()
@@ -61,7 +62,7 @@ def _found(store: Store, word: str, need_vector: bool) -> bool:
 
 
 def edit_latency(root: Path, db: Path, edits: int, embedder: object) -> list[float]:
-    watcher, thread = _start(root, db, embedder)
+    watcher, thread = start_watcher(root, db, embedder)
     timings = []
     try:
         with SqliteStore(db) as reader:
@@ -86,7 +87,7 @@ def edit_latency(root: Path, db: Path, edits: int, embedder: object) -> list[flo
 
 
 def burst(root: Path, db: Path, notes: int) -> float:
-    watcher, thread = _start(root, db, None)
+    watcher, thread = start_watcher(root, db, None)
     try:
         with SqliteStore(db) as reader:
             before = len(reader.file_rows())

@@ -296,11 +296,9 @@ class Memory:
         return rel
 
     def _lines_of(self, path: str) -> list[str]:
-        """A note's lines, as read() gives them; none where it cannot be read now."""
-        try:
-            return self.read(path, capped=False).text.split("\n")
-        except MemsyncError:
-            return []
+        """A note's lines as indexed, which its links' line numbers count in."""
+        indexed = self.store.indexed_text(path)
+        return indexed[0].splitlines() if indexed else []
 
     def tree(self, folder: str = "") -> tuple[str, list[tuple[str, int, int, int]]]:
         """The indexed notes under a folder ('' = the vault) as (path, size, mtime_ns, chunks):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..errors import ArgumentError
 from ..store.protocols import LinkRow, StoreReader
 from .parse import wikilink_location
-from .resolve import key, name_key, path_key, pick
+from .resolve import key, name_key, path_key
 
 MOST_LINKS = 500  # listed by one answer of each kind: memory_tree's bound
 
@@ -41,15 +41,11 @@ def named_note(store: StoreReader, text: str) -> Named | None:
     if not target:
         raise ArgumentError(f"{text} names no note: give [[Note#Heading]] or a path")
     needs_links(store)
-    if "/" in target:
-        found = store.notes_named("path", [path_key(target)]).get(path_key(target), [])
-        if found:
-            return Named(found[0], anchor, "path")
-    else:
-        chosen = pick("", store.notes_named("file", [name_key(target)]).get(name_key(target), []))
-        if chosen:
-            return Named(chosen, anchor, "file name")
-    by_alias = pick("", store.notes_named("alias", [key(target)]).get(key(target), []))
+    by, keys = ("path", path_key(target)) if "/" in target else ("name", name_key(target))
+    found = store.open_named(by, [keys])
+    if found:
+        return Named(found, anchor, "path" if by == "path" else "file name")
+    by_alias = store.open_named("alias", [key(target)])
     if by_alias:
         return Named(by_alias, anchor, "alias")
     raise ArgumentError(f"no note named {target!r} in the index (by file name, path or alias)")

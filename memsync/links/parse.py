@@ -3,6 +3,7 @@ it names and the heading or block it points at; never inside code, escaped, or a
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 import re
 from dataclasses import dataclass
@@ -11,11 +12,13 @@ from urllib.parse import unquote
 # fenced blocks and code spans, blanked before links are looked for (offsets and lines kept)
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.S | re.M)
 _CODE_SPAN = re.compile(r"(`+)(?!`)[^\n]*?(?<!`)\1(?!`)")
-_WIKILINK = re.compile(r"(?<!\\)(!?)\[\[([^\[\]\n]+?)\]\]")
+# each starts with its literal bracket, which the regex engine looks for first; what stands
+# before it (an embed's `!`, an escaping backslash) is read by _before
+_WIKILINK = re.compile(r"\[\[([^\[\]\n]+)\]\]")
 # [text](target) or [text](<target>): text without brackets inside, a target without spaces
 # unless in angle brackets; an optional "title" after the target
 _MARKDOWN = re.compile(
-    r"(?<![\\!\]])(!?)\[(?:[^\[\]\n]|\\[\[\]])*\]\((?:<([^<>\n]+)>|([^\s()<>]+))(?:\s+\"[^\"\n]*\")?\)"
+    r"\[(?:[^\[\]\n]|\\[\[\]])*\]\((?:<([^<>\n]+)>|([^\s()<>]+))(?:\s+\"[^\"\n]*\")?\)"
 )
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 # a Markdown link to a file that is not a note: a path ending in another extension
@@ -45,19 +48,46 @@ class Link:
 
 def links_in(source: str, text: str) -> list[Link]:
     """Every link to a note in the text of the note at `source`, in order of appearance; a
-    Markdown link that climbs out of the vault is none."""
-    visible = _blank(_CODE_SPAN, _blank(_FENCE, text))
+    Markdown link that climbs out of the vault is none. A link inside a code span is none, but
+    a code span inside a link (`[[Filters#`date`|date]]`) leaves it a link, as in Obsidian."""
+    wiki, markdown = "[[" in text, "](" in text
+    if not wiki and not markdown:  # most notes of most vaults: no regex runs
+        return []
+    visible = _blank(_FENCE, text) if "```" in text or "~~~" in text else text
+    spans = [(m.start(), m.end()) for m in _CODE_SPAN.finditer(visible)] if "`" in text else []
+    starts = [start for start, _ in spans]
+    lines = _LineNumbers(text)
+
+    def in_code(offset: int) -> bool:
+        at = bisect.bisect_right(starts, offset) - 1
+        return at >= 0 and spans[at][0] <= offset < spans[at][1]
+
     found: list[tuple[int, Link]] = []
-    for match in _WIKILINK.finditer(visible):
-        link = _wikilink(match, text)
-        if link is not None:
-            found.append((match.start(), link))
-    for match in _MARKDOWN.finditer(visible):
-        link = _markdown(match, text)
+    for match in _WIKILINK.finditer(visible) if wiki else ():
+        embed, escaped = _before(visible, match.start())
+        if not escaped and not in_code(match.start()):
+            link = _wikilink(match, text, lines, embed)
+            if link is not None:
+                found.append((match.start(), link))
+    for match in _MARKDOWN.finditer(visible) if markdown else ():
+        embed, escaped = _before(visible, match.start())
+        if escaped or visible[match.start() - 1 : match.start()] == "]" or in_code(match.start()):
+            continue  # `]` before: the brackets of a wikilink's, not a Markdown link's
+        link = _markdown(match, text, lines, embed)
         if link is not None and (link.style != "markdown" or inside_vault(source, link.target)):
             found.append((match.start(), link))
     found.sort(key=lambda item: item[0])
     return [link for _, link in found[:MAX_LINKS]]
+
+
+class _LineNumbers:
+    """The line of an offset, by bisecting the offsets where lines start."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def __call__(self, offset: int) -> int:
+        return bisect.bisect_right(self.starts, offset)
 
 
 def _blank(pattern: re.Pattern[str], text: str) -> str:
@@ -65,27 +95,30 @@ def _blank(pattern: re.Pattern[str], text: str) -> str:
     return pattern.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 
-def _line(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
+def _before(text: str, start: int) -> tuple[bool, bool]:
+    """(an embed: `!` before the bracket, escaped: a backslash before the bracket or the `!`)."""
+    embed = text[start - 1 : start] == "!"
+    at = start - 1 if embed else start
+    return embed, text[at - 1 : at] == "\\"
 
 
-def _wikilink(match: re.Match[str], text: str) -> Link | None:
-    inner = match.group(2).replace("\\|", "|")  # a pipe escaped inside a table
+def _wikilink(match: re.Match[str], text: str, line: _LineNumbers, embed: bool) -> Link | None:
+    inner = match.group(1).replace("\\|", "|")  # a pipe escaped inside a table
     target, anchor = split_anchor(inner.split("|", 1)[0].strip())
     if target is None or _ATTACHMENT.search(target):
         return None
     return Link(
-        _line(text, match.start()),
-        text[match.start() : match.end()],
+        line(match.start()),
+        text[match.start() - embed : match.end()],
         target,
         anchor,
-        "embed" if match.group(1) else "link",
+        "embed" if embed else "link",
         "wiki",
     )
 
 
-def _markdown(match: re.Match[str], text: str) -> Link | None:
-    raw = match.group(2) if match.group(2) is not None else match.group(3)
+def _markdown(match: re.Match[str], text: str, line: _LineNumbers, embed: bool) -> Link | None:
+    raw = match.group(1) if match.group(1) is not None else match.group(2)
     if _SCHEME.match(raw) or raw.startswith("//"):
         return None  # a URL, mailto:, obsidian://
     path, _, fragment = raw.partition("#")
@@ -94,11 +127,11 @@ def _markdown(match: re.Match[str], text: str) -> Link | None:
         return None
     anchor = unquote(fragment).strip() or None
     return Link(
-        _line(text, match.start()),
-        text[match.start() : match.end()],
+        line(match.start()),
+        text[match.start() - embed : match.end()],
         target,
         anchor,
-        "embed" if match.group(1) else "link",
+        "embed" if embed else "link",
         "markdown" if target else "wiki",
     )
 

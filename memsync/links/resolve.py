@@ -1,15 +1,15 @@
-"""Which note a link opens, pure, by the rules of Obsidian's "Internal links" help: a wikilink
-with a path matches that path from the vault root; a Markdown link's path is tried relative to
-the linking note, then from the root; a path never falls back to a bare name; a bare name
-matches a note's file name without its extension, case-folded and NFC-normalised; of several
-notes sharing a name, the one in the linking note's folder, then the shortest path, then the
-first by path. An alias names its note for `get`, `links` and queries, never for a written link."""
+"""What a link asks for, pure, by the rules of Obsidian's "Internal links" help: a wikilink with
+a path asks for that path from the vault root; a Markdown link's path is tried relative to the
+linking note, then from the root; a path never falls back to a bare name; a bare name asks for
+a note's file name without its extension, case-folded and NFC-normalised. Which of several notes
+sharing a name opens (the one in the linking note's folder, then the shortest path, then the
+first by path) is the store's one statement (store.sql_links). An alias names its note for
+`get`, `links` and queries, never for a written link."""
 
 from __future__ import annotations
 
 import posixpath
 import unicodedata
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..vault import NOTE_SUFFIXES
@@ -60,27 +60,3 @@ def wanted(source: str, link: Link) -> Wanted:
     if "/" in target:
         return Wanted("path", (path_key(target),))
     return Wanted("name", (name_key(target),))
-
-
-def pick(source: str, candidates: Sequence[str]) -> str | None:
-    """Of the notes a bare name matches, the one a link from `source` opens."""
-    if not candidates:
-        return None
-    folder = posixpath.dirname(source)
-    beside = sorted(c for c in candidates if posixpath.dirname(c) == folder)
-    if beside:
-        return beside[0]
-    return min(candidates, key=lambda path: (len(path), path))
-
-
-def resolve(source: str, want: Wanted, found: dict[str, list[str]]) -> str | None:
-    """The note `want` opens, given `found`: each of its keys -> the notes it matches (by file
-    name or by path, as `want.by` says)."""
-    if want.by == "self":
-        return source
-    if want.by == "path":
-        for wanted_key in want.keys:
-            if found.get(wanted_key):
-                return sorted(found[wanted_key])[0]
-        return None
-    return pick(source, found.get(want.keys[0], []))

@@ -40,16 +40,21 @@ def _stems(term: str) -> list[str]:
 EVERY_TERM = 0.3  # a chunk holding every term of the query scores at least this on the text leg
 
 
-NAMED = 0.5  # a chunk of a note whose file name holds every term of the query: at least this
+NAMED = 0.5  # a chunk of a note one of whose names holds every term of the query: at least this
 
 
-def named(path: str, terms: Sequence[str]) -> bool:
-    """The note's file name holds every term of the query (`heron` and projects/heron.md, `li
-    wei` and people/li-wei.md): a note's name says what it is about, while its text may hold
-    the name less often than a short note that mentions it twice."""
-    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
-    words = set(_stems(" ".join(re.findall(r"[^\W_]+", fts.cjk_spelled(stem)))))
-    return bool(terms) and all(set(_stems(term)) <= words for term in terms)
+def named(path: str, terms: Sequence[str], names: Sequence[tuple[str, str]] = ()) -> str | None:
+    """Which of the note's names holds every term of the query: its file name (`heron` and
+    projects/heron.md, `li wei` and people/li-wei.md), else one of `names` ((kind, name): its
+    title, its aliases), as "file name" or "alias: HSD"; None when none does. A note's name
+    says what it is about, while its text may hold the name less often than a short note that
+    mentions it twice."""
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    for kind, name in [("file name", stem), *names]:
+        words = set(_stems(" ".join(re.findall(r"[^\W_]+", fts.cjk_spelled(name.lower())))))
+        if terms and all(set(_stems(term)) <= words for term in terms):
+            return kind if kind == "file name" else f"{kind}: {name}"
+    return None
 
 
 def calibrate_bm25(

@@ -302,7 +302,9 @@ def _candidates(
     rows = store.chunks(list(dict.fromkeys([*by_vector, *by_keyword])))
     vector = vector_leg.scored(rows, by_keyword, query.script) if vector_leg else None
     found = [i for i in keyword.bm25 if i in rows]
-    names = {path: named(path, query.terms) for path in {rows[i].path for i in found}}
+    paths = sorted({rows[i].path for i in found})
+    known = store.note_names(paths) if query.terms else {}
+    names = {path: named(path, query.terms, known.get(path, ())) for path in paths}
     text_scores = calibrate_bm25(
         {i: keyword.bm25[i] for i in found},
         {i: coverage(rows[i].text, query.terms) for i in found},
@@ -333,6 +335,7 @@ def _candidates(
             cosine=vector.cosines.get(row.id) if vector else None,
             window_cosines=vector.windows.get(row.id) if vector else None,
             window_lines=row.window_lines,
+            named_by=names.get(row.path) if row.id in keyword.bm25 else None,
         )
         for row in rows.values()
     ]

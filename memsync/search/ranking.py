@@ -58,6 +58,7 @@ class Candidate:
     # order embedded; None without the vector leg or its vectors
     window_cosines: np.ndarray | None = None
     window_lines: str | None = None  # the lines of each (chunking.Chunk.window_lines), if recorded
+    named_by: str | None = None  # the note's name that holds every term (calibration.named)
 
 
 def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candidate, float]]:

@@ -76,6 +76,7 @@ def explain(
         "nearest_window": [first + nearest[0], first + nearest[1] - 1] if nearest else None,
         "vector_score": rounded(candidate.vector_score),
         "exact_match": candidate.exact,
+        "named_by": candidate.named_by,
         "other_script": candidate.other_script,
         "glossed": candidate.glossed,
         "fused": round(relevance, 4),

@@ -65,6 +65,8 @@ class PgStore(PgKeywords, PgVectors, VaultSchema):
     """One vault's index in a PostgreSQL database (its own schema); many readers on any machine,
     one writer at a time (AdvisoryLock)."""
 
+    CODE_POINTS = ' COLLATE "C"'
+
     def __init__(
         self,
         url: str,

@@ -1,21 +1,37 @@
 """The links table and the names of notes, in SQL both engines read alike: each note's links
-as written, each resolved to the note it opens (links.resolve's rules) when it is written, and
-again when a note it could name appears, goes or moves. A reader of an index without them says so."""
+as written, each resolved to the note it opens when it is written, and again when a note it
+could name appears, goes or moves. links.resolve says what a link asks for; which note answers
+is `_BY_PATH` and `_BY_NAME` here, one statement for many links at once. A reader of an index without them says so."""
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..links.parse import Link
-from ..links.resolve import Wanted, key, name_key, path_key, resolve, wanted
+from ..links.resolve import key, name_key, path_key, wanted
 from .protocols import LinkRow, NoteWrite
-from .sql_statements import Statements
+from .sql_statements import BATCH, Statements, marks
 
 _LINK_COLUMNS = "source, line, written, target, anchor, kind, resolved"
+# the note a link opens (Obsidian's rules, links.resolve): by path, the first key that a note's
+# path matches (relative to the linking note, then from the root); by file name, the note in the
+# linking note's folder, then the shortest path, then the first by path
+# (an alias, which no written link opens, is chosen among its notes alike for `get` and `links`)
+_BY_PATH = (
+    "SELECT n.path FROM names AS n WHERE n.kind = 'path' AND (n.key = links.want_key OR "
+    "n.key = links.alt_key) ORDER BY n.key = links.want_key DESC LIMIT 1"
+)
+_BY_NAME = (
+    "SELECT n.path FROM names AS n WHERE n.kind = '{kind}' AND n.key = links.want_key "
+    "ORDER BY n.folder = links.folder DESC, length(n.path), n.path{code_points} LIMIT 1"
+)
 
 
 class LinkTables(Statements):
+    CODE_POINTS = ""  # what orders text by code point on the engine (not PostgreSQL's locale)
+
     @property
     def has_links(self) -> bool:
         """Whether the index holds links (an older release's does not, until its writer runs)."""
@@ -32,18 +48,17 @@ class LinkTables(Statements):
             [(note.row.path, alias) for note in notes for alias in note.facts.aliases], paths
         )
         self._insert_links([(note.row.path, link) for note in notes for link in note.facts.links])
-        self._relink(self._wanting(paths))
+        self._relink("source IN ({marks})", paths)
+        self._relink_wanting(paths)
 
     def _links_gone(self, path: str) -> None:
         """A note left the index: its names and links go, and the links it opened look again."""
-        opened = self._opening([path])
         self._forget([path])
-        self._relink(opened)
+        self._relink("resolved IN ({marks})", [path])
 
     def _links_moved(self, old: str, new: str) -> None:
         """A note renamed: its links come along (a relative one may open another note from its
         new folder), links that opened it look again, as do those that may open it now."""
-        opened = self._opening([old])
         aliases = [a for (a,) in self._rows(
             "SELECT name FROM names WHERE path = ? AND kind = 'alias'", (old,)
         )]  # fmt: skip
@@ -51,7 +66,9 @@ class LinkTables(Statements):
         self._forget([old, new])
         self._name([(new, alias) for alias in aliases], [new])
         self._insert_links(own)
-        self._relink(opened | self._wanting([new]))
+        self._relink("source IN ({marks})", [new])
+        self._relink("resolved IN ({marks})", [old])
+        self._relink_wanting([new])
 
     def _forget(self, paths: Sequence[str]) -> None:
         rows = [(p,) for p in paths]
@@ -60,61 +77,62 @@ class LinkTables(Statements):
 
     def _name(self, aliases: Iterable[tuple[str, str]], paths: Sequence[str]) -> None:
         """Each note's names: its file name, its path and its aliases."""
-        rows = [(p, "file", p, name_key(p)) for p in paths]
-        rows += [(p, "path", p, path_key(p)) for p in paths]
-        rows += [(p, "alias", alias, key(alias)) for p, alias in aliases]
-        self._run_many("INSERT INTO names(path, kind, name, key) VALUES(?,?,?,?)", rows)
+        rows = [(p, posixpath.dirname(p), "file", p, name_key(p)) for p in paths]
+        rows += [(p, posixpath.dirname(p), "path", p, path_key(p)) for p in paths]
+        rows += [(p, posixpath.dirname(p), "alias", a, key(a)) for p, a in aliases]
+        self._run_many("INSERT INTO names(path, folder, kind, name, key) VALUES(?,?,?,?,?)", rows)
 
     def _insert_links(self, links: Sequence[tuple[str, Link]]) -> None:
-        wants = [(source, wanted(source, link)) for source, link in links]
-        opens = self._resolved(set(wants))
+        """The links, unresolved but those to their own note: _relink resolves them."""
+        rows = []
+        for seq, (source, link) in enumerate(links):
+            want = wanted(source, link)
+            first, second = want.keys[0], want.keys[1] if len(want.keys) > 1 else None
+            rows.append((source, posixpath.dirname(source), seq, link.line, link.written,
+                         link.target, link.anchor, link.kind, link.style, want.by, first, second,
+                         source if want.by == "self" else None))  # fmt: skip
         self._run_many(
-            "INSERT INTO links(source, seq, line, written, target, anchor, kind, style, wants, "
-            "want_key, alt_key, resolved) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
-            [(source, seq, link.line, link.written, link.target, link.anchor, link.kind,
-              link.style, want.by, *_keys(want), opens[source, want])
-             for seq, ((source, link), (_, want)) in enumerate(zip(links, wants))],
-        )  # fmt: skip
-
-    def _wanting(self, paths: Sequence[str]) -> set[tuple[str, Wanted]]:
-        """The links of other notes that name one of these notes' file names or paths."""
-        keys = {name_key(p) for p in paths} | {path_key(p) for p in paths}
-        found = self._batches(
-            "SELECT DISTINCT source, wants, want_key, alt_key FROM links "
-            "WHERE want_key IN ({marks})",
-            list(keys),
-        )
-        alternative = self._batches(
-            "SELECT DISTINCT source, wants, want_key, alt_key FROM links WHERE alt_key IN ({marks})",
-            list(keys),
-        )
-        return {_wanted(row) for row in [*found, *alternative]}
-
-    def _opening(self, paths: Sequence[str]) -> set[tuple[str, Wanted]]:
-        rows = self._batches(
-            "SELECT DISTINCT source, wants, want_key, alt_key FROM links WHERE resolved IN ({marks})",
-            paths,
-        )
-        return {_wanted(row) for row in rows}
-
-    def _relink(self, wants: set[tuple[str, Wanted]]) -> None:
-        """These links resolved again against the notes indexed now."""
-        opens = self._resolved(wants)
-        self._run_many(
-            "UPDATE links SET resolved = ? WHERE source = ? AND wants = ? AND want_key = ? "
-            "AND coalesce(alt_key, '') = ?",
-            [(opens[source, want], source, want.by, *_keys(want, "")) for source, want in wants],
+            "INSERT INTO links(source, folder, seq, line, written, target, anchor, kind, style, "
+            "wants, want_key, alt_key, resolved) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            rows,
         )
 
-    def _resolved(self, wants: set[tuple[str, Wanted]]) -> dict[tuple[str, Wanted], str | None]:
-        """The note each link opens, from the names table."""
-        found = {
-            by: self.notes_named(kind, [k for _, want in wants if want.by == by for k in want.keys])
-            for kind, by in (("file", "name"), ("path", "path"))
-        }
-        return {
-            (source, want): resolve(source, want, found.get(want.by, {})) for source, want in wants
-        }
+    def _relink(self, where: str, values: Sequence[str]) -> None:
+        """The links `where` picks (`{marks}` filled with `values`) resolved again against the
+        notes indexed now."""
+        for by in ("path", "name"):
+            opens = self._opens(by)
+            for start in range(0, len(values), BATCH):
+                part = values[start : start + BATCH]
+                self._run_many(
+                    f"UPDATE links SET resolved = ({opens}) WHERE wants = '{by}' AND "
+                    + where.format(marks=marks(len(part))),
+                    [part],
+                )
+
+    def _opens(self, by: str) -> str:
+        """The note a link asking `by` opens: path, name (a file name) or alias."""
+        if by == "path":
+            return _BY_PATH
+        return _BY_NAME.format(kind="file" if by == "name" else by, code_points=self.CODE_POINTS)
+
+    def _relink_wanting(self, paths: Sequence[str]) -> None:
+        """The links that name one of these notes' file names or paths, resolved again."""
+        keys = sorted({name_key(p) for p in paths} | {path_key(p) for p in paths})
+        self._relink("want_key IN ({marks})", keys)
+        self._relink("alt_key IN ({marks})", keys)
+
+    def open_named(self, by: str, keys: Sequence[str], folder: str = "") -> str | None:
+        """The note a link from `folder` asking `by` ("name", "path") for `keys` opens: what a
+        user or an agent names as a link would."""
+        sql = self._opens(by)
+        first, second = keys[0], keys[1] if len(keys) > 1 else None
+        rows = self._rows(
+            f"SELECT ({sql}) FROM (SELECT CAST(? AS TEXT) AS want_key, CAST(? AS TEXT) AS "
+            "alt_key, CAST(? AS TEXT) AS folder) AS links",
+            (first, second, folder),
+        )
+        return rows[0][0] if rows else None
 
     # -- the reader's half ------------------------------------------------------------------
 
@@ -146,34 +164,21 @@ class LinkTables(Statements):
         )
         return int(total), int(broken)
 
-    def notes_named(self, kind: str, keys: Sequence[str]) -> dict[str, list[str]]:
-        """key -> the notes whose file name, path or alias (`kind`: file, path, alias) it is."""
-        found: dict[str, list[str]] = {}
-        for name, path in self._batches(
-            "SELECT key, path FROM names WHERE kind = ? AND key IN ({marks})", keys, kind
-        ):
-            found.setdefault(name, []).append(path)
-        return {name: sorted(paths) for name, paths in found.items()}
-
-    def aliases(self, paths: Sequence[str]) -> dict[str, list[str]]:
-        """Each note's aliases as its front matter writes them."""
-        found: dict[str, list[str]] = {}
-        if not self.has_links:
-            return found
+    def note_names(self, paths: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """Each note's names besides its file name, as (kind, name): its title, its aliases."""
+        found: dict[str, list[tuple[str, str]]] = {}
+        title = self._column("files.title")
         for path, name in self._batches(
-            "SELECT path, name FROM names WHERE kind = 'alias' AND path IN ({marks})", paths
+            f"SELECT path, {title} FROM files WHERE path IN ({{marks}}) AND {title} IS NOT NULL",
+            paths,
         ):
-            found.setdefault(path, []).append(name)
+            found.setdefault(path, []).append(("title", name))
+        if self.has_links:
+            for path, name in self._batches(
+                "SELECT path, name FROM names WHERE kind = 'alias' AND path IN ({marks})", paths
+            ):
+                found.setdefault(path, []).append(("alias", name))
         return found
-
-
-def _keys(want: Wanted, missing: str | None = None) -> tuple[str, str | None]:
-    return want.keys[0], want.keys[1] if len(want.keys) > 1 else missing
-
-
-def _wanted(row: tuple[Any, ...]) -> tuple[str, Wanted]:
-    source, by, first, second = row
-    return source, Wanted(by, (first, second) if second else (first,))
 
 
 def _as_link(row: LinkRow) -> Link:

@@ -54,15 +54,16 @@ def links_step(schema: int) -> Migration:
     (metadata's rules changed with them), the names of the notes indexed before in the step."""
     sql = """
     CREATE TABLE links(
-        source TEXT NOT NULL, seq INTEGER NOT NULL, line INTEGER NOT NULL, written TEXT NOT NULL,
+        source TEXT NOT NULL, folder TEXT NOT NULL, seq INTEGER NOT NULL, line INTEGER NOT NULL,
+        written TEXT NOT NULL,
         target TEXT NOT NULL, anchor TEXT, kind TEXT NOT NULL, style TEXT NOT NULL,
         wants TEXT NOT NULL, want_key TEXT NOT NULL, alt_key TEXT, resolved TEXT);
     CREATE INDEX links_source ON links(source);
     CREATE INDEX links_want ON links(want_key);
     CREATE INDEX links_alt ON links(alt_key);
     CREATE INDEX links_resolved ON links(resolved);
-    CREATE TABLE names(path TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
-        key TEXT NOT NULL);
+    CREATE TABLE names(path TEXT NOT NULL, folder TEXT NOT NULL, kind TEXT NOT NULL,
+        name TEXT NOT NULL, key TEXT NOT NULL);
     CREATE INDEX names_key ON names(key);
     CREATE INDEX names_path ON names(path);
     """
