@@ -19,14 +19,23 @@ _LINK_COLUMNS = "source, line, written, target, anchor, kind, resolved"
 # path matches (relative to the linking note, then from the root); by file name, the note in the
 # linking note's folder, then the shortest path, then the first by path
 # (an alias, which no written link opens, is chosen among its notes alike for `get` and `links`)
+# written over what a link wants ({want}, {alt}: its keys; {folder}: its note's folder), as
+# columns of the links row being resolved again, or as parameters of a row being inserted
 _BY_PATH = (
-    "SELECT n.path FROM names AS n WHERE n.kind = 'path' AND (n.key = links.want_key OR "
-    "n.key = links.alt_key) ORDER BY n.key = links.want_key DESC LIMIT 1"
+    "SELECT n.path FROM names AS n WHERE n.kind = 'path' AND (n.key = {want} OR n.key = {alt}) "
+    "ORDER BY n.key = {want} DESC LIMIT 1"
 )
 _BY_NAME = (
-    "SELECT n.path FROM names AS n WHERE n.kind = '{kind}' AND n.key = links.want_key "
-    "ORDER BY n.folder = links.folder DESC, length(n.path), n.path{code_points} LIMIT 1"
+    "SELECT n.path FROM names AS n WHERE n.kind = '{kind}' AND n.key = {want} "
+    "ORDER BY n.folder = {folder} DESC, length(n.path), n.path{code_points} LIMIT 1"
 )
+_OF_THE_ROW = {"want": "links.want_key", "alt": "links.alt_key", "folder": "links.folder"}
+_AS_PARAMETERS = {"want": "CAST(? AS TEXT)", "alt": "CAST(? AS TEXT)", "folder": "CAST(? AS TEXT)"}
+
+
+def _parameters(by: str, want: str, alt: str | None, folder: str) -> tuple[str | None, ...]:
+    """What _AS_PARAMETERS takes for a link asking `by` (path, or a name)."""
+    return (want, alt, want) if by == "path" else (want, folder)
 
 
 class LinkTables(Statements):
@@ -48,7 +57,6 @@ class LinkTables(Statements):
             [(note.row.path, alias) for note in notes for alias in note.facts.aliases], paths
         )
         self._insert_links([(note.row.path, link) for note in notes for link in note.facts.links])
-        self._relink("source IN ({marks})", paths)
         self._relink_wanting(paths)
 
     def _links_gone(self, path: str) -> None:
@@ -66,7 +74,6 @@ class LinkTables(Statements):
         self._forget([old, new])
         self._name([(new, alias) for alias in aliases], [new])
         self._insert_links(own)
-        self._relink("source IN ({marks})", [new])
         self._relink("resolved IN ({marks})", [old])
         self._relink_wanting([new])
 
@@ -83,38 +90,46 @@ class LinkTables(Statements):
         self._run_many("INSERT INTO names(path, folder, kind, name, key) VALUES(?,?,?,?,?)", rows)
 
     def _insert_links(self, links: Sequence[tuple[str, Link]]) -> None:
-        """The links, unresolved but those to their own note: _relink resolves them."""
-        rows = []
+        """The links, each resolved as it is written."""
+        rows: dict[str, list[tuple[Any, ...]]] = {"path": [], "name": [], "self": []}
         for seq, (source, link) in enumerate(links):
             want = wanted(source, link)
             first, second = want.keys[0], want.keys[1] if len(want.keys) > 1 else None
-            rows.append((source, posixpath.dirname(source), seq, link.line, link.written,
-                         link.target, link.anchor, link.kind, link.style, want.by, first, second,
-                         source if want.by == "self" else None))  # fmt: skip
-        self._run_many(
+            folder = posixpath.dirname(source)
+            written = (source, folder, seq, link.line, link.written, link.target, link.anchor,
+                       link.kind, link.style, want.by, first, second)  # fmt: skip
+            if want.by == "self":
+                rows["self"].append((*written, source))
+            else:
+                rows[want.by].append((*written, *_parameters(want.by, first, second, folder)))
+        into = (
             "INSERT INTO links(source, folder, seq, line, written, target, anchor, kind, style, "
-            "wants, want_key, alt_key, resolved) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            rows,
+            "wants, want_key, alt_key, resolved) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,"
         )
+        self._run_many(into + "?)", rows["self"])
+        for by in ("path", "name"):
+            self._run_many(f"{into}({self._opens(by, _AS_PARAMETERS)}))", rows[by])
 
     def _relink(self, where: str, values: Sequence[str]) -> None:
         """The links `where` picks (`{marks}` filled with `values`) resolved again against the
         notes indexed now."""
         for by in ("path", "name"):
-            opens = self._opens(by)
+            opens = self._opens(by, _OF_THE_ROW)
             for start in range(0, len(values), BATCH):
                 part = values[start : start + BATCH]
-                self._run_many(
+                self._run_many(  # a row that would keep its note is not written again
                     f"UPDATE links SET resolved = ({opens}) WHERE wants = '{by}' AND "
-                    + where.format(marks=marks(len(part))),
+                    f"({where.format(marks=marks(len(part)))}) AND resolved IS DISTINCT FROM "
+                    f"({opens})",
                     [part],
                 )
 
-    def _opens(self, by: str) -> str:
-        """The note a link asking `by` opens: path, name (a file name) or alias."""
+    def _opens(self, by: str, wants: dict[str, str]) -> str:
+        """The note a link asking `by` opens (path, name: a file name, or alias), over `wants`."""
         if by == "path":
-            return _BY_PATH
-        return _BY_NAME.format(kind="file" if by == "name" else by, code_points=self.CODE_POINTS)
+            return _BY_PATH.format(**wants)
+        kind = "file" if by == "name" else by
+        return _BY_NAME.format(kind=kind, code_points=self.CODE_POINTS, **wants)
 
     def _relink_wanting(self, paths: Sequence[str]) -> None:
         """The links that name one of these notes' file names or paths, resolved again."""
@@ -125,12 +140,10 @@ class LinkTables(Statements):
     def open_named(self, by: str, keys: Sequence[str], folder: str = "") -> str | None:
         """The note a link from `folder` asking `by` ("name", "path") for `keys` opens: what a
         user or an agent names as a link would."""
-        sql = self._opens(by)
         first, second = keys[0], keys[1] if len(keys) > 1 else None
         rows = self._rows(
-            f"SELECT ({sql}) FROM (SELECT CAST(? AS TEXT) AS want_key, CAST(? AS TEXT) AS "
-            "alt_key, CAST(? AS TEXT) AS folder) AS links",
-            (first, second, folder),
+            f"SELECT ({self._opens(by, _AS_PARAMETERS)})",
+            _parameters(by, first, second, folder),
         )
         return rows[0][0] if rows else None
 

@@ -60,7 +60,7 @@ def links_step(schema: int) -> Migration:
         wants TEXT NOT NULL, want_key TEXT NOT NULL, alt_key TEXT, resolved TEXT);
     CREATE INDEX links_source ON links(source);
     CREATE INDEX links_want ON links(want_key);
-    CREATE INDEX links_alt ON links(alt_key);
+    CREATE INDEX links_alt ON links(alt_key) WHERE alt_key IS NOT NULL;
     CREATE INDEX links_resolved ON links(resolved);
     CREATE TABLE names(path TEXT NOT NULL, folder TEXT NOT NULL, kind TEXT NOT NULL,
         name TEXT NOT NULL, key TEXT NOT NULL);
