@@ -199,6 +199,71 @@ def test_a_reader_opening_an_index_being_created_never_breaks_its_creation(
             thread.join()
 
 
+def test_the_writer_draws_a_new_chunks_version_with_each_change_of_the_chunks(
+    tmp_path: Path,
+) -> None:
+    """In the transaction of each change to the chunks or their vectors, and of no other write:
+    what every connection reads alike, where PRAGMA data_version is each one's own."""
+    key = ModelKey("test", "m", "")
+    with SqliteStore(tmp_path / "i.sqlite") as store:
+        seen = [store.meta()["chunks_version"]]
+
+        def drawn() -> bool:
+            now = store.meta()["chunks_version"]
+            new = now not in seen
+            seen.append(now)
+            return new
+
+        store.set_model(key, 8)
+        assert drawn()
+        store.replace_file(FileRow("a.md", "x", 1, 1), [NewChunk(1, 1, "h", "a", "", "a")])
+        assert drawn()
+        [chunk_id] = store.chunks(range(1, 10))
+        store.store_embeddings(key, [(chunk_id, "h", np.eye(8, dtype="<f4")[0].tobytes())], 8)
+        assert drawn()
+        store.move_file("a.md", FileRow("b.md", "x", 1, 1), "")
+        assert drawn()
+        store.remove_file("b.md")
+        assert drawn()
+        store.mark_synced()
+        store.update_skips(replace_all=True)
+        store.touch_file(FileRow("c.md", "x", 2, 2))
+        assert not drawn()
+
+
+def test_readers_of_an_index_without_a_chunks_version_keep_a_copy_each_and_stay_fresh(
+    tmp_path: Path,
+) -> None:
+    """An index of the schema before the chunks version: each long-lived connection keeps its
+    own mean vectors (their data_version is their own), writes none, and sees the writer's."""
+    from conftest import set_back
+
+    db = tmp_path / "i.sqlite"
+    key = ModelKey("test", "m", "")
+    e = np.eye(8, dtype="<f4")
+
+    def add(store: SqliteStore, path: str, vector: np.ndarray) -> int:
+        store.replace_file(FileRow(path, "x", 1, 1), [NewChunk(1, 1, path, path, "", path)])
+        [chunk_id] = [i for i, row in store.chunks(range(1, 100)).items() if row.path == path]
+        store.store_embeddings(key, [(chunk_id, path, vector.tobytes())], 8)
+        return chunk_id
+
+    with SqliteStore(db) as writer:
+        writer.set_model(key, 8)
+        first = add(writer, "a.md", e[0])
+    set_back(db, SCHEMA_VERSION - 1)
+    one, two = (SqliteStore(db, create=False, vectors_in_memory=True) for _ in range(2))
+    with one, two:
+        assert one.vector_search(e[0], 1)[0][0] == two.vector_search(e[0], 1)[0][0] == first
+        assert one._kept_means() is not two._kept_means()
+        assert "chunks_version" not in one.meta()
+        with SqliteStore(db) as writer:  # this release's writer: the step, then a new note
+            later = add(writer, "b.md", e[5])
+        for reader in (one, two):
+            assert reader.vector_search(e[5], 1)[0][0] == later
+        assert one._kept_means() is not two._kept_means()
+
+
 def test_vectors_kept_in_memory_score_a_chunk_by_its_nearest_window(tmp_path: Path) -> None:
     e = np.eye(8, dtype="<f4")
     key = ModelKey("test", "m", "")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from memsync.store.locate import Location, PostgresLocation, SqliteLocation
 from memsync.store.protocols import FileRow, ModelKey, NewChunk
 from memsync.store.protocols import StoreWriter as Store
 from memsync.sync.syncer import index_vault
+from memsync.vectors import MeanVectors
 
 MB = 1 << 20
 
@@ -125,7 +127,8 @@ def test_each_chunk_s_script_is_recorded_by_its_writer_and_read_from_text_in_an_
         with location.open(create=True) as writer:
             assert writer.schema == writer.SCHEMA_VERSION and not writer.behind
             assert dict(writer._rows("SELECT path, script FROM chunks")) == scripts
-    assert taken == ["chunk scripts", "links"]
+    assert taken == [step.name for step in writer.MIGRATIONS if step.schema > older]
+    assert taken[0] == "chunk scripts"
 
 
 def test_probes_bring_their_nearest_chunks_into_the_coarse_step(location: Location) -> None:
@@ -201,7 +204,56 @@ def test_a_long_lived_reader_keeps_the_mean_vectors_and_sees_other_writers(
             )
             assert [i for i, _ in reader.vector_search(e[0], 5)] == nearer
             assert "in memory" not in reader.vector_backend
-            assert reader._means is None  # type: ignore[attr-defined]  # nothing held
+            assert reader._kept[1]._means is None  # type: ignore[attr-defined]  # nothing held
+
+
+def _counted(
+    read: Callable[..., MeanVectors | None], reads: list[str]
+) -> Callable[..., MeanVectors | None]:
+    """`read` (a store's read of its mean vectors), noting each time it brought some."""
+
+    def counting(*args: Any) -> MeanVectors | None:
+        found = read(*args)
+        if found is not None:
+            reads.append(read.__name__)
+        return found
+
+    return counting
+
+
+def test_a_process_s_long_lived_readers_keep_one_copy_read_again_once_per_change(
+    location: Location, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two long-lived connections of one process (a server lends several) share one copy of
+    the mean vectors and of the calibration sample; after a write through the writer both answer
+    from the new state, which one of them read (SQLite all again, PostgreSQL the new chunks)."""
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(40, 8)).astype(np.float32)
+    query = rng.normal(size=8).astype(np.float32)
+    with location.open(create=True) as writer:
+        _fill(writer, vectors)
+        one, two = (location.open(vectors_in_memory=True) for _ in range(2))
+        with one, two:
+            reads: list[str] = []
+            for name in ("_read_means", "_updated_means"):
+                monkeypatch.setattr(type(one), name, _counted(getattr(type(one), name), reads))
+            assert [i for i, _ in one.vector_search(query, 5)] == [
+                i for i, _ in two.vector_search(query, 5)
+            ]
+            kept = one._kept_means()  # type: ignore[attr-defined]
+            assert kept is not None and kept is two._kept_means()  # type: ignore[attr-defined]
+            assert one.sample_vectors(8) is two.sample_vectors(8)
+            assert len(reads) == 1
+            nearer = _fill(writer, np.stack([query, -query]), path="b.md")
+            for reader in (two, one):
+                found = reader.vector_search(query, 5)
+                assert found[0] == (nearer[0], pytest.approx(0.0, abs=1e-5))
+                assert [i for i, _ in found] == [i for i, _ in writer.vector_search(query, 5)]
+                fresh = writer.sample_vectors(8)
+                assert np.array_equal(reader.sample_vectors(8).windows, fresh.windows)
+            assert len(reads) == 2
+            assert one._kept_means() is two._kept_means()  # type: ignore[attr-defined]
+            assert one.sample_vectors(8) is two.sample_vectors(8)
 
 
 def test_a_chunk_is_found_by_its_nearest_window_once(location: Location) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import EF_SEARCH
@@ -51,6 +51,8 @@ class PgVectors(SharedReading):
     _iterative: bool | None = None  # whether the server scans HNSW iteratively, once asked
     _version: str | None = None  # the server's pgvector, once read
     _kind: str | None = None  # the mean vectors' type, once read
+    url: str
+    name: str
 
     def _reset_vectors(self, dims: int) -> None:
         """A vault's vectors are of one size, with its own HNSW graph (the shared cache keeps
@@ -208,6 +210,10 @@ class PgVectors(SharedReading):
             "WHERE key IN ('provider', 'model', 'provider_key', 'dims'))"
         ).fetchone()
         return tuple(row)
+
+    def _kept_version(self) -> tuple[Hashable | None, Any]:
+        """_index_version is read from the vault's rows: every connection reads it alike."""
+        return (self.url, self.name), self._index_version()
 
     def _all_means(self) -> tuple[np.ndarray, np.ndarray]:
         return self._mean_rows(None)

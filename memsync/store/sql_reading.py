@@ -1,11 +1,12 @@
 """What a reader of either backend reads through the shared tables: chunks by id, a keyword
 query's best ranks, the calibration sample, and the two steps of a vector search, with the
 mean vectors a long-lived reader keeps in memory. Each engine (sqlite_store, pg_store) supplies
-the hooks: its rows by id, its keyword ranking, its index version, its own nearest search."""
+the hooks: its rows by id, its keyword ranking, its index version, its own nearest search.
+What a long-lived reader keeps, its connections of one process share (kept.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..filters import NoteFilter
@@ -17,6 +18,7 @@ from ..vectors import (
     rescored,
     unit_rows,
 )
+from .kept import Kept, kept_for
 from .protocols import ChunkRow
 from .sql_tables import SharedTables
 
@@ -30,9 +32,12 @@ Ranking = Callable[[NoteFilter, int], list[tuple[int, float]]]
 class SharedReading(SharedTables):
     """The reader's half of the shared policy, over the engine's hooks."""
 
-    _means: MeanVectors | None = None  # a long-lived reader's mean vectors
-    _too_many: Any = None  # the index's version when its mean vectors did not fit in memory
-    _sample: tuple[Any, CalibrationSample] | None = None  # a long-lived reader's calibration sample
+    # a long-lived reader's kept mean vectors and sample, and the index they are shared under
+    _kept: tuple[Hashable | None, Kept] | None = None
+
+    def close(self) -> None:
+        self._kept = None  # the process's copy goes with the last connection that holds it
+        super().close()
 
     def _rows_of(
         self, select: str, ids: Sequence[int], tail: str = ""
@@ -47,6 +52,12 @@ class SharedReading(SharedTables):
     def _index_version(self) -> Any:
         """Changes whenever the index's chunks or their vectors may have changed."""
         raise NotImplementedError
+
+    def _kept_version(self) -> tuple[Hashable | None, Any]:
+        """(the index as this process names it, its version) where every connection to it reads
+        the same version for the same state of the index, so that they share one copy of what
+        they keep; (None, this connection's version) where the version is its own."""
+        return None, self._index_version()
 
     def _all_means(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, rows) of every chunk's mean vector, by id."""
@@ -99,10 +110,8 @@ class SharedReading(SharedTables):
         store samples once, so a cache would cost it a version read for nothing."""
         if not self.vectors_in_memory:
             return self._read_sample(size)
-        version = (self._index_version(), size)
-        if self._sample is None or self._sample[0] != version:
-            self._sample = (version, self._read_sample(size))
-        return self._sample[1]
+        index, version = self._kept_version()
+        return self._keeping(index).sample((version, size), lambda: self._read_sample(size))
 
     def _read_sample(self, size: int) -> CalibrationSample:
         found = self._rows_of(
@@ -175,19 +184,20 @@ class SharedReading(SharedTables):
         """A long-lived reader's mean vectors, read again only when the index changed since;
         None for a vault whose vectors would take more than MEMORY_VECTOR_BYTES (the engine's
         own search serves it)."""
-        version = self._index_version()
-        kept = self._means
-        if kept is not None and kept.version == version:
-            return kept
-        if self._too_many == version:
-            return None
-        self._means = None
-        if not self._keeps_means():
-            self._too_many = version
-            return None
-        updated = self._updated_means(kept, version) if kept is not None else None
-        self._means = self._read_means(version) if updated is None else updated
-        return self._means
+        index, version = self._kept_version()
+        return self._keeping(index).means(
+            version,
+            fit=self._keeps_means,
+            update=lambda kept: self._updated_means(kept, version),
+            read=lambda: self._read_means(version),
+        )
+
+    def _keeping(self, index: Hashable | None) -> Kept:
+        """Where this connection keeps what it keeps: the process's copy of `index`, or its own
+        for None."""
+        if self._kept is None or self._kept[0] != index:
+            self._kept = (index, kept_for(index))
+        return self._kept[1]
 
     def _read_means(self, version: Any) -> MeanVectors:
         """Every chunk's mean vector, at unit length."""

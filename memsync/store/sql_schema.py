@@ -23,7 +23,7 @@ class Migration:
     name: str
     schema: int
     sql: str = ""  # its statements, run at once
-    adds: tuple[str, ...] = ()  # what readers read that it adds ("table" or "table.column")
+    adds: tuple[str, ...] = ()  # what readers read that it adds ("table", "table.column", "meta.k")
     then: Callable[[Any], None] | None = None  # with the store, after its SQL: what SQL cannot say
 
 
@@ -91,7 +91,7 @@ class SchemaSteps:
     MIGRATIONS: Sequence[Migration] = ()  # the engine's schema, step by step
     SCHEMA_VERSION: int = 0  # the engine's newest schema
     READABLE_FROM: int = 1  # the oldest schema a reader answers from as it is
-    # what a later schema added that readers read ("table" or "table.column"): the schema that did
+    # what a later schema added that readers read (as Migration.adds names it): the schema that did
     ADDED_IN: dict[str, int] = {}
     schema: int = 0  # the index's schema as opened: a reader may answer from an older one
     read_only: bool = False
@@ -111,6 +111,10 @@ class SchemaSteps:
 
     def set_meta(self, **values: str | float) -> None:
         raise NotImplementedError
+
+    def _chunks_changed(self) -> None:
+        """In a writer's transaction that changes the chunks or their vectors (a schema step may):
+        where an engine's readers need it, a version of them that every connection reads alike."""
 
     def _open_schema(self, writer: bool) -> None:
         """A writer (it holds the writer lock: index, watch) brings the index to this release's
@@ -156,6 +160,7 @@ class SchemaSteps:
             step.then(self)
         self._record_schema(step.schema)
         self.set_meta(schema_version=step.schema)
+        self._chunks_changed()
 
     @property
     def behind(self) -> str:

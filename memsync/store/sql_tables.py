@@ -135,6 +135,7 @@ class SharedTables(LinkTables):
             self.set_meta(
                 provider=key.provider, model=key.model, provider_key=key.provider_key, dims=dims
             )
+            self._chunks_changed()
 
     # -- files ------------------------------------------------------------------------------
 
@@ -202,6 +203,7 @@ class SharedTables(LinkTables):
             self._run_many("UPDATE tags SET path = ? WHERE path = ?", [(new, old)])
             self._run_many("DELETE FROM skipped WHERE path IN (?, ?)", [(old, new)])
             self._links_moved(old, new)
+            self._chunks_changed()
 
     def replace_file(
         self, row: FileRow, chunks: Sequence[NewChunk], facts: FileFacts = FileFacts()
@@ -222,6 +224,7 @@ class SharedTables(LinkTables):
             self._delete_chunks([note.row.path for note in notes])
             self._insert_chunks(notes, key, cached)
             self._write_files(notes)
+            self._chunks_changed()
 
     def remove_file(self, path: str, skip: SkipRow | None = None) -> None:
         """A note gone from the index: deleted, or now skipped for the reason `skip` gives."""
@@ -232,6 +235,7 @@ class SharedTables(LinkTables):
             self._links_gone(path)
             if skip is not None:
                 self._insert_skips([skip])
+            self._chunks_changed()
 
     def _write_files(self, notes: Sequence[NoteWrite]) -> None:
         """The notes' files rows and tags, inside replace_files' transaction; their skips are
@@ -334,6 +338,7 @@ class SharedTables(LinkTables):
                 [(key.provider, key.model, key.provider_key, h, blob, dims, now)
                  for _, h, blob in items],
             )  # fmt: skip
+            self._chunks_changed()
             return self._attach_vectors(key, items)
 
     def loading_vectors(self, count: int) -> AbstractContextManager[None]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,8 @@ def _vectors_as_windows(store: SqliteStore) -> None:
         store.conn.execute("DROP TABLE IF EXISTS chunks_vec")
         store._create_vec(store.dims())
 
+
+CHUNKS_VERSION = "chunks_version"  # meta's key of the "chunks version" step's token
 
 # each step's SQL stands as first released, to the space: SQLite keeps a table's CREATE text and
 # rewrites it with each ALTER, so an index made today holds the same text as one migrated
@@ -120,6 +123,11 @@ MIGRATIONS = (
     window_lines_step(7),
     script_step(8),
     links_step(9),
+    # a token of the chunks' state that every connection reads alike (PRAGMA data_version is each
+    # connection's own), drawn anew by the writer in each transaction that changes the chunks or
+    # their vectors: a process's long-lived readers then share one copy of what they keep. Every
+    # step writes one (_chunks_changed), this one too
+    Migration("chunks version", 10, adds=(f"meta.{CHUNKS_VERSION}",)),
 )
 # the tables that say a database is a memsync index (and not someone else's file)
 OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"})
@@ -223,6 +231,8 @@ class SqliteStore(SharedReading):
         except OSError as exc:
             raise StoreError(f"cannot create index {self.path}: {os_reason(exc)}") from exc
         self.vec_version = self._load_vec()
+        opened = os.stat(self.path)
+        self._file = (opened.st_dev, opened.st_ino)  # the file, as this process names it
         self._open_schema(writer=create)
 
     def _system_errno(self) -> int:
@@ -490,8 +500,23 @@ class SqliteStore(SharedReading):
         return self._windows(list(near))
 
     def _index_version(self) -> tuple[int, int]:
-        """Changes when any connection has written the index since."""
+        """Changes when any connection has written the index since: this connection's own."""
         return (_one(self.conn.execute("PRAGMA data_version"))[0], self.conn.total_changes())
+
+    def _kept_version(self) -> tuple[Hashable | None, Any]:
+        """The file's chunks version, which every connection to it reads alike; an index of an
+        older schema has none, and each connection keeps its own copy."""
+        found = None
+        if self._has(f"meta.{CHUNKS_VERSION}"):
+            found = self._rows("SELECT value FROM meta WHERE key = ?", (CHUNKS_VERSION,))
+        if not found:
+            return None, self._index_version()
+        return self._file, found[0][0]
+
+    def _chunks_changed(self) -> None:
+        """A random token, not a count: an index made again in the same file (or one whose file
+        reuses an inode) must not meet a kept copy's version."""
+        self.set_meta(**{CHUNKS_VERSION: secrets.token_hex(8)})
 
     def _all_means(self) -> tuple[np.ndarray, np.ndarray]:
         import numpy as np
