@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from . import confined, vault
 from .errors import ArgumentError, os_reason
-from .text import as_text, fold, is_hidden
+from .text import NOTE_SUFFIXES, as_text, fold, is_hidden
 from .vault import SkipFile, read_note
 
 MAX_LINES = 400  # lines one read returns
@@ -98,7 +98,7 @@ def note_path(rel: object) -> str:
     ):
         raise ArgumentError("the path is too long")
     clean = "/".join(parts)
-    if not parts[-1].lower().endswith(vault.NOTE_SUFFIXES):
+    if not parts[-1].lower().endswith(NOTE_SUFFIXES):
         raise ArgumentError(f"{clean} is not a Markdown note (.md or .markdown)")
     return clean
 

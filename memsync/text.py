@@ -8,6 +8,8 @@ import os
 import re
 import unicodedata
 
+NOTE_SUFFIXES = (".md", ".markdown")  # what a note's file name ends in (case-insensitive)
+
 
 def fold(name: str) -> str:
     """A name as a case-insensitive file system (macOS, Windows) compares it: `Drafts`, `DRAFTS`

@@ -13,9 +13,8 @@ from typing import NamedTuple
 
 from . import confined
 from .errors import VaultError
-from .text import as_text, fold, is_utf8
+from .text import NOTE_SUFFIXES, as_text, fold, is_utf8
 
-NOTE_SUFFIXES = (".md", ".markdown")
 SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})
 IGNORE_FILE = ".memsyncignore"
 _BINARY_SNIFF = 8192

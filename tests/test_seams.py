@@ -285,6 +285,8 @@ def test_only_the_store_speaks_sql() -> None:
             "store.sqlite_store",
             "store.sql_tables",
             "store.sql_reading",
+            "store.sql_schema",
+            "store.sql_links",
             "search.glossary",
         }
         | POSTGRES
@@ -296,6 +298,9 @@ PURE = {
     "chunking": {"tiktoken"},
     "fts": set(),
     "evaluate": set(),
+    "links.parse": set(),
+    "links.resolve": set(),
+    "links.sections": set(),
     "metadata": {"yaml"},
     "search.calibration": set(),
     "search.cosines": {"numpy"},

@@ -12,7 +12,7 @@ import posixpath
 import unicodedata
 from dataclasses import dataclass
 
-from ..vault import NOTE_SUFFIXES
+from ..text import NOTE_SUFFIXES
 from .parse import Link, inside_vault
 
 
