@@ -127,7 +127,7 @@ def test_tools_are_listed_with_schemas_and_write_only_when_writable(
 
     read_only, error, text = with_server(["--db", str(db)], names_and_a_write)
     assert read_only == dict.fromkeys(
-        ["memory_search", "memory_get", "memory_tree", "memory_status"], True
+        ["memory_search", "memory_get", "memory_links", "memory_tree", "memory_status"], True
     )
     writable = with_server(["--db", str(db), "--writable"], names)
     assert writable == {**read_only, "memory_write": True}
@@ -146,12 +146,13 @@ def test_tools_carry_hints_and_every_argument_is_described_in_a_fixed_order(
     assert [t.name for t in tools] == [
         "memory_search",
         "memory_get",
+        "memory_links",
         "memory_tree",
         "memory_status",
         "memory_write",
     ]
     hints = {t.name: t.annotations for t in tools}
-    for name in ("memory_search", "memory_get", "memory_tree", "memory_status"):
+    for name in ("memory_search", "memory_get", "memory_links", "memory_tree", "memory_status"):
         assert hints[name].read_only_hint is True and hints[name].open_world_hint is False
     write_hints = hints["memory_write"]
     assert write_hints.read_only_hint is False and write_hints.destructive_hint is True
@@ -339,6 +340,59 @@ def test_refused_paths_are_one_line_tool_errors_over_stdio_and_the_server_goes_o
         assert error and "SECRET" not in text and text.count("\n") == 0
     assert not results[-1][0] and results[-1][2]["text"] == "The test server's SSH port is 2222."
     assert (tmp_path / "outside.md").read_text() == "SECRET outside the vault\n"
+
+
+def test_memory_links_lists_links_with_citations_and_memory_get_follows_one(
+    tmp_path: Path,
+) -> None:
+    """Over stdio, as an agent calls them: a note named by path or alias, its links and its
+    backlinks with citations; memory_get reads the section a link names, numbered as in the
+    file, and a heading the note lacks is a one-line tool error listing its headings."""
+    vault = agent_vault(tmp_path / "notes")
+    write(
+        vault,
+        "projects/heron.md",
+        "---\naliases: [Heron project]\n---\n# Heron\n\nHeron syncs with Postgres 16.\n"
+        "## Conflicts\nLast writer wins.\n## Storage\nPostgres.\n",
+    )
+    write(vault, "ops/log.md", "# Log\n\nSee [[heron#Conflicts]] and [[Kafka]].\n")
+    db = tmp_path / "i.sqlite"
+    done = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
+    assert done.exit_code == 0, done.output
+    (e1, text, design), (e2, _, log), (e3, section, lines), (e4, missing, _), (e5, why, _) = calls(
+        ["--db", str(db)],
+        ("memory_links", {"path": "[[Heron project]]"}),
+        ("memory_links", {"path": "ops/log.md"}),
+        ("memory_get", {"path": "[[heron#Conflicts]]"}),
+        ("memory_get", {"path": "[[heron#Nope]]"}),
+        ("memory_links", {"path": "[[Nobody]]"}),
+    )
+    assert not (e1 or e2 or e3) and e4 and e5
+    assert design["path"] == "projects/heron.md" and design["links"] == [] and design["more"] == ""
+    [backlink] = design["backlinks"]
+    assert backlink == {
+        "path": "ops/log.md",
+        "line": 3,
+        "link": "[[heron#Conflicts]]",
+        "kind": "link",
+        "target": "heron",
+        "anchor": "Conflicts",
+        "resolved": "projects/heron.md",
+        "citation": "ops/log.md#L3-L3",
+        "text": "See [[heron#Conflicts]] and [[Kafka]].",
+    }
+    assert "ops/log.md:3: See [[heron#Conflicts]]" in text
+    assert [(link["link"], link["resolved"]) for link in log["links"]] == [
+        ("[[heron#Conflicts]]", "projects/heron.md"),
+        ("[[Kafka]]", None),
+    ]
+    assert (lines["start_line"], lines["end_line"]) == (7, 8)
+    assert lines["text"] == "## Conflicts\nLast writer wins."
+    assert lines["citation"] == "projects/heron.md#L7-L8" and "7 | ## Conflicts" in section
+    assert "\n" not in missing and missing.endswith(
+        ": projects/heron.md has no heading 'Nope'; its headings: Heron, Conflicts, Storage"
+    )
+    assert "no note named 'Nobody'" in why and "\n" not in why
 
 
 def test_memory_tree_lists_what_is_indexed(indexed: tuple[Path, Path]) -> None:

@@ -3,6 +3,7 @@ alike."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -517,3 +518,292 @@ def test_a_query_still_answers_when_no_second_connection_can_be_opened(
         monkeypatch.setattr(store, "second_connection", refused)
         outcome = search(store, "staging redis port", Options(), HashEmbedder())
     assert outcome.mode == "hybrid" and outcome.results[0].text_score is not None
+
+
+# -- links (issue 40): written with each note, resolved again as the notes they name change ----
+
+
+@contextlib.contextmanager
+def _indexed(
+    location: Location, tmp_path: Path, notes: dict[str, str]
+) -> Iterator[tuple[Store, Path]]:
+    """`notes` (path -> text) written to a vault and indexed keyword-only: (the open writer,
+    the vault)."""
+    root = tmp_path / "v"
+    for path, text in notes.items():
+        write(root, path, text)
+    with location.open(create=True) as store:
+        index_vault(store, root, MB, None)
+        yield store, root
+
+
+def _links_of(store: Store, path: str) -> list[tuple[int, str, str | None]]:
+    """(line, as written, the note it opens) of each of a note's links, in order."""
+    return [(link.line, link.written, link.resolved) for link in store.outgoing_links(path)]
+
+
+def _backlinks_of(store: Store, path: str) -> list[tuple[str, str]]:
+    return [(link.source, link.written) for link in store.backlinks(path)]
+
+
+LOG = (  # daily/log.md
+    "# Log\nsee [[Heron#Conflicts]] and [[Kafka]]\n![[heron]] [[#Log]]\n[d](../projects/heron.md)\n"
+)
+
+
+def test_links_are_written_with_their_note_and_follow_the_notes_that_come_and_go(
+    location: Location, tmp_path: Path
+) -> None:
+    """A broken link resolves when its note appears; a same-name note with a longer path
+    leaves the link where it is and makes the name ambiguous; when the note goes, its bare-name
+    backlinks move to the other note of that name and its path links break; then all break."""
+    heron = "projects/heron.md"
+    with _indexed(
+        location,
+        tmp_path,
+        {
+            "projects/heron.md": "# Heron\n## Conflicts\ntext\n",
+            "daily/log.md": LOG,
+        },
+    ) as (store, root):
+        assert _links_of(store, "daily/log.md") == [
+            (2, "[[Heron#Conflicts]]", heron),
+            (2, "[[Kafka]]", None),
+            (3, "![[heron]]", heron),
+            (3, "[[#Log]]", "daily/log.md"),
+            (4, "[d](../projects/heron.md)", heron),
+        ]
+        [first, *_] = store.outgoing_links("daily/log.md")
+        assert (first.target, first.anchor, first.kind) == ("Heron", "Conflicts", "link")
+        assert [link.kind for link in store.outgoing_links("daily/log.md")][2] == "embed"
+        assert store.link_counts() == (5, 1)
+        assert [(link.line, link.written) for link in store.unresolved_links()] == [
+            (2, "[[Kafka]]")
+        ]
+
+        write(root, "ops/kafka.md", "# Kafka\n")
+        index_vault(store, root, MB, None)
+        assert _links_of(store, "daily/log.md")[1] == (2, "[[Kafka]]", "ops/kafka.md")
+        assert store.link_counts() == (5, 0) and store.unresolved_links() == []
+
+        write(root, "projects/old/heron.md", "# Heron, the first draft\n")
+        index_vault(store, root, MB, None)
+        assert [row[2] for row in _links_of(store, "daily/log.md")] == [
+            heron, "ops/kafka.md", heron, "daily/log.md", heron
+        ]  # fmt: skip
+        ambiguous = [(link.written, link.resolved) for link in store.unresolved_links()]
+        assert ambiguous == [("[[Heron#Conflicts]]", heron), ("![[heron]]", heron)]
+
+        (root / heron).unlink()
+        index_vault(store, root, MB, None)
+        old = "projects/old/heron.md"
+        assert [row[2] for row in _links_of(store, "daily/log.md")] == [
+            old, "ops/kafka.md", old, "daily/log.md", None
+        ]  # fmt: skip
+        assert _backlinks_of(store, heron) == [] and len(store.backlinks(old)) == 2
+        assert store.link_counts() == (5, 1)
+
+        (root / old).unlink()
+        index_vault(store, root, MB, None)
+        assert store.backlinks(old) == [] and store.link_counts() == (5, 3)
+        broken = [(link.source, link.line, link.written) for link in store.unresolved_links()]
+        assert broken == [
+            ("daily/log.md", 2, "[[Heron#Conflicts]]"),
+            ("daily/log.md", 3, "![[heron]]"),
+            ("daily/log.md", 4, "[d](../projects/heron.md)"),
+        ]
+
+
+def test_a_moved_note_s_backlinks_follow_it_while_their_text_still_names_it(
+    location: Location, tmp_path: Path
+) -> None:
+    """A bare name still opens the moved note, a path to its old place no longer does, a path
+    to its new place now does; its own relative link opens the note beside its new folder, and
+    its aliases come with it."""
+    with _indexed(
+        location,
+        tmp_path,
+        {
+            "projects/heron.md": "---\naliases: [HSD]\n---\n# Heron\n[spec](spec.md)\n",
+            "projects/spec.md": "# Spec of projects\n",
+            "archive/spec.md": "# Spec of the archive\n",
+            "log.md": "[[heron]] [[projects/heron]] [h](projects/heron.md) [[archive/heron]]\n",
+        },
+    ) as (store, root):
+        assert [row[2] for row in _links_of(store, "log.md")] == [
+            "projects/heron.md", "projects/heron.md", "projects/heron.md", None
+        ]  # fmt: skip
+        assert _links_of(store, "projects/heron.md") == [(5, "[spec](spec.md)", "projects/spec.md")]
+
+        (root / "projects/heron.md").rename(root / "archive/heron.md")
+        assert index_vault(store, root, MB, None).moved == 1
+        assert [row[2] for row in _links_of(store, "log.md")] == [
+            "archive/heron.md", None, None, "archive/heron.md"
+        ]  # fmt: skip
+        assert _backlinks_of(store, "archive/heron.md") == [
+            ("log.md", "[[heron]]"),
+            ("log.md", "[[archive/heron]]"),
+        ]
+        assert store.backlinks("projects/heron.md") == []
+        assert store.outgoing_links("projects/heron.md") == []
+        assert _links_of(store, "archive/heron.md") == [(5, "[spec](spec.md)", "archive/spec.md")]
+        assert store.open_named("alias", ["hsd"]) == "archive/heron.md"
+        assert store.note_names(["archive/heron.md", "projects/heron.md"]) == {
+            "archive/heron.md": [("title", "Heron"), ("alias", "HSD")]
+        }
+        assert store.link_counts() == (5, 2)
+
+
+def test_names_of_notes_and_the_links_listed_as_unresolved(
+    location: Location, tmp_path: Path
+) -> None:
+    """A note is named by its file name, its path and its aliases; a link written as an alias
+    opens nothing, and a name two notes share is listed with the note it opens."""
+    with _indexed(
+        location,
+        tmp_path,
+        {
+            "a/n.md": "---\naliases: [Heron sync design, HSD]\n---\n# N\n",
+            "b/n.md": "# N of b\n",
+            "x.md": "[[missing]] [[N]]\n[[HSD]] [[a/n]]\n",
+        },
+    ) as (store, root):
+        assert store.has_links
+        assert store.open_named("name", ["n"]) == "a/n.md"
+        assert store.open_named("name", ["n"], "b") == "b/n.md"
+        assert store.open_named("name", ["x"]) == "x.md"
+        assert store.open_named("path", ["b/n"]) == "b/n.md"
+        assert store.open_named("path", ["n"]) is None
+        assert store.open_named("alias", ["heron sync design"]) == "a/n.md"
+        assert store.open_named("alias", ["hsd"]) == "a/n.md"
+        named = store.note_names(["a/n.md", "b/n.md"])
+        assert sorted(named["a/n.md"]) == [
+            ("alias", "HSD"),
+            ("alias", "Heron sync design"),
+            ("title", "N"),
+        ]
+        assert named["b/n.md"] == [("title", "N of b")]
+        listed = [(link.line, link.written, link.resolved) for link in store.unresolved_links()]
+        assert listed == [(1, "[[missing]]", None), (1, "[[N]]", "a/n.md"), (2, "[[HSD]]", None)]
+        assert store.link_counts() == (4, 2)
+
+
+def _before_links(store: Store) -> int:
+    """The index as the release before the links step left it: no links or names tables, the
+    schema number before the step's, its notes indexed under the metadata rules before."""
+    from memsync import metadata
+    from memsync.sync.syncer import INDEX_RULES
+
+    older = next(step.schema for step in store.MIGRATIONS if step.name == "links") - 1
+    with store.transaction():
+        store.conn.execute("DROP TABLE links")
+        store.conn.execute("DROP TABLE names")
+        store._record_schema(older)
+        store.set_meta(schema_version=older, chunker=INDEX_RULES.replace(metadata.RULES, "meta-2"))
+    return older
+
+
+def test_an_older_index_has_no_links_for_a_reader_until_its_writer_takes_the_step(
+    location: Location, tmp_path: Path
+) -> None:
+    with _indexed(
+        location,
+        tmp_path,
+        {
+            "heron.md": "---\nalias: HSD\n---\n# Heron\n",
+            "log.md": "[[Heron]]\n",
+        },
+    ) as (store, root):
+        older = _before_links(store)
+    with location.open() as reader:
+        assert reader.schema == older and reader.behind
+        assert not reader.has_links and reader.note_names(["heron.md"]) == {
+            "heron.md": [("title", "Heron")]
+        }
+    with location.open(create=True) as writer:
+        assert writer.has_links and not writer.behind
+        assert writer.open_named("name", ["heron"]) == "heron.md"
+        index_vault(writer, root, MB, None)  # the rules changed: every note is read again
+        assert _links_of(writer, "log.md") == [(1, "[[Heron]]", "heron.md")]
+        assert writer.open_named("alias", ["hsd"]) == "heron.md"
+    with location.open() as reader:
+        assert reader.has_links and reader.link_counts() == (1, 0)
+
+
+def test_a_note_moved_where_its_relative_link_climbs_out_of_the_vault_is_moved(
+    location: Location, tmp_path: Path
+) -> None:
+    """From its new folder the link points out of the vault: it opens nothing, and moved back
+    it opens its note again."""
+    with _indexed(
+        location,
+        tmp_path,
+        {
+            "y.md": "# Y\n",
+            "a/b/deep.md": "# Deep\n[y](../../y.md)\n",
+        },
+    ) as (store, root):
+        assert _links_of(store, "a/b/deep.md") == [(2, "[y](../../y.md)", "y.md")]
+        (root / "a/b/deep.md").rename(root / "deep.md")
+        assert index_vault(store, root, MB, None).moved == 1
+        assert _links_of(store, "deep.md") == [(2, "[y](../../y.md)", None)]
+        (root / "deep.md").rename(root / "a/b/deep.md")
+        assert index_vault(store, root, MB, None).moved == 1
+        assert _links_of(store, "a/b/deep.md") == [(2, "[y](../../y.md)", "y.md")]
+
+
+def test_a_same_name_note_beside_the_link_takes_it_over_and_a_moved_link_looks_again(
+    location: Location, tmp_path: Path
+) -> None:
+    """Of several notes of one name the linking note's folder wins: one created there takes
+    the link, and gives it back when it goes; a linking note moved picks from its new folder."""
+    with _indexed(
+        location,
+        tmp_path,
+        {
+            "a/n.md": "# N of a\n",
+            "c/n.md": "# N of c\n",
+            "b/x.md": "[[n]] [t](n.md)\n",
+        },
+    ) as (store, root):
+        assert [row[2] for row in _links_of(store, "b/x.md")] == ["a/n.md", None]
+        write(root, "b/n.md", "# N of b\n")
+        index_vault(store, root, MB, None)
+        assert [row[2] for row in _links_of(store, "b/x.md")] == ["b/n.md", "b/n.md"]
+        (root / "b/n.md").unlink()
+        index_vault(store, root, MB, None)
+        assert [row[2] for row in _links_of(store, "b/x.md")] == ["a/n.md", None]
+        (root / "b/x.md").rename(root / "c/x.md")
+        assert index_vault(store, root, MB, None).moved == 1
+        assert [row[2] for row in _links_of(store, "c/x.md")] == ["c/n.md", "c/n.md"]
+        assert _backlinks_of(store, "a/n.md") == []
+
+
+def test_a_link_opens_the_note_obsidian_would(location: Location, tmp_path: Path) -> None:
+    """Names case-folded and NFC (a decomposed file name), `.md` optional; a Markdown path
+    relative, then from the root; a path never falls back to a name; of notes sharing a name,
+    the linking note's folder, then the shortest path, then the first by code point."""
+    decomposed = "cafe\u0301/Re\u0301sume\u0301.md"
+    notes = {
+        decomposed: "# R\n",
+        "projects/design/x.md": "# X of projects\n",
+        "design/x.md": "# X\n",
+        "design/my note.md": "# Mine\n",
+        "a/n.md": "# N of a\n",
+        "B/n.md": "# N of B\n",  # before a/ by code point, after it in most locales
+        "deep/er/n.md": "# N, deep\n",
+        "projects/a.md": "[[r\u00e9sum\u00e9]] [[CAF\u00c9/R\u00c9SUM\u00c9.md]]\n"
+        "[[design/x]] [t](design/x.md) [t](/design/x.md) [t](<../design/my note.md>) "
+        "[t](../design/my%20note)\n[[archive/x]] [t](archive/x.md) [[n]] [[N.md]]\n",
+        "deep/er/x.md": "[[n]]\n",
+    }
+    with _indexed(location, tmp_path, notes) as (store, _):
+        assert [row[2] for row in _links_of(store, "projects/a.md")] == [
+            decomposed, decomposed,
+            "design/x.md", "projects/design/x.md", "design/x.md", "design/my note.md",
+            "design/my note.md",
+            None, None, "B/n.md", "B/n.md",
+        ]  # fmt: skip
+        assert _links_of(store, "deep/er/x.md") == [(1, "[[n]]", "deep/er/n.md")]
+        assert store.open_named("name", ["n"]) == "B/n.md"
+        assert store.open_named("name", ["n"], "a") == "a/n.md"

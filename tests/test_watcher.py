@@ -319,6 +319,35 @@ def test_status_shows_the_running_watcher_and_its_last_event(running: Running, v
     assert f"memsync watch running (pid {os.getpid()}" in text and "last event" in text
 
 
+def test_links_follow_a_rename_a_delete_and_a_new_note_under_watch(
+    running: Running, vault: Path
+) -> None:
+    """A renamed note keeps the backlinks that name it (a bare name), not those that name its
+    old place; a deleted note's backlinks break; a note created where a link is broken mends it."""
+
+    def opens(path: str) -> list[str | None]:
+        with SqliteStore(running.db) as store:
+            return [link.resolved for link in store.outgoing_links(path)]
+
+    def backlinks(path: str) -> list[tuple[str, str]]:
+        with SqliteStore(running.db) as store:
+            return [(link.source, link.written) for link in store.backlinks(path)]
+
+    write(vault, "projects/heron.md", "# Heron\n\nromeo\n")
+    write(vault, "log.md", "# Log\n\n[[heron]] [[projects/heron]] [[kafka]]\n")
+    heron = "projects/heron.md"
+    wait_until(lambda: opens("log.md") == [heron, heron, None])
+    (vault / "archive").mkdir()
+    os.rename(vault / heron, vault / "archive/heron.md")
+    wait_until(lambda: opens("log.md") == ["archive/heron.md", None, None])
+    assert backlinks("archive/heron.md") == [("log.md", "[[heron]]")] and backlinks(heron) == []
+    (vault / "archive/heron.md").unlink()
+    wait_until(lambda: opens("log.md") == [None, None, None])
+    write(vault, "ops/kafka.md", "# Kafka\n")
+    wait_until(lambda: opens("log.md") == [None, None, "ops/kafka.md"])
+    assert backlinks("ops/kafka.md") == [("log.md", "[[kafka]]")]
+
+
 def _forget_behind_the_watchers_back(db: Path, path: str) -> None:
     """Simulate an event the watcher never saw: the index loses a note that is still on disk."""
     with SqliteStore(db) as store:

@@ -157,7 +157,8 @@ def wikilink_location(text: str) -> tuple[str, str | None] | None:
 
 
 def inside_vault(source: str, target: str) -> str | None:
-    """A Markdown link's path relative to its note's folder, normalised; None when it climbs
-    out of the vault."""
-    joined = posixpath.normpath(posixpath.join(posixpath.dirname(source), target))
+    """A Markdown link's path, normalised: from the vault's root where it starts with `/`, else
+    relative to its note's folder; None when it climbs out of the vault."""
+    folder = "" if target.startswith("/") else posixpath.dirname(source)
+    joined = posixpath.normpath(posixpath.join(folder, target.lstrip("/")))
     return None if joined == ".." or joined.startswith("../") else joined

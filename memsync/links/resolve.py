@@ -39,6 +39,11 @@ def name_key(path: str) -> str:
     return key(without_suffix(posixpath.basename(path)))
 
 
+# the key of a path that climbs out of the vault (a moved note's relative link may): path_key
+# strips slashes, so no note has it and the link opens nothing
+NOWHERE = "/"
+
+
 @dataclass(frozen=True)
 class Wanted:
     """What a link asks the index for: a note by file name, by path (keys in order of
@@ -56,7 +61,8 @@ def wanted(source: str, link: Link) -> Wanted:
         tried = [] if target.startswith("/") else [inside_vault(source, target)]
         root = posixpath.normpath(target.lstrip("/"))
         tried.append(None if root.startswith("../") or root == ".." else root)
-        return Wanted("path", tuple(dict.fromkeys(path_key(p) for p in tried if p)))
+        keys = tuple(dict.fromkeys(path_key(p) for p in tried if p))
+        return Wanted("path", keys or (NOWHERE,))
     if "/" in target:
         return Wanted("path", (path_key(target),))
     return Wanted("name", (name_key(target),))
