@@ -138,6 +138,8 @@ SPACED = ("path", ("projects/design/my note", "design/my note"))
         ("projects/a.md", "[t](../design/x)", ("path", ("design/x",))),
         ("projects/a.md", "[t](<design/my note.md>)", SPACED),
         ("projects/a.md", "[t](design/my%20note.md)", SPACED),
+        # one without a folder: Obsidian's shortest form, a name (beside the note, then the root)
+        ("projects/a.md", "[t](Heron%20sync%20design.md)", DESIGN_NAME),
         # a path never falls back to a bare name
         ("x.md", "[[archive/heron]]", ("path", ("archive/heron",))),
         ("x.md", "[t](archive/heron.md)", ("path", ("archive/heron",))),

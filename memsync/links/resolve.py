@@ -1,6 +1,7 @@
 """What a link asks for, pure, by the rules of Obsidian's "Internal links" help: a wikilink with
 a path asks for that path from the vault root; a Markdown link's path is tried relative to the
-linking note, then from the root; a path never falls back to a bare name; a bare name asks for
+linking note, then from the root (one without a folder is a name, as Obsidian writes its
+shortest links); a path never falls back to a bare name; a bare name asks for
 a note's file name without its extension, case-folded and NFC-normalised. Which of several notes
 sharing a name opens (the one in the linking note's folder, then the shortest path, then the
 first by path) is the store's one statement (store.sql_links). An alias names its note for
@@ -57,6 +58,10 @@ def wanted(source: str, link: Link) -> Wanted:
     target = link.target
     if not target:
         return Wanted("self", (path_key(source),))
+    if link.style == "markdown" and "/" not in target:
+        # `[t](note.md)`: Obsidian's shortest form, which opens the note of that name (the one
+        # beside the linking note first, then the shortest path: the root's)
+        return Wanted("name", (name_key(target),))
     if link.style == "markdown":
         tried = [] if target.startswith("/") else [inside_vault(source, target)]
         root = posixpath.normpath(target.lstrip("/"))
