@@ -97,7 +97,9 @@ def local_links(markdown: str) -> list[str]:
 
 
 def test_local_links_finds_files_and_skips_urls_and_anchors() -> None:
-    text = "[a](docs/a.md#x) [b](https://x.org/b.md) [c](#here) [d](benchmarks/NOTES.md) `[e](e.md)`"
+    text = (
+        "[a](docs/a.md#x) [b](https://x.org/b.md) [c](#here) [d](benchmarks/NOTES.md) `[e](e.md)`"
+    )
     assert local_links(text) == ["docs/a.md", "benchmarks/NOTES.md"]
 
 
