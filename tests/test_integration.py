@@ -131,7 +131,11 @@ def _dump(db: Path) -> dict[str, object]:
                     "SELECT c.path, c.start_line, v.embedding FROM chunks_vec v JOIN chunks c ON c.id = v.rowid"
                 )
             ),
-            "meta": sorted((k, v) for k, v in store.meta().items() if k != "last_sync"),
+            # when it last synced, and the writer's random token of the chunks' version
+            "meta": sorted(
+                (k, v) for k, v in store.meta().items() if k not in ("last_sync", "chunks_version")
+            ),
+            "links": sorted(conn.execute("SELECT source, line, written, resolved FROM links")),
         }
 
 

@@ -56,6 +56,7 @@ def test_a_pipe_escaped_in_a_table_still_ends_the_target() -> None:
     [
         "in code `[[Heron]]` and ``[t](heron.md)``",
         "```\n[[Heron]]\n[t](heron.md)\n```",
+        "> [!note]\n> ```md\n> [[Heron\\|x]]\n> ```",
         "~~~markdown\n![[Heron]]\n~~~",
         "escaped \\[\\[Heron]] and \\[t](heron.md)",
         "[site](https://example.com/heron.md) [m](mailto:a@example.com) [o](obsidian://open?x)",

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 # fenced blocks and code spans, blanked before links are looked for (offsets and lines kept)
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)", re.S | re.M)
+# a fence may stand in a block quote or a callout (`> ```md`)
+_FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})[^\n]*\n.*?(?:^[ \t>]*\1[ \t]*$|\Z)", re.S | re.M)
 _CODE_SPAN = re.compile(r"(`+)(?!`)[^\n]*?(?<!`)\1(?!`)")
 # each starts with its literal bracket, which the regex engine looks for first; what stands
 # before it (an embed's `!`, an escaping backslash) is read by _before

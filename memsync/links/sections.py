@@ -11,7 +11,7 @@ from ..metadata import front_matter_lines
 from .resolve import key
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+_FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})")  # in a block quote or a callout too
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]")
 
 
