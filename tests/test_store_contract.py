@@ -755,8 +755,9 @@ def test_a_note_moved_where_its_relative_link_climbs_out_of_the_vault_is_moved(
 def test_a_same_name_note_beside_the_link_takes_it_over_and_a_moved_link_looks_again(
     location: Location, tmp_path: Path
 ) -> None:
-    """Of several notes of one name the linking note's folder wins: one created there takes
-    the link, and gives it back when it goes; a linking note moved picks from its new folder."""
+    """Of several notes of one name the linking note's folder wins (a Markdown link without a
+    folder is a name too): one created there takes the link, and gives it back when it goes; a
+    linking note moved picks from its new folder."""
     with _indexed(
         location,
         tmp_path,
@@ -766,13 +767,13 @@ def test_a_same_name_note_beside_the_link_takes_it_over_and_a_moved_link_looks_a
             "b/x.md": "[[n]] [t](n.md)\n",
         },
     ) as (store, root):
-        assert [row[2] for row in _links_of(store, "b/x.md")] == ["a/n.md", None]
+        assert [row[2] for row in _links_of(store, "b/x.md")] == ["a/n.md", "a/n.md"]
         write(root, "b/n.md", "# N of b\n")
         index_vault(store, root, MB, None)
         assert [row[2] for row in _links_of(store, "b/x.md")] == ["b/n.md", "b/n.md"]
         (root / "b/n.md").unlink()
         index_vault(store, root, MB, None)
-        assert [row[2] for row in _links_of(store, "b/x.md")] == ["a/n.md", None]
+        assert [row[2] for row in _links_of(store, "b/x.md")] == ["a/n.md", "a/n.md"]
         (root / "b/x.md").rename(root / "c/x.md")
         assert index_vault(store, root, MB, None).moved == 1
         assert [row[2] for row in _links_of(store, "c/x.md")] == ["c/n.md", "c/n.md"]
