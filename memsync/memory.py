@@ -19,27 +19,18 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import notes
 from .config import Config, data_dir, is_postgres
-from .embedders import (
-    Embedder,
-    Reranker,
-    embedder_for_index,
-    make_embedder,
-    make_reranker,
-    resolve_provider,
-)
+from .embedders import Embedder, embedder_for_index, make_embedder, make_reranker, resolve_provider
 from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, StoreError, VaultTaken
 from .filters import note_filter, path_globs
 from .links import sections
 from .links.lookup import MOST_LINKS, Backlink, Named, NoteLinks, named_note, needs_links
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import checked_path, note_path, parse_location
-from .search.glossary import cached_path, shared_glossary
 from .search.options import SAMPLE_CHUNKS, Options
-from .search.pipeline import Answer, ranked, reranked
 from .search.query import query_words
 from .status import gather, vaults_in
 from .store.locate import Location, check_writer, for_vault, locate, owner_of
@@ -49,6 +40,10 @@ from .store.protocols import LinkRow, ModelKey, StoreWriter
 from .sync.embedding import ProgressFactory
 from .sync.syncer import Report, Syncer, drift, index_vault
 from .vault import IgnoreRules, vault_root
+
+if TYPE_CHECKING:
+    from .embedders import Reranker
+    from .search.pipeline import Answer
 
 __all__ = [
     "Indexed",
@@ -119,6 +114,8 @@ def index(
 def _prepare_glossary(notice: Callable[[str], None]) -> None:
     """A vault of Chinese and English notes: the glossary its questions across scripts read,
     built now (once per machine) rather than in the middle of the first such question."""
+    from .search.glossary import cached_path, shared_glossary  # only a vault of two scripts
+
     folder = data_dir()
     path = cached_path(folder)
     if path is not None and not path.exists():
@@ -372,6 +369,8 @@ class Memory:
         embedder, why = (None, "")
         if options.mode != "keyword":
             embedder, why = self._query_embedder()
+        from .search.pipeline import ranked  # the search side: an index never loads it
+
         to_rerank = options.rerank and self._reranker() is not None
         answer = ranked(self.store, text, options, embedder, why, to_rerank)
         index_notices = [notice for notice in (stale, self.store.behind) if notice]
@@ -380,6 +379,8 @@ class Memory:
     def reranked(self, answer: Answer, options: Options) -> Answer:
         """`ranked`'s answer in the reranker's order, cut to the limit; it reads no index, so
         a server can answer other calls while the reranker thinks."""
+        from .search.pipeline import reranked
+
         reranker = self._reranker() if options.rerank else None
         return answer if reranker is None else reranked(answer, options, reranker)
 
