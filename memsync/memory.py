@@ -107,16 +107,20 @@ def index(
         report = index_vault(store, root, config.max_file_bytes, embedder, progress, owner)
         two_scripts = {"latin", "cjk"} <= store.sample_scripts(SAMPLE_CHUNKS)
     if two_scripts:
-        _prepare_glossary(notice)
+        _prepare_glossary(notice, wrote=bool(report.added or report.changed or report.moved))
     return Indexed(root, str(location), embedder.describe() if embedder else None, report)
 
 
-def _prepare_glossary(notice: Callable[[str], None]) -> None:
+def _prepare_glossary(notice: Callable[[str], None], wrote: bool) -> None:
     """A vault of Chinese and English notes: the glossary its questions across scripts read,
-    built now (once per machine) rather than in the middle of the first such question."""
-    from .search.glossary import cached_path, shared_glossary  # only a vault of two scripts
+    built now (once per machine) rather than in the middle of the first such question. A run
+    that wrote no note is content with a glossary of these rules found by its file's name: the
+    installed dictionary's version, which names the file exactly, takes importlib.metadata."""
+    from .search.glossary import built_in, cached_path, shared_glossary  # two scripts only
 
     folder = data_dir()
+    if not wrote and built_in(folder):
+        return
     path = cached_path(folder)
     if path is not None and not path.exists():
         notice("building the Chinese-English glossary for questions across scripts (once)")
