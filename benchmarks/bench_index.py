@@ -4,8 +4,9 @@
         [--long-entries 1000] [--runs 7]
 
 For each vault size: text-only index time; no-op re-index next to a bare walk+stat of the same tree,
-in-process and as whole processes (`memsync index` against `python -c walk+stat`, imports included;
-the two run in turn --runs times, the median of each);
+in-process and as whole processes (`memsync index` against `python -c walk+stat`, imports included,
+their bytecode cached as an installed package's is; the two run in turn --runs times, the median of
+each);
 a one-paragraph edit of a 2,000-line note of 1,000 paragraphs (--long-entries; time, chunks
 re-chunked, chunks re-embedded). On the vault of --embed-notes notes the local model embeds everything: pipeline chunks/s next to the bare
 model's chunks/s on the very same chunk texts.
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from benchmarks.common import (
     MEMSYNC,
+    installed_env,
     keep_option,
     make_vault,
     process_seconds,
@@ -99,6 +101,7 @@ def run(notes: int, embed: bool, workdir: Path, long_entries: int, runs: int) ->
             [*MEMSYNC, "index", str(root), "--db", str(db), "--provider", provider],
             [sys.executable, "-c", WALK_PROCESS, str(root)],
             runs=runs,
+            env=installed_env(workdir / "bytecode"),
         )
         row["no-op `memsync index` process (s)"] = round(cli_s, 3)
         row["walk+stat process (s)"] = round(walk_process_s, 3)

@@ -60,14 +60,28 @@ def p95(values: Sequence[float]) -> float:
     return statistics.quantiles(values, n=20)[18] if len(values) > 1 else values[0]
 
 
-def process_seconds(*commands: list[str], runs: int = 7) -> list[float]:
+def installed_env(cache: Path) -> dict[str, str]:
+    """This environment with Python's bytecode cached in `cache`, as an installed package's is
+    (pip compiles it): with PYTHONDONTWRITEBYTECODE set, every process would compile memsync's
+    modules from source again, which no user's process does."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": str(cache)}
+
+
+def process_seconds(
+    *commands: list[str], runs: int = 7, env: dict[str, str] | None = None
+) -> list[float]:
     """The median wall-clock seconds of each whole process (start-up and imports included), the
-    commands run in turn `runs` times: a busy machine's slow moments fall on each of them alike."""
+    commands run in turn `runs` times: a busy machine's slow moments fall on each of them alike.
+    Each runs once before, untimed, so that its bytecode is cached (see installed_env)."""
     seconds: list[list[float]] = [[] for _ in commands]
+    for command in commands:
+        subprocess.run(command, check=True, capture_output=True, env=env)
     for _ in range(runs):
         for times, command in zip(seconds, commands):
-            run = timed(lambda: subprocess.run(command, check=True, capture_output=True))  # noqa: B023
-            times.append(run[0])
+            started = time.perf_counter()
+            subprocess.run(command, check=True, capture_output=True, env=env)
+            times.append(time.perf_counter() - started)
     return [statistics.median(times) for times in seconds]
 
 

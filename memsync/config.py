@@ -16,11 +16,6 @@ from .errors import ConfigError
 from .redact import is_conninfo, redact, redacted
 from .text import as_text, is_utf8
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 PROVIDERS = ("auto", "local", "openai", "ollama", "none")
 MODES = ("hybrid", "vector", "keyword", "rrf")
 RERANK_APIS = ("jina", "tei")
@@ -265,10 +260,7 @@ def load_config(**flags: Any) -> Config:
     values: dict[str, Any] = {}
     path = config_path()
     if path.is_file():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        data = _read_toml(path)
         unknown = sorted(set(data) - set(kinds))
         if unknown:
             raise ConfigError(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
@@ -282,6 +274,18 @@ def load_config(**flags: Any) -> Config:
             values[name] = env
     values.update({k: v for k, v in flags.items() if v is not None})
     return Config(**{k: _coerce(k, v, kinds[k]) for k, v in values.items()})
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The config file's settings (the TOML parser is loaded only where there is a file)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
 
 
 def overridden(config: Config, **texts: str | None) -> Config:

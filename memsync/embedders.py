@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from .config import OPENAI_URL, Config
 from .embed import local
 from .embed.base import Embedder as Embedder  # re-exported: what the rest of memsync names
 from .embed.local import LOCAL_MODEL, LocalEmbedder
-from .embed.remote import HttpEmbedder, OllamaEmbedder, OpenAIEmbedder
-from .embed.rerank import Reranker as Reranker
-from .embed.rerank import make_reranker as make_reranker
 from .errors import EmbeddingAuthError, EmbeddingConfigError, EmbeddingError
 from .store.protocols import ModelKey
+
+if TYPE_CHECKING:
+    from .embed.rerank import Reranker as Reranker
 
 DEFAULT_MODELS = {
     "local": LOCAL_MODEL,
@@ -54,6 +55,8 @@ def make_embedder(
         return LocalEmbedder(
             model, batch_size=min(config.batch_size, 16), threads=1 if for_queries else None
         )
+    from .embed.remote import OllamaEmbedder, OpenAIEmbedder  # the HTTP code, once one is chosen
+
     if provider == "openai":
         api_key = os.environ.get("OPENAI_API_KEY")
         if not api_key and config.openai_base_url.rstrip("/") == OPENAI_URL:
@@ -105,6 +108,16 @@ def embedder_for_index(
         embedder = make_embedder(replace(config, model=key.model), key.provider, for_queries=True)
     except EmbeddingError as exc:
         return None, str(exc)
+    from .embed.remote import HttpEmbedder
+
     if isinstance(embedder, HttpEmbedder):  # a query must not hang on a provider that is down
         embedder.total_timeout = config.query_timeout
     return embedder, ""
+
+
+def make_reranker(config: Config) -> Reranker | None:
+    """The configured reranker (embed.rerank), or None: nothing is reranked unless `rerank_url`
+    is set. Its HTTP code loads only when a search asks for one."""
+    from .embed import rerank
+
+    return rerank.make_reranker(config)

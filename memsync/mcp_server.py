@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from . import output
@@ -328,10 +328,38 @@ WRITES = ToolAnnotations(
 )
 
 
+class _Tools(MCPServer):
+    """The SDK's server, answering a call of a tool it does not offer with why, where the SDK
+    would say only "Unknown tool": an agent's user learns what to change."""
+
+    def __init__(self, refused: dict[str, str]) -> None:
+        super().__init__("memsync", instructions=INSTRUCTIONS, log_level="WARNING")
+        self.refused = refused  # tool name -> the one line that says why it is not offered
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if name in self.refused:
+            raise ToolError(self.refused[name])
+        return await super().call_tool(name, arguments, context)
+
+
+def _write_refusal(writable: bool, read_only: bool) -> str | None:
+    """Pure: why memory_write is not offered (a server without --writable, an HTTP client's
+    read token), None where it is."""
+    if not writable:
+        return "memory_write is off: this server was started without --writable"
+    if read_only:
+        return "memory_write needs a write token: memsync token add NAME --write"
+    return None
+
+
 def build(server: MemoryServer, read_only: bool = False) -> MCPServer:
     """The tools in a fixed order, each with hints a client can act on (auto-approving reads);
-    memory_write on a --writable server unless `read_only` (an HTTP client's read token)."""
-    app = MCPServer("memsync", instructions=INSTRUCTIONS, log_level="WARNING")
+    memory_write on a --writable server unless `read_only` (an HTTP client's read token), and
+    where it is not offered, a call of it refused saying why."""
+    no_write = _write_refusal(server.writable, read_only)
+    app = _Tools({} if no_write is None else {"memory_write": no_write})
     tools: list[tuple[Callable[..., Any], ToolAnnotations]] = [
         (server.memory_search, READS),
         (server.memory_get, READS),
@@ -339,7 +367,7 @@ def build(server: MemoryServer, read_only: bool = False) -> MCPServer:
         (server.memory_tree, READS),
         (server.memory_status, READS),
     ]
-    if server.writable and not read_only:
+    if no_write is None:
         tools.append((server.memory_write, WRITES))
     for tool, hints in tools:
         app.add_tool(tool, name=tool.__name__, annotations=hints, structured_output=True)

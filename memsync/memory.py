@@ -19,27 +19,18 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import notes
 from .config import Config, data_dir, is_postgres
-from .embedders import (
-    Embedder,
-    Reranker,
-    embedder_for_index,
-    make_embedder,
-    make_reranker,
-    resolve_provider,
-)
+from .embedders import Embedder, embedder_for_index, make_embedder, make_reranker, resolve_provider
 from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, StoreError, VaultTaken
 from .filters import note_filter, path_globs
 from .links import sections
 from .links.lookup import MOST_LINKS, Backlink, Named, NoteLinks, named_note, needs_links
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import checked_path, note_path, parse_location
-from .search.glossary import cached_path, shared_glossary
 from .search.options import SAMPLE_CHUNKS, Options
-from .search.pipeline import Answer, ranked, reranked
 from .search.query import query_words
 from .status import gather, vaults_in
 from .store.locate import Location, check_writer, for_vault, locate, owner_of
@@ -49,6 +40,10 @@ from .store.protocols import LinkRow, ModelKey, StoreWriter
 from .sync.embedding import ProgressFactory
 from .sync.syncer import Report, Syncer, drift, index_vault
 from .vault import IgnoreRules, vault_root
+
+if TYPE_CHECKING:
+    from .embedders import Reranker
+    from .search.pipeline import Answer
 
 __all__ = [
     "Indexed",
@@ -112,14 +107,20 @@ def index(
         report = index_vault(store, root, config.max_file_bytes, embedder, progress, owner)
         two_scripts = {"latin", "cjk"} <= store.sample_scripts(SAMPLE_CHUNKS)
     if two_scripts:
-        _prepare_glossary(notice)
+        _prepare_glossary(notice, wrote=bool(report.added or report.changed or report.moved))
     return Indexed(root, str(location), embedder.describe() if embedder else None, report)
 
 
-def _prepare_glossary(notice: Callable[[str], None]) -> None:
+def _prepare_glossary(notice: Callable[[str], None], wrote: bool) -> None:
     """A vault of Chinese and English notes: the glossary its questions across scripts read,
-    built now (once per machine) rather than in the middle of the first such question."""
+    built now (once per machine) rather than in the middle of the first such question. A run
+    that wrote no note is content with a glossary of these rules found by its file's name: the
+    installed dictionary's version, which names the file exactly, takes importlib.metadata."""
+    from .search.glossary import built_in, cached_path, shared_glossary  # two scripts only
+
     folder = data_dir()
+    if not wrote and built_in(folder):
+        return
     path = cached_path(folder)
     if path is not None and not path.exists():
         notice("building the Chinese-English glossary for questions across scripts (once)")
@@ -372,6 +373,8 @@ class Memory:
         embedder, why = (None, "")
         if options.mode != "keyword":
             embedder, why = self._query_embedder()
+        from .search.pipeline import ranked  # the search side: an index never loads it
+
         to_rerank = options.rerank and self._reranker() is not None
         answer = ranked(self.store, text, options, embedder, why, to_rerank)
         index_notices = [notice for notice in (stale, self.store.behind) if notice]
@@ -380,6 +383,8 @@ class Memory:
     def reranked(self, answer: Answer, options: Options) -> Answer:
         """`ranked`'s answer in the reranker's order, cut to the limit; it reads no index, so
         a server can answer other calls while the reranker thinks."""
+        from .search.pipeline import reranked
+
         reranker = self._reranker() if options.rerank else None
         return answer if reranker is None else reranked(answer, options, reranker)
 

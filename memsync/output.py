@@ -10,16 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .agent.results import (
-    BacklinkEntry,
-    LinkEntry,
-    Links,
-    NoteLines,
-    SearchHit,
-    SearchResult,
-    Tree,
-    Written,
-)
 from .notes import citation
 
 # the faces print names and text through output: these are theirs to use
@@ -27,7 +17,16 @@ from .text import escape_controls as escape_controls
 from .text import escape_name as escape_name
 from .text import unescape_name as unescape_name
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the results' shapes: their TypedDicts load typing_extensions, for pydantic
+    from .agent.results import (
+        BacklinkEntry,
+        LinkEntry,
+        Links,
+        NoteLines,
+        SearchResult,
+        Tree,
+        Written,
+    )
     from .links.lookup import NoteLinks
     from .notes import Lines
     from .search.pipeline import Answer
@@ -321,6 +320,8 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
 
 def search_result(answer: Answer) -> SearchResult:
     """`memsync query --json`'s results, with the fields the tool's schema names and a citation."""
+    from .agent.results import SearchHit
+
     hits = []
     for hit in answer.results:
         data = hit.as_dict()

@@ -54,6 +54,23 @@ def test_index_of_a_vault_in_two_scripts_builds_the_glossary_once(tmp_path: Path
     assert again.exit_code == 0 and "glossary" not in again.stderr
 
 
+def test_a_no_op_index_takes_a_glossary_of_these_rules_by_its_name(tmp_path: Path) -> None:
+    """A run that wrote no note looks no dictionary up: a glossary of another dictionary version
+    will do until a run writes a note, which builds the installed one's (and drops the other).
+    Each run its own process, as a shell runs them (a process opens the glossary once)."""
+    vault = _vault(tmp_path / "notes")
+    assert memsync("index", str(vault), "--provider", "none").returncode == 0
+    (built,) = data_dir().glob("cedict-*")
+    older = built.rename(built.with_name("cedict-0.0.1-rules" + built.name.split("-rules")[1]))
+    again = memsync("index", str(vault), "--provider", "none")
+    assert again.returncode == 0 and "glossary" not in again.stderr
+    assert list(data_dir().glob("cedict-*")) == [older]
+    write(vault, "b.md", "# Beta\n\nA new note.\n")
+    wrote = memsync("index", str(vault), "--provider", "none")
+    assert wrote.returncode == 0 and "building the Chinese-English glossary" in wrote.stderr
+    assert list(data_dir().glob("cedict-*")) == [built]
+
+
 def test_index_with_an_openai_compatible_server_then_status_text(
     tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:

@@ -112,7 +112,9 @@ def test_the_sdk_client_without_a_token_or_with_a_wrong_one_is_refused(
             assert answer.status_code == 401
 
 
-def test_a_read_token_cannot_write_even_on_a_writable_server(indexed: tuple[Path, Path]) -> None:
+def test_a_read_token_cannot_write_even_on_a_writable_server_and_is_told_why(
+    indexed: tuple[Path, Path],
+) -> None:
     vault, db = indexed
     reader, writer = Tokens().add("reader"), Tokens().add("writer", write=True)
     note = {"content": "- The VPN moved to port 1194.", "path": "inbox/vpn.md", "mode": "create"}
@@ -125,7 +127,8 @@ def test_a_read_token_cannot_write_even_on_a_writable_server(indexed: tuple[Path
 
     with serving(load_config(db=str(db)), vault, writable=True) as url:
         listed, refused, why = with_session(url, reader, tools_and_a_write)
-        assert "memory_write" not in listed and refused and "memory_write" in why
+        assert "memory_write" not in listed and refused
+        assert why == "memory_write needs a write token: memsync token add NAME --write"
         assert not (vault / "inbox/vpn.md").exists()
         listed, refused, why = with_session(url, writer, tools_and_a_write)
         assert "memory_write" in listed and not refused and why == "wrote inbox/vpn.md#L1-L1"

@@ -297,7 +297,17 @@ def _source() -> tuple[Path, str] | None:
 def cached_path(folder: Path) -> Path | None:
     """Where the glossary of the installed dictionary is kept; None without the dictionary."""
     source = _source()
-    return None if source is None else folder / f"cedict-{source[1]}-rules{RULES}.sqlite"
+    return None if source is None else folder / _file_name(source[1])
+
+
+def _file_name(version: str) -> str:
+    return f"cedict-{version}-rules{RULES}.sqlite"
+
+
+def built_in(folder: Path) -> bool:
+    """Whether `folder` holds a glossary of these rules, of whichever dictionary version: told by
+    the files' names alone, without looking the installed dictionary up."""
+    return any(folder.glob(_file_name("*")))
 
 
 def build(path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .. import fts
 from ..config import data_dir
-from ..embedders import Embedder, Reranker
+from ..embedders import Embedder
 from ..errors import EmbeddingError, StoreError
 from ..store.protocols import ChunkRow, StoreReader
 from .calibration import calibrate_bm25, coverage, glossed_coverage, is_exact, named
@@ -26,6 +26,7 @@ from .ranking import Candidate, rank
 from .snippets import explain, nearest_lines, rounded, snippet
 
 if TYPE_CHECKING:
+    from ..embedders import Reranker
     from .vector_side import VectorLeg
 
 log = logging.getLogger("memsync.search")

@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,7 +17,9 @@ from ..cli_common import _config, _log_to, answer_the_shell, run, watch_options,
 from ..config import Config
 from ..errors import ConfigError, MemsyncError
 from .listen import DEFAULT_HOST, DEFAULT_PORT, Listen, allowed_hosts, cookie_name, parse_listen
-from .tokens import Tokens
+
+if TYPE_CHECKING:
+    from .tokens import Tokens
 
 DEFAULT_TOKEN = "default"  # the token the first `serve` on a terminal makes
 
@@ -37,6 +40,14 @@ def _web_stack() -> None:
                 f"memsync serve needs the MCP SDK ({library} is missing): "
                 "pip install 'memsync[mcp]'"
             )
+
+
+def _tokens() -> Tokens:
+    """This user's token file; its module (and `secrets`) loads only for serve and token, not for
+    every command the group holds."""
+    from .tokens import Tokens
+
+    return Tokens()
 
 
 def _on_a_terminal() -> bool:
@@ -144,7 +155,7 @@ def _serve(
         config, lambda: Memory.open(config, root, long_lived=True), writable, config.protect, slots
     )
     server.check_writable()
-    tokens = Tokens()
+    tokens = _tokens()
     app = http_app.make_app(
         server,
         tokens,
@@ -196,7 +207,7 @@ def token_add(name: str, write: bool, as_json: bool) -> None:
     def action() -> None:
         from .. import output
 
-        secret = Tokens().add(name, write=write)
+        secret = _tokens().add(name, write=write)
         click.echo(output.as_json({"token": secret}) if as_json else secret)
 
     run(action)
@@ -210,7 +221,7 @@ def token_list(as_json: bool) -> None:
     def action() -> None:
         from .. import output
 
-        listed = [token.listed() for token in Tokens().all()]
+        listed = [token.listed() for token in _tokens().all()]
         click.echo(output.as_json({"tokens": listed}) if as_json else output.tokens_text(listed))
 
     run(action)
@@ -222,7 +233,7 @@ def token_revoke(name: str) -> None:
     """End the token NAME now, for running servers too, with the browser sessions it opened."""
 
     def action() -> None:
-        Tokens().revoke(name)
+        _tokens().revoke(name)
         click.echo(f"revoked {name}")
 
     run(action)
