@@ -26,8 +26,6 @@ from .config import Config, data_dir, is_postgres
 from .embedders import Embedder, embedder_for_index, make_embedder, make_reranker, resolve_provider
 from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, StoreError, VaultTaken
 from .filters import note_filter, path_globs
-from .links import sections
-from .links.lookup import MOST_LINKS, Backlink, Named, NoteLinks, named_note, needs_links
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import checked_path, note_path, parse_location
 from .search.options import SAMPLE_CHUNKS, Options
@@ -43,6 +41,7 @@ from .vault import IgnoreRules, vault_root
 
 if TYPE_CHECKING:
     from .embedders import Reranker
+    from .links.lookup import NoteLinks
     from .search.pipeline import Answer
 
 __all__ = [
@@ -248,6 +247,11 @@ class Memory:
         """`[[Note]]`, `[[Note#Heading]]` or `[[Note#^block]]`, an alias accepted: the note's
         lines, that heading's section or that block's, numbered as in the file; None when
         `location` is not one wikilink."""
+        if "[[" not in location:  # a path: the links room is not even imported
+            return None
+        from .links import sections
+        from .links.lookup import named_note
+
         named = named_note(self.store, location)
         if named is None:
             return None
@@ -262,6 +266,8 @@ class Memory:
     def links(self, note: str) -> NoteLinks:
         """A note's links in the order it writes them, and the lines of other notes that link
         to it; the note given by path or as `[[name]]`."""
+        from .links.lookup import MOST_LINKS, Backlink, Named, NoteLinks, named_note, needs_links
+
         named = named_note(self.store, note) or Named(self._indexed(note))
         needs_links(self.store)
         outgoing = self.store.outgoing_links(named.path)
@@ -284,6 +290,8 @@ class Memory:
     def unresolved_links(self) -> list[LinkRow]:
         """Every link that opens no note, and every bare name several notes share (those show
         the note chosen), by linking note and line."""
+        from .links.lookup import needs_links
+
         needs_links(self.store)
         return self.store.unresolved_links()
 
