@@ -104,6 +104,15 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
             ["--notes", "5", "--embed-notes", "5", "--long-entries", "4", "--runs", "2"],
             [rf"\| 6 \| {f} \| \d+ \| {f} \| {f} \| [+-]{f}% \| {f} \| {f} \| {f}x \|"],
         ),
+        "bench_links": (
+            ["--notes", "30", "--runs", "1"],
+            [
+                rf"\| first keyword-only index, without links / with .* \| {f} s / {f} s "
+                rf"\([+-]{f}%\) \|",
+                rf"\| `links NOTE` in-process, a note with \d+ backlinks .* \| {f} ms \|",
+                r"\| a note moved under `watch` -> its backlinks settled .* \| \d+ ms \|",
+            ],
+        ),
         "bench_query": (
             ["--chunks", "50", "--runs", "2", "--vault", vault],
             [
