@@ -108,14 +108,7 @@ def _wikilink(match: re.Match[str], text: str, line: _LineNumbers, embed: bool) 
     target, anchor = split_anchor(inner.split("|", 1)[0].strip())
     if target is None or _ATTACHMENT.search(target):
         return None
-    return Link(
-        line(match.start()),
-        text[match.start() - embed : match.end()],
-        target,
-        anchor,
-        "embed" if embed else "link",
-        "wiki",
-    )
+    return _found(match, text, line, embed, target, anchor, "wiki")
 
 
 def _markdown(match: re.Match[str], text: str, line: _LineNumbers, embed: bool) -> Link | None:
@@ -127,14 +120,21 @@ def _markdown(match: re.Match[str], text: str, line: _LineNumbers, embed: bool) 
     if _OTHER_FILE.search(target) or target.startswith("/") and not target.strip("/"):
         return None
     anchor = unquote(fragment).strip() or None
-    return Link(
-        line(match.start()),
-        text[match.start() - embed : match.end()],
-        target,
-        anchor,
-        "embed" if embed else "link",
-        "markdown" if target else "wiki",
-    )
+    return _found(match, text, line, embed, target, anchor, "markdown" if target else "wiki")
+
+
+def _found(
+    match: re.Match[str],
+    text: str,
+    line: _LineNumbers,
+    embed: bool,
+    target: str,
+    anchor: str | None,
+    style: str,
+) -> Link:
+    """The link `match` found, as written (an embed's `!` with it)."""
+    written = text[match.start() - embed : match.end()]
+    return Link(line(match.start()), written, target, anchor, "embed" if embed else "link", style)
 
 
 def split_anchor(written: str) -> tuple[str | None, str | None]:
