@@ -260,8 +260,8 @@ class Memory:
         whole = self.read(named.path, capped=False)
         found = sections.section(whole.text, named.anchor)
         if found is None:
-            raise ArgumentError(sections.missing(named.path, named.anchor, whole.text))
-        return self.read(named.path, *found, capped=capped)
+            raise ArgumentError(sections.missing(whole.path, named.anchor, whole.text))
+        return notes.lines_of(whole.path, whole.text, *found, capped, whole.copy)
 
     def links(self, note: str) -> NoteLinks:
         """A note's links in the order it writes them, and the lines of other notes that link

@@ -15,11 +15,10 @@ MOST_LINKS = 500  # listed by one answer of each kind: memory_tree's bound
 
 @dataclass(frozen=True)
 class Named:
-    """A note as named: its path, the anchor asked for, and the name that found it."""
+    """A note as named: its path, and the heading or block asked for."""
 
     path: str
     anchor: str | None = None
-    by: str = "path"  # path, file name, alias
 
 
 def needs_links(store: StoreReader) -> None:
@@ -41,14 +40,14 @@ def named_note(store: StoreReader, text: str) -> Named | None:
     if not target:
         raise ArgumentError(f"{text} names no note: give [[Note#Heading]] or a path")
     needs_links(store)
-    by, keys = ("path", path_key(target)) if "/" in target else ("name", name_key(target))
-    found = store.open_named(by, [keys])
+    by, wanted = ("path", path_key(target)) if "/" in target else ("name", name_key(target))
+    found = store.open_named(by, [wanted]) or store.open_named("alias", [key(target)])
     if found:
-        return Named(found, anchor, "path" if by == "path" else "file name")
-    by_alias = store.open_named("alias", [key(target)])
-    if by_alias:
-        return Named(by_alias, anchor, "alias")
-    raise ArgumentError(f"no note named {target!r} in the index (by file name, path or alias)")
+        return Named(found, anchor)
+    raise ArgumentError(
+        f"no note named {target!r} in the index (by file name, path or alias): memsync query "
+        "--files finds notes by their words"
+    )
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from .resolve import key
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})")  # in a block quote or a callout too
+_NOT_IN_LINKS = re.compile(r"[#|^:\[\]%]")
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]")
 
 
@@ -44,12 +45,13 @@ def headings(text: str) -> list[Heading]:
 
 
 def _same_heading(written: str, title: str) -> bool:
-    """Obsidian leaves out of a heading's link what a link cannot hold (`#|^:[]` and `%`)."""
+    return _plain_heading(written) == _plain_heading(title)
 
-    def plain(text: str) -> str:
-        return " ".join(re.sub(r"[#|^:\[\]%]", " ", key(text)).split())
 
-    return plain(written) == plain(title)
+def _plain_heading(text: str) -> str:
+    """A heading as a link names it: Obsidian leaves out what a link cannot hold (`#|^:[]` and
+    `%`), compared case-folded and NFC."""
+    return " ".join(_NOT_IN_LINKS.sub(" ", key(text)).split())
 
 
 def section(text: str, anchor: str) -> tuple[int, int] | None:

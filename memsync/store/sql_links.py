@@ -1,7 +1,7 @@
 """The links table and the names of notes, in SQL both engines read alike: each note's links
 as written, each resolved to the note it opens when it is written, and again when a note it
 could name appears, goes or moves. links.resolve says what a link asks for; which note answers
-is `_BY_PATH` and `_BY_NAME` here, one statement for many links at once. A reader of an index without them says so."""
+is `_BY_PATH` and `_BY_NAME` here, one statement for many links at once."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from .protocols import LinkRow, NoteWrite
 from .sql_statements import BATCH, Statements, marks
 
 _LINK_COLUMNS = "source, line, written, target, anchor, kind, resolved"
-# the note a link opens (Obsidian's rules, links.resolve): by path, the first key that a note's
-# path matches (relative to the linking note, then from the root); by file name, the note in the
-# linking note's folder, then the shortest path, then the first by path
-# (an alias, which no written link opens, is chosen among its notes alike for `get` and `links`)
-# written over what a link wants ({want}, {alt}: its keys; {folder}: its note's folder), as
-# columns of the links row being resolved again, or as parameters of a row being inserted
+# The note a link opens (Obsidian's rules, links.resolve): by path, the first of its keys that a
+# note's path matches (relative to the linking note, then from the root); by file name, the note
+# in the linking note's folder, then the shortest path, then the first by path. An alias, which
+# no written link opens, is chosen among its notes the same way for `get` and `links`. {want},
+# {alt} and {folder} are the link's keys and its note's folder: the columns of a links row being
+# resolved again (_OF_THE_ROW), or the parameters of a row being inserted (_AS_PARAMETERS).
 _BY_PATH = (
     "SELECT n.path FROM names AS n WHERE n.kind = 'path' AND (n.key = {want} OR n.key = {alt}) "
     "ORDER BY n.key = {want} DESC LIMIT 1"
@@ -33,9 +33,15 @@ _OF_THE_ROW = {"want": "links.want_key", "alt": "links.alt_key", "folder": "link
 _AS_PARAMETERS = {"want": "CAST(? AS TEXT)", "alt": "CAST(? AS TEXT)", "folder": "CAST(? AS TEXT)"}
 
 
-def _parameters(by: str, want: str, alt: str | None, folder: str) -> tuple[str | None, ...]:
-    """What _AS_PARAMETERS takes for a link asking `by` (path, or a name)."""
+def _parameters(by: str, keys: Sequence[str], folder: str) -> tuple[str | None, ...]:
+    """What _AS_PARAMETERS takes for a link asking `by` (path, or a name) for `keys`."""
+    want, alt = _keys(keys)
     return (want, alt, want) if by == "path" else (want, folder)
+
+
+def _keys(keys: Sequence[str]) -> tuple[str, str | None]:
+    """A link's key, and the one tried after it (a Markdown path's from the root), if any."""
+    return keys[0], keys[1] if len(keys) > 1 else None
 
 
 class LinkTables(Statements):
@@ -94,14 +100,13 @@ class LinkTables(Statements):
         rows: dict[str, list[tuple[Any, ...]]] = {"path": [], "name": [], "self": []}
         for seq, (source, link) in enumerate(links):
             want = wanted(source, link)
-            first, second = want.keys[0], want.keys[1] if len(want.keys) > 1 else None
             folder = posixpath.dirname(source)
             written = (source, folder, seq, link.line, link.written, link.target, link.anchor,
-                       link.kind, link.style, want.by, first, second)  # fmt: skip
+                       link.kind, link.style, want.by, *_keys(want.keys))  # fmt: skip
             if want.by == "self":
                 rows["self"].append((*written, source))
             else:
-                rows[want.by].append((*written, *_parameters(want.by, first, second, folder)))
+                rows[want.by].append((*written, *_parameters(want.by, want.keys, folder)))
         into = (
             "INSERT INTO links(source, folder, seq, line, written, target, anchor, kind, style, "
             "wants, want_key, alt_key, resolved) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,"
@@ -140,10 +145,8 @@ class LinkTables(Statements):
     def open_named(self, by: str, keys: Sequence[str], folder: str = "") -> str | None:
         """The note a link from `folder` asking `by` ("name", "path") for `keys` opens: what a
         user or an agent names as a link would."""
-        first, second = keys[0], keys[1] if len(keys) > 1 else None
         rows = self._rows(
-            f"SELECT ({self._opens(by, _AS_PARAMETERS)})",
-            _parameters(by, first, second, folder),
+            f"SELECT ({self._opens(by, _AS_PARAMETERS)})", _parameters(by, keys, folder)
         )
         return rows[0][0] if rows else None
 
