@@ -376,6 +376,7 @@ def cli(
 
 # what each migration added, undone: an index as an older memsync left it
 UNDO = {
+    11: ["DROP TABLE held_links", "DROP TABLE held_names"],
     10: ["DELETE FROM meta WHERE key = 'chunks_version'"],
     9: ["DROP TABLE links", "DROP TABLE names"],
     8: ["ALTER TABLE chunks DROP COLUMN script"],

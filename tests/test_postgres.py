@@ -388,7 +388,7 @@ def test_a_vault_of_the_release_before_records_its_windows_lines_and_keeps_its_v
     write(root, "chat.md", text)
     with where.open(create=True) as store:
         syncer.index_vault(store, root, 1 << 20, hash_embedder)
-        store.conn.execute("DROP TABLE links; DROP TABLE names")  # type: ignore  # schema 7's
+        store.conn.execute("DROP TABLE held_links, held_names, links, names")  # type: ignore  # 8, 7
         for column in ("script", "windows"):  # the columns of schemas 6 and 5
             store.conn.execute(f"ALTER TABLE chunks DROP COLUMN {column}")  # type: ignore
         store.record(schema_version=4, chunker=syncer.INDEX_RULES.replace(" spans", ""))
@@ -613,7 +613,10 @@ def _team_database(tmp_path: Path, pg_url: str) -> tuple[str, dict[str, Path]]:
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
     with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute("DROP TABLE team.links, team.names, old.links, old.names")
+        admin.execute(
+            "DROP TABLE team.held_links, team.held_names, team.links, team.names, "
+            "old.held_links, old.held_names, old.links, old.names"
+        )
         admin.execute("ALTER TABLE team.chunks DROP COLUMN windows, DROP COLUMN script")
         admin.execute("UPDATE team.meta SET value = '4' WHERE key = 'schema_version'")
         admin.execute(

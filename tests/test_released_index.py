@@ -161,7 +161,7 @@ def test_the_schema_steps_keep_the_released_numbers_one_after_another() -> None:
     from memsync.store.pg_schema import VAULT_MIGRATIONS
     from memsync.store.sqlite_store import MIGRATIONS
 
-    for steps, newest in ((MIGRATIONS, 10), (VAULT_MIGRATIONS, 7), (SHARED_MIGRATIONS, 1)):
+    for steps, newest in ((MIGRATIONS, 11), (VAULT_MIGRATIONS, 8), (SHARED_MIGRATIONS, 1)):
         assert [step.schema for step in steps] == list(range(1, newest + 1))
         assert len({step.name for step in steps}) == newest
 

@@ -10,7 +10,7 @@ from memsync.chunking import chunk_text, embed_inputs
 from memsync.errors import StoreError
 from memsync.filters import NoteFilter
 from memsync.store.protocols import FileRow, ModelKey, NewChunk, NoteWrite
-from memsync.store.sqlite_store import SCHEMA_VERSION, SqliteStore
+from memsync.store.sqlite_store import MIGRATIONS, SCHEMA_VERSION, SqliteStore
 from memsync.sync.syncer import index_vault
 
 
@@ -251,7 +251,7 @@ def test_readers_of_an_index_without_a_chunks_version_keep_a_copy_each_and_stay_
     with SqliteStore(db) as writer:
         writer.set_model(key, 8)
         first = add(writer, "a.md", e[0])
-    set_back(db, SCHEMA_VERSION - 1)
+    set_back(db, next(step.schema for step in MIGRATIONS if step.name == "chunks version") - 1)
     one, two = (SqliteStore(db, create=False, vectors_in_memory=True) for _ in range(2))
     with one, two:
         assert one.vector_search(e[0], 1)[0][0] == two.vector_search(e[0], 1)[0][0] == first
@@ -296,6 +296,7 @@ def _chat_index_of_schema(
     db = tmp_path / "old.sqlite"
     with SqliteStore(db, create=True) as store:
         index_vault(store, root, 1 << 20, embedder)
+        store.conn.execute("DROP TABLE held_links; DROP TABLE held_names")
         store.conn.execute("DROP TABLE links; DROP TABLE names")
         store.conn.execute("ALTER TABLE chunks DROP COLUMN script")
         store.conn.execute("ALTER TABLE chunks DROP COLUMN windows")

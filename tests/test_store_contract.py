@@ -85,8 +85,8 @@ def _before_scripts(store: Store) -> int:
     schema number before the step's; that number."""
     older = next(step.schema for step in store.MIGRATIONS if step.name == "chunk scripts") - 1
     with store.transaction():
-        store.conn.execute("DROP TABLE links")
-        store.conn.execute("DROP TABLE names")
+        for table in ("held_links", "held_names", "links", "names"):
+            store.conn.execute(f"DROP TABLE {table}")
         store.conn.execute("ALTER TABLE chunks DROP COLUMN script")
         store._record_schema(older)
         store.set_meta(schema_version=older)
@@ -696,8 +696,8 @@ def _before_links(store: Store) -> int:
 
     older = next(step.schema for step in store.MIGRATIONS if step.name == "links") - 1
     with store.transaction():
-        store.conn.execute("DROP TABLE links")
-        store.conn.execute("DROP TABLE names")
+        for table in ("held_links", "held_names", "links", "names"):
+            store.conn.execute(f"DROP TABLE {table}")
         store._record_schema(older)
         store.set_meta(schema_version=older, chunker=INDEX_RULES.replace(metadata.RULES, "meta-2"))
     return older
@@ -808,3 +808,55 @@ def test_a_link_opens_the_note_obsidian_would(location: Location, tmp_path: Path
         assert _links_of(store, "deep/er/x.md") == [(1, "[[n]]", "deep/er/n.md")]
         assert store.open_named("name", ["n"]) == "B/n.md"
         assert store.open_named("name", ["n"], "a") == "a/n.md"
+
+
+def test_links_held_by_a_pass_of_many_notes_are_settled_at_its_end_or_by_the_next_pass(
+    location: Location, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Links held by a pass of several batches open the notes of later batches as of earlier
+    ones; held links a killed pass left are settled by the next pass, even one that reads no
+    note."""
+    from memsync.sync.syncer import BATCH_NOTES
+
+    count = 2 * BATCH_NOTES + 1
+    notes = {
+        f"n{i:03}.md": f"# N{i}\n[[n{i + 1:03}]] and [[n000#N0]]\n" for i in range(count)
+    }  # the last links to a note that does not exist
+    notes["n000.md"] = "---\naliases: [first]\n---\n# N0\n[[n001]] [[n000#N0]]\n"
+    settles = 0
+    with location.open(create=True) as store:
+        real = store.settle_links
+
+        def killed_before_the_end() -> None:  # the pass's first settle runs, its last never does
+            nonlocal settles
+            settles += 1
+            if settles > 1:
+                raise KeyboardInterrupt
+            real()
+
+        root = tmp_path / "v"
+        for path, text in notes.items():
+            write(root, path, text)
+        monkeypatch.setattr(store, "settle_links", killed_before_the_end)
+        with pytest.raises(KeyboardInterrupt):
+            index_vault(store, root, MB, None)
+        assert store.counts()["files"] == count and store.link_counts() == (0, 0)
+        monkeypatch.setattr(store, "settle_links", real)
+        assert index_vault(store, root, MB, None).unchanged == count
+        assert store.link_counts() == (2 * count, 1)
+        assert _links_of(store, f"n{count - 2:03}.md") == [
+            (2, f"[[n{count - 1:03}]]", f"n{count - 1:03}.md"), (2, "[[n000#N0]]", "n000.md")
+        ]  # fmt: skip
+        assert len(store.backlinks("n000.md")) == count
+        assert store.open_named("alias", ["first"]) == "n000.md"
+
+        (root / "later").mkdir()
+        (root / "n000.md").rename(root / "later/n000.md")
+        for i in range(1, count):  # every note changed: one pass of several batches again
+            write(root, f"n{i:03}.md", notes[f"n{i:03}.md"] + "more\n")
+        report = index_vault(store, root, MB, None)
+        assert (report.changed, report.moved) == (count - 1, 1)
+        assert {row.resolved for row in store.outgoing_links("n005.md")} == {
+            "n006.md", "later/n000.md"
+        }  # fmt: skip
+        assert store.link_counts() == (2 * count, 1)

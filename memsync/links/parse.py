@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import unquote
 
 # fenced blocks and code spans, blanked before links are looked for (offsets and lines kept)
@@ -34,8 +34,7 @@ _ATTACHMENT = re.compile(
 MAX_LINKS = 10_000  # a note's, kept: a generated note of a million links costs nothing more
 
 
-@dataclass(frozen=True)
-class Link:
+class Link(NamedTuple):  # a tuple: a first index makes one per link of every note
     """One link as a note writes it. `target` is what it names without its anchor ("" for the
     same note), `anchor` the heading path (`Conflicts#Sub`) or block (`^id`) it points at."""
 
@@ -82,13 +81,19 @@ def links_in(source: str, text: str) -> list[Link]:
 
 
 class _LineNumbers:
-    """The line of an offset, by bisecting the offsets where lines start."""
+    """The line of an offset, counted on from the offset asked before (each kind of link is
+    found in order, so the text is counted about once)."""
 
     def __init__(self, text: str) -> None:
-        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.text = text
+        self.offset, self.line = 0, 1
 
     def __call__(self, offset: int) -> int:
-        return bisect.bisect_right(self.starts, offset)
+        if offset < self.offset:
+            self.offset, self.line = 0, 1
+        self.line += self.text.count("\n", self.offset, offset)
+        self.offset = offset
+        return self.line
 
 
 def _blank(pattern: re.Pattern[str], text: str) -> str:

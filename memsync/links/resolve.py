@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import posixpath
 import unicodedata
-from dataclasses import dataclass
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from ..text import NOTE_SUFFIXES
 from .parse import Link, inside_vault
@@ -45,8 +46,7 @@ def name_key(path: str) -> str:
 NOWHERE = "/"
 
 
-@dataclass(frozen=True)
-class Wanted:
+class Wanted(NamedTuple):
     """What a link asks the index for: a note by file name, by path (keys in order of
     preference), or the linking note itself."""
 
@@ -71,3 +71,11 @@ def wanted(source: str, link: Link) -> Wanted:
     if "/" in target:
         return Wanted("path", (path_key(target),))
     return Wanted("name", (name_key(target),))
+
+
+def names_of(path: str, aliases: Iterable[str]) -> list[tuple[str, ...]]:
+    """A note's rows of names: its file name, its path and its aliases, each with its key."""
+    folder = posixpath.dirname(path)
+    named = [("file", path, name_key(path)), ("path", path, path_key(path))]
+    named += [("alias", alias, key(alias)) for alias in aliases]
+    return [(path, folder, *name) for name in named]

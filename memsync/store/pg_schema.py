@@ -14,6 +14,7 @@ from .pg_connect import LOCK_CLASS, MIGRATION_LOCK, SHARED, ensure_shared, exist
 from .sql_schema import (
     Migration,
     added_in,
+    held_links_step,
     links_step,
     overlap_step,
     script_step,
@@ -89,6 +90,7 @@ VAULT_MIGRATIONS = (
     window_lines_step(5),
     script_step(6),
     links_step(7),
+    held_links_step(8),
 )
 SCHEMA_VERSION = VAULT_MIGRATIONS[-1].schema
 

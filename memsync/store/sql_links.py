@@ -6,21 +6,27 @@ is `_BY_PATH` and `_BY_NAME` here, one statement for many links at once."""
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..links.parse import Link
-from ..links.resolve import key, name_key, path_key, wanted
+from ..links.resolve import names_of, wanted
 from .protocols import LinkRow, NoteWrite
 from .sql_statements import BATCH, Statements, marks
 
 _LINK_COLUMNS = "source, line, written, target, anchor, kind, resolved"
+_NAME_COLUMNS = "path, folder, kind, name, key"
+# a link as written and what it asks for (links.resolve): held so, then resolved into `links`
+_HELD_COLUMNS = (
+    "source, folder, seq, line, written, target, anchor, kind, style, wants, want_key, alt_key"
+)
 # The note a link opens (Obsidian's rules, links.resolve): by path, the first of its keys that a
 # note's path matches (relative to the linking note, then from the root); by file name, the note
 # in the linking note's folder, then the shortest path, then the first by path. An alias, which
 # no written link opens, is chosen among its notes the same way for `get` and `links`. {want},
 # {alt} and {folder} are the link's keys and its note's folder: the columns of a links row being
-# resolved again (_OF_THE_ROW), or the parameters of a row being inserted (_AS_PARAMETERS).
+# resolved again (_OF_THE_ROW) or of a held one moving in (_OF_HELD), or parameters (_AS_PARAMETERS).
 _BY_PATH = (
     "SELECT n.path FROM names AS n WHERE n.kind = 'path' AND (n.key = {want} OR n.key = {alt}) "
     "ORDER BY n.key = {want} DESC LIMIT 1"
@@ -30,6 +36,11 @@ _BY_NAME = (
     "ORDER BY n.folder = {folder} DESC, length(n.path), n.path{code_points} LIMIT 1"
 )
 _OF_THE_ROW = {"want": "links.want_key", "alt": "links.alt_key", "folder": "links.folder"}
+_OF_HELD = {
+    "want": "held_links.want_key",
+    "alt": "held_links.alt_key",
+    "folder": "held_links.folder",
+}
 _AS_PARAMETERS = {"want": "CAST(? AS TEXT)", "alt": "CAST(? AS TEXT)", "folder": "CAST(? AS TEXT)"}
 
 
@@ -54,20 +65,38 @@ class LinkTables(Statements):
 
     # -- the writer's half, inside the transactions of sql_tables ---------------------------
 
+    _holding = False  # within links_held()
+
+    @contextmanager
+    def links_held(self) -> Iterator[None]:
+        """Within it, each batch's links wait in the held tables, committed with their notes,
+        and are resolved and written together when it ends: a pass of many notes writes the
+        links table and its indexes once, not once per batch (random keys made each batch
+        rewrite most of their pages). A pass that stops short leaves them for settle_links."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+        self.settle_links()
+
+    def settle_links(self) -> None:
+        """The links held by a pass that did not end (a crash), resolved and written now."""
+        if not self._has("held_names") or not self._rows("SELECT 1 FROM held_names LIMIT 1"):
+            return
+        with self.transaction():
+            self._settle()
+
     def _write_links(self, notes: Sequence[NoteWrite]) -> None:
-        """The notes' names and links, replacing what they had; then the other notes' links
-        that may open one of them now."""
-        paths = [note.row.path for note in notes]
-        self._forget(paths)
-        self._name(
-            [(note.row.path, alias) for note in notes for alias in note.facts.aliases], paths
-        )
-        self._insert_links([(note.row.path, link) for note in notes for link in note.facts.links])
-        self._relink_wanting(paths)
+        """The notes' names and links, replacing what they had, with the other notes' links
+        that may open one of them now; held instead within links_held()."""
+        self._hold([(note.row.path, note.facts.aliases, note.facts.links) for note in notes])
+        if not self._holding:
+            self._settle()
 
     def _links_gone(self, path: str) -> None:
         """A note left the index: its names and links go, and the links it opened look again."""
-        self._forget([path])
+        self._forget("= ?", [path])
         self._relink("resolved IN ({marks})", [path])
 
     def _links_moved(self, old: str, new: str) -> None:
@@ -76,54 +105,68 @@ class LinkTables(Statements):
         aliases = [a for (a,) in self._rows(
             "SELECT name FROM names WHERE path = ? AND kind = 'alias'", (old,)
         )]  # fmt: skip
-        own = [(new, _as_link(row)) for row in self._link_rows("source = ?", (old,))]
-        self._forget([old, new])
-        self._name([(new, alias) for alias in aliases], [new])
-        self._insert_links(own)
+        own = [_as_link(row) for row in self._link_rows("source = ?", (old,))]
+        self._forget("= ?", [old])
+        self._hold([(new, aliases, own)])
+        self._settle()
         self._relink("resolved IN ({marks})", [old])
-        self._relink_wanting([new])
 
-    def _forget(self, paths: Sequence[str]) -> None:
-        rows = [(p,) for p in paths]
-        self._run_many("DELETE FROM names WHERE path = ?", rows)
-        self._run_many("DELETE FROM links WHERE source = ?", rows)
-
-    def _name(self, aliases: Iterable[tuple[str, str]], paths: Sequence[str]) -> None:
-        """Each note's names: its file name, its path and its aliases."""
-        rows = [(p, posixpath.dirname(p), "file", p, name_key(p)) for p in paths]
-        rows += [(p, posixpath.dirname(p), "path", p, path_key(p)) for p in paths]
-        rows += [(p, posixpath.dirname(p), "alias", a, key(a)) for p, a in aliases]
-        self._run_many("INSERT INTO names(path, folder, kind, name, key) VALUES(?,?,?,?,?)", rows)
-
-    def _insert_links(self, links: Sequence[tuple[str, Link]]) -> None:
-        """The links, each resolved as it is written."""
-        rows: dict[str, list[tuple[Any, ...]]] = {"path": [], "name": [], "self": []}
-        for seq, (source, link) in enumerate(links):
-            want = wanted(source, link)
-            folder = posixpath.dirname(source)
-            written = (source, folder, seq, link.line, link.written, link.target, link.anchor,
-                       link.kind, link.style, want.by, *_keys(want.keys))  # fmt: skip
-            if want.by == "self":
-                rows["self"].append((*written, source))
-            else:
-                rows[want.by].append((*written, *_parameters(want.by, want.keys, folder)))
-        into = (
-            "INSERT INTO links(source, folder, seq, line, written, target, anchor, kind, style, "
-            "wants, want_key, alt_key, resolved) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,"
+    def _hold(self, notes: Sequence[tuple[str, Sequence[str], Sequence[Link]]]) -> None:
+        """Notes' names, and their links as written with what each asks for, not resolved."""
+        links: list[tuple[Any, ...]] = []
+        for path, _, own in notes:
+            folder = posixpath.dirname(path)
+            for seq, link in enumerate(own):
+                want = wanted(path, link)
+                links.append((path, folder, seq, link.line, link.written, link.target,
+                              link.anchor, link.kind, link.style, want.by, *_keys(want.keys)))  # fmt: skip
+        self._name(
+            "held_names", [row for path, aliases, _ in notes for row in names_of(path, aliases)]
         )
-        self._run_many(into + "?)", rows["self"])
-        for by in ("path", "name"):
-            self._run_many(f"{into}({self._opens(by, _AS_PARAMETERS)}))", rows[by])
+        self._run_many(
+            f"INSERT INTO held_links({_HELD_COLUMNS}) VALUES({marks(_HELD_COLUMNS.count(',') + 1)})",
+            links,
+        )
 
-    def _relink(self, where: str, values: Sequence[str]) -> None:
-        """The links `where` picks (`{marks}` filled with `values`) resolved again against the
-        notes indexed now."""
+    def _settle(self) -> None:
+        """The held notes' names and links in place of what they had, in a few statements of
+        sets: the other notes' links that may open one of them now resolved again first (the
+        held ones are resolved as they move in)."""
+        self._forget("IN (SELECT path FROM held_names)", [])
+        self._run_many(
+            f"INSERT INTO names({_NAME_COLUMNS}) SELECT {_NAME_COLUMNS} FROM held_names", [()]
+        )
+        held = "(SELECT key FROM held_names WHERE kind = '{kind}')"
+        self._relink(f"want_key IN {held.format(kind='file')}", by="name")
+        self._relink(
+            f"want_key IN {held.format(kind='path')} OR alt_key IN {held.format(kind='path')}",
+            by="path",
+        )
+        into = f"INSERT INTO links({_HELD_COLUMNS}, resolved) SELECT {_HELD_COLUMNS}, "
+        self._run_many(into + "source FROM held_links WHERE wants = 'self'", [()])
         for by in ("path", "name"):
-            opens = self._opens(by, _OF_THE_ROW)
-            for start in range(0, len(values), BATCH):
-                part = values[start : start + BATCH]
+            opens = self._opens(by, _OF_HELD)
+            self._run_many(f"{into}({opens}) FROM held_links WHERE wants = '{by}'", [()])
+        self._run_many("DELETE FROM held_links", [()])
+        self._run_many("DELETE FROM held_names", [()])
+
+    def _forget(self, paths: str, values: Sequence[str]) -> None:
+        """The names and links of the notes whose path is `paths` (`= ?`, `IN (...)`)."""
+        self._run_many(f"DELETE FROM names WHERE path {paths}", [values])
+        self._run_many(f"DELETE FROM links WHERE source {paths}", [values])
+
+    def _name(self, table: str, rows: Sequence[tuple[str, ...]]) -> None:
+        self._run_many(f"INSERT INTO {table}({_NAME_COLUMNS}) VALUES(?,?,?,?,?)", rows)
+
+    def _relink(self, where: str, values: Sequence[str] = (), by: str | None = None) -> None:
+        """The links `where` picks (`{marks}` filled with `values`, if any), of those asking
+        `by` (or all), resolved again against the notes indexed now."""
+        parts = [values[start : start + BATCH] for start in range(0, len(values), BATCH)] or [[]]
+        for kind in (by,) if by else ("path", "name"):
+            opens = self._opens(kind, _OF_THE_ROW)
+            for part in parts:
                 self._run_many(  # a row that would keep its note is not written again
-                    f"UPDATE links SET resolved = ({opens}) WHERE wants = '{by}' AND "
+                    f"UPDATE links SET resolved = ({opens}) WHERE wants = '{kind}' AND "
                     f"({where.format(marks=marks(len(part)))}) AND resolved IS DISTINCT FROM "
                     f"({opens})",
                     [part],
@@ -135,12 +178,6 @@ class LinkTables(Statements):
             return _BY_PATH.format(**wants)
         kind = "file" if by == "name" else by
         return _BY_NAME.format(kind=kind, code_points=self.CODE_POINTS, **wants)
-
-    def _relink_wanting(self, paths: Sequence[str]) -> None:
-        """The links that name one of these notes' file names or paths, resolved again."""
-        keys = sorted({name_key(p) for p in paths} | {path_key(p) for p in paths})
-        self._relink("want_key IN ({marks})", keys)
-        self._relink("alt_key IN ({marks})", keys)
 
     def open_named(self, by: str, keys: Sequence[str], folder: str = "") -> str | None:
         """The note a link from `folder` asking `by` ("name", "path") for `keys` opens: what a

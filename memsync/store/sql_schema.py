@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StoreError
+from ..links.resolve import names_of
 from .origin import Origin
 
 
@@ -70,8 +71,23 @@ def links_step(schema: int) -> Migration:
     return Migration("links", schema, sql, adds=("links",), then=_name_notes)
 
 
+def held_links_step(schema: int) -> Migration:
+    """Where a pass of many notes holds their links until it resolves them all at once
+    (sql_links.links_held): in the order written, without an index to keep up."""
+    sql = """
+    CREATE TABLE held_links(
+        source TEXT NOT NULL, folder TEXT NOT NULL, seq INTEGER NOT NULL, line INTEGER NOT NULL,
+        written TEXT NOT NULL, target TEXT NOT NULL, anchor TEXT, kind TEXT NOT NULL,
+        style TEXT NOT NULL, wants TEXT NOT NULL, want_key TEXT NOT NULL, alt_key TEXT);
+    CREATE TABLE held_names(path TEXT NOT NULL, folder TEXT NOT NULL, kind TEXT NOT NULL,
+        name TEXT NOT NULL, key TEXT NOT NULL);
+    """
+    return Migration("held links", schema, sql)
+
+
 def _name_notes(store: Any) -> None:
-    store._name([], [path for (path,) in store._rows("SELECT path FROM files")])
+    rows = [row for (path,) in store._rows("SELECT path FROM files") for row in names_of(path, [])]
+    store._name("names", rows)
 
 
 def _record_scripts(store: Any) -> None:

@@ -25,6 +25,7 @@ from .sql_reading import Ranking, SharedReading
 from .sql_schema import (
     Migration,
     added_in,
+    held_links_step,
     links_step,
     overlap_step,
     script_step,
@@ -128,6 +129,7 @@ MIGRATIONS = (
     # their vectors: a process's long-lived readers then share one copy of what they keep. Every
     # step writes one (_chunks_changed), this one too
     Migration("chunks version", 10, adds=(f"meta.{CHUNKS_VERSION}",)),
+    held_links_step(11),
 )
 # the tables that say a database is a memsync index (and not someone else's file)
 OUR_TABLES = frozenset({"meta", "files", "chunks", "embedding_cache", "skipped"})

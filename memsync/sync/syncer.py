@@ -289,13 +289,17 @@ class Syncer:
     ) -> bool:
         """Read what changed, then move and remove, then write the new text in batches.
         Returns False when it stopped early (should_stop)."""
+        self.store.settle_links()  # what a pass that died left held
         hashes = self.store.file_hashes([p for p in to_read if p in index] + removed)
         notes = self._read_changed(to_read, hashes, index, disk, report, progress, rechunk)
         if notes is None:
             return False
         self._move_and_remove(notes, removed, hashes, index, report, progress)
-        if not self._write_notes(notes, index, report, progress):
-            return False
+        # more than a batch: their links resolved once, at the end (store.links_held)
+        many = len(notes) > BATCH_NOTES
+        with self.store.links_held() if many else contextlib.nullcontext():
+            if not self._write_notes(notes, index, report, progress):
+                return False
         report.pending = self.store.pending_count()
         return True
 
