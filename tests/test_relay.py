@@ -294,6 +294,15 @@ def test_another_memsync_is_passed_over(
     assert capfd.readouterr() == ("", "")
 
 
+def test_a_second_process_for_the_same_index_leaves_the_first_ones_endpoint_alone(
+    relay: Relay, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    second = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    second.stop()
+    assert endpoint.relayed(["query", "this"]) == 0
+    assert "answered this" in capfd.readouterr().out
+
+
 def test_without_unix_sockets_a_loopback_port_wants_the_secret(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
