@@ -8,12 +8,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .config import RANGES, Config
 from .errors import AmbiguousIndex, ConfigError, MemsyncError
+
+if TYPE_CHECKING:
+    from .serve.relay import Relay
+    from .store.locate import Location
 
 
 def _fail(exc: MemsyncError) -> None:
@@ -200,17 +204,20 @@ def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
     return memsync_log
 
 
-def answer_the_shell(watcher: Any, cli: Any) -> Any:
-    """This user's query, get, status and mcp for the watched index, answered in this process
-    by `cli` once the watcher holds the index (until then they run in their own processes)."""
+def answer_the_shell(index: Location, cli: Any, ready: Callable[[], bool] | None = None) -> Relay:
+    """This user's query, get, status and mcp for `index`, answered in this process by `cli`:
+    from now on, or once `ready()` says this process holds the index (never if it says False);
+    until then they run in their own processes."""
     import threading
 
     from .serve.relay import Relay
 
-    relay = Relay(watcher.location, lambda args, program: cli.main(args, program))
+    relay = Relay(index, lambda args, program: cli.main(args, program))
+    if ready is None:
+        return relay.start()
 
     def start() -> None:
-        if watcher.ready.wait() and not watcher.stop.is_set():
+        if ready():
             relay.start()
 
     threading.Thread(target=start, name="memsync-relay-start", daemon=True).start()

@@ -305,6 +305,15 @@ def write(root: Path, rel: str, text: str) -> Path:
     return path
 
 
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now, for a server started as a process."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def as_nobody(action: Callable[[], object]) -> str:
     """What `action` returns (or raises), run in a forked child as uid and gid 65534: the tests
     run as root in CI, and root may read and write everything."""

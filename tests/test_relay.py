@@ -1,6 +1,7 @@
-"""`memsync watch` answers this user's query, get, status and mcp through a local endpoint:
-what the shell prints through it is what its own process prints, byte for byte; a daemon that
-is gone, stale or another user's is passed over."""
+"""`memsync watch` and `memsync serve` (of a vault it watches, or of a shared PostgreSQL vault)
+answer this user's query, get, status and mcp through a local endpoint: what the shell prints
+through it is what its own process prints, byte for byte; a daemon that is gone, stale or another
+user's is passed over."""
 
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import as_nobody, write
+from conftest import as_nobody, drop_vault, free_port, write
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from memsync.serve import endpoint
 from memsync.serve.relay import Relay
+from memsync.serve.tokens import Tokens
 from memsync.store.locate import SqliteLocation
 
 IN_PROCESS = "import sys; from memsync.cli import main; main(prog_name='python -m memsync')"
@@ -68,30 +70,44 @@ def on_a_terminal(args: list[str], cwd: Path, relayed: bool = True) -> bytes:
     return shown
 
 
-@pytest.fixture
-def vault(tmp_path: Path) -> Path:
-    root = tmp_path / "notes"
+def _notes(root: Path) -> Path:
     write(root, "servers.md", "# Servers\n\nThe test server's SSH port is 2222, not 22.\n")
     write(root, "daily/2026-11-10.md", "---\ntags: [incident]\n---\nOPS-1432 postmortem.\n")
     write(root, "笔记/测试服务器.md", "# 测试服务器\n\n测试服务器的SSH端口是2222。\n")
     write(root, "markup.md", "Escapes \x1b[31m and <b>tags</b> shown as text.\n")
+    return root
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = _notes(tmp_path / "notes")
     assert run(["index", str(root)], root, relayed=False)[0] == 0
     return root
 
 
+ANSWERING = "answering this user's memsync commands"
+
+
 class Daemon:
-    def __init__(self, vault: Path, log: Path) -> None:
+    """`memsync COMMAND -v --log-file LOG` (watch, serve), once its log says `until`."""
+
+    def __init__(self, command: list[str], log: Path, until: str = ANSWERING) -> None:
         self.log = log
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "memsync", "watch", str(vault), "-v", "--log-file", str(log)],
+            [sys.executable, "-m", "memsync", *command, "-v", "--log-file", str(log)],
             env=_env(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 60
-        while "answering this user's memsync commands" not in self.text():
-            assert time.monotonic() < deadline and self.process.poll() is None, self.text()
-            time.sleep(0.05)
+        try:
+            while until not in self.text():
+                assert time.monotonic() < deadline and self.process.poll() is None, self.text()
+                time.sleep(0.05)
+        except AssertionError:  # no fixture stops it then: a server would outlive the tests
+            self.process.kill()
+            self.process.wait()
+            raise
 
     def text(self) -> str:
         return self.log.read_text() if self.log.exists() else ""
@@ -107,7 +123,7 @@ class Daemon:
 
 @pytest.fixture
 def daemon(vault: Path, tmp_path: Path) -> Iterator[Daemon]:
-    running = Daemon(vault, tmp_path / "watch.log")
+    running = Daemon(["watch", str(vault)], tmp_path / "watch.log")
     yield running
     running.stop()
 
@@ -243,6 +259,88 @@ def test_an_agents_stdio_server_is_relayed_and_answers_as_its_own_would(
     assert ("mcp", "0") in daemon.relayed()
 
 
+# -- `memsync serve --db URL --name NAME`: a reader of a shared PostgreSQL vault, no watcher ----
+
+
+@pytest.fixture
+def served(tmp_path: Path, pg_vault: tuple[str, str]) -> Iterator[tuple[Daemon, Path, list[str]]]:
+    """The notes indexed in a PostgreSQL vault and served by `serve --db URL --name NAME`:
+    (the server, the vault, the flags that name its index)."""
+    url, name = pg_vault
+    root = _notes(tmp_path / "notes")
+    flags = ["--db", url, "--name", name]
+    assert run(["index", str(root), *flags], root, relayed=False)[0] == 0
+    Tokens().add("agent")  # a server with no token to admit anyone refuses to start
+    listen = ["--listen", f"127.0.0.1:{free_port()}"]
+    running = Daemon(["serve", *flags, *listen], tmp_path / "serve.log")
+    yield running, root, flags
+    running.stop()
+
+
+def test_a_server_of_a_shared_vault_answers_the_shell_as_its_own_process_would(
+    served: tuple[Daemon, Path, list[str]],
+) -> None:
+    daemon, vault, flags = served
+    write(vault, "later.md", "Written after the index: only the vault's writer indexes it.\n")
+    for args in COMMANDS:
+        command = [*args, *flags]
+        relayed, alone = run(command, vault), run(command, vault, relayed=False)
+        assert (relayed[0], _steady(relayed[1]), _steady(relayed[2])) == (
+            alone[0],
+            _steady(alone[1]),
+            _steady(alone[2]),
+        ), args
+    answered = daemon.relayed()
+    assert len(answered) == len(COMMANDS)
+    assert ("query", "2") in answered and ("get", "1") in answered
+    status = json.loads(run(["status", "--json", *flags], vault, relayed=False)[1])
+    assert status["files_indexed"] == 4  # the server only reads: later.md waits for the writer
+
+
+def test_a_command_for_another_vault_of_the_database_runs_in_its_own_process(
+    served: tuple[Daemon, Path, list[str]], tmp_path: Path
+) -> None:
+    daemon, _, flags = served
+    url, other_name = flags[1], f"{flags[3]}_other"
+    other = tmp_path / "other"
+    write(other, "a.md", "Another vault's note about ports.\n")
+    try:
+        assert run(["index", str(other), "--db", url, "--name", other_name], other)[0] == 0
+        code, out, _ = run(["query", "ports", "--db", url, "--name", other_name], other)
+    finally:
+        drop_vault(url, other_name)
+    assert code == 0 and b"a.md" in out
+    assert daemon.relayed() == []  # declined: the client answered it itself
+
+
+def test_a_server_stopped_by_sigterm_takes_its_endpoint_away(
+    served: tuple[Daemon, Path, list[str]],
+) -> None:
+    daemon, vault, flags = served
+    folder = Path(endpoint.run_dir())
+    (entry,) = folder.glob("*.json")
+    assert json.loads(entry.read_text())["index"].endswith(f"(vault {flags[3]})")
+    daemon.stop()
+    assert daemon.process.returncode == 0
+    assert list(folder.glob("*.json")) == list(folder.glob("*.sock")) == []
+    code, out, _ = run(["query", "ssh port", *flags], vault)
+    assert code == 0 and b"servers.md" in out  # in its own process now
+
+
+def test_a_server_of_an_index_not_found_leaves_the_shell_to_its_own_processes(
+    tmp_path: Path,
+) -> None:
+    Tokens().add("agent")
+    missing = ["--db", str(tmp_path / "none.sqlite"), "--listen", f"127.0.0.1:{free_port()}"]
+    daemon = Daemon(["serve", *missing], tmp_path / "serve.log", until="serving")
+    try:
+        assert "not answering the shell: no index at" in daemon.text()
+        assert list(Path(endpoint.run_dir()).glob("*.json")) == []
+    finally:
+        daemon.stop()
+    assert daemon.process.returncode == 0
+
+
 # -- the endpoint in this process: a fake CLI behind it -----------------------------------------
 
 
@@ -292,6 +390,15 @@ def test_another_memsync_is_passed_over(
     monkeypatch.setattr(endpoint, "fingerprint", lambda: "an upgraded memsync")
     assert endpoint.relayed(["query", "this"]) is None
     assert capfd.readouterr() == ("", "")
+
+
+def test_a_second_process_for_the_same_index_leaves_the_first_ones_endpoint_alone(
+    relay: Relay, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    second = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    second.stop()
+    assert endpoint.relayed(["query", "this"]) == 0
+    assert "answered this" in capfd.readouterr().out
 
 
 def test_without_unix_sockets_a_loopback_port_wants_the_secret(

@@ -21,16 +21,10 @@ from pathlib import Path
 import httpx2
 import pytest
 from click.testing import CliRunner
-from conftest import EmbeddingServer, write
+from conftest import EmbeddingServer, free_port, write
 
 from memsync.cli import main
 from memsync.serve.tokens import Tokens
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _env(host: str = "laptop") -> dict[str, str]:
@@ -83,7 +77,7 @@ def _wait_until_embedded(url: str, token: str) -> None:
 
 
 def test_serve_keeps_the_vault_fresh_and_stops_at_sigterm_with_exit_0(tmp_path: Path) -> None:
-    vault, port = _vault(tmp_path), _free_port()
+    vault, port = _vault(tmp_path), free_port()
     token = Tokens().add("agent")
     url = f"http://127.0.0.1:{port}"
     with serve(str(vault), "--listen", f"127.0.0.1:{port}") as process:
@@ -120,7 +114,7 @@ def test_a_port_in_use_is_one_line_naming_listen(tmp_path: Path) -> None:
 def test_without_a_terminal_and_without_a_token_serve_exits_1_naming_token_add(
     tmp_path: Path,
 ) -> None:
-    with serve(str(_vault(tmp_path)), "--listen", f"127.0.0.1:{_free_port()}") as process:
+    with serve(str(_vault(tmp_path)), "--listen", f"127.0.0.1:{free_port()}") as process:
         out, err = process.communicate(timeout=60)
     assert process.returncode == 1 and out == ""
     assert err.count("\n") == 1 and "memsync token add" in err
@@ -128,7 +122,7 @@ def test_without_a_terminal_and_without_a_token_serve_exits_1_naming_token_add(
 
 
 def test_the_first_serve_on_a_terminal_makes_a_token_and_shows_it_once(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     main_fd, terminal = pty.openpty()
     with serve(
         str(_vault(tmp_path)),
@@ -165,7 +159,7 @@ def test_another_address_than_loopback_is_said_to_carry_tokens_in_clear_text(
     tmp_path: Path,
 ) -> None:
     token = Tokens().add("agent")
-    port = _free_port()
+    port = free_port()
     with serve(str(_vault(tmp_path)), "--listen", f"0.0.0.0:{port}") as process:
         _wait_until_served(f"http://127.0.0.1:{port}", token, process)
         process.send_signal(signal.SIGTERM)
@@ -215,7 +209,7 @@ def test_serve_db_alone_serves_a_shared_vault_from_another_machine_reading_only(
     monkeypatch.setenv("MEMSYNC_HOST", "laptop")
     done = CliRunner().invoke(main, ["index", str(vault), "--db", url, "--name", name])
     assert done.exit_code == 0, done.output
-    token, port = Tokens().add("team"), _free_port()
+    token, port = Tokens().add("team"), free_port()
     base = f"http://127.0.0.1:{port}"
     shared = ("--db", url, "--name", name, "--listen", f"127.0.0.1:{port}")
     with serve(*shared, "--writable", host="teamserver") as refused:
@@ -242,7 +236,7 @@ def test_serve_db_alone_serves_a_shared_vault_from_another_machine_reading_only(
 def test_sigterm_lets_a_request_in_flight_finish_then_exits_0(
     tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
-    vault, port = _vault(tmp_path), _free_port()
+    vault, port = _vault(tmp_path), free_port()
     provider = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
     token, base = Tokens().add("agent"), f"http://127.0.0.1:{port}"
     env = _env() | provider | {"MEMSYNC_PROVIDER": "openai", "MEMSYNC_QUERY_TIMEOUT": "120"}
@@ -322,7 +316,7 @@ def test_tls_serves_https_with_a_secure_cookie_and_a_bad_certificate_is_one_line
     tmp_path: Path,
 ) -> None:
     cert, key = _self_signed(tmp_path)
-    token, port = Tokens().add("agent"), _free_port()
+    token, port = Tokens().add("agent"), free_port()
     tls = ("--tls-cert", str(cert), "--tls-key", str(key))
     with serve(str(_vault(tmp_path)), "--listen", f"127.0.0.1:{port}", *tls) as process:
         deadline = time.monotonic() + 60

@@ -19,7 +19,11 @@ from ..errors import ConfigError, MemsyncError
 from .listen import DEFAULT_HOST, DEFAULT_PORT, Listen, allowed_hosts, cookie_name, parse_listen
 
 if TYPE_CHECKING:
+    from ..sync.watcher import Watcher
+    from .relay import Relay
     from .tokens import Tokens
+
+log = logging.getLogger("memsync.relay")
 
 DEFAULT_TOKEN = "default"  # the token the first `serve` on a terminal makes
 
@@ -181,14 +185,30 @@ def _serve(
         )
     kind = "writable" if writable else "read-only"
     what = f"serving {root or config.db} on {where.address(tls is not None)} ({kind})"
-    cli = click.get_current_context().find_root().command
-    relay = answer_the_shell(watcher, cli) if watcher is not None else None
+    relay = _answer_the_shell(config, watcher)
     try:
         runner.run(uvicorn, sock, watcher, what)
     finally:
         if relay is not None:
             relay.stop()
         server.close()
+
+
+def _answer_the_shell(config: Config, watcher: Watcher | None) -> Relay | None:
+    """This user's shell answered for the served index: the watched one once the watcher holds
+    it, else the one every call opens, from now on; None when that one is not found (then each
+    call says why, and so does each command in its own process)."""
+    from ..store.locate import locate
+
+    cli = click.get_current_context().find_root().command
+    if watcher is not None:
+        return answer_the_shell(watcher.location, cli, watcher.wait_ready)
+    try:
+        served = locate(config, None)  # as Memory.open finds it
+    except MemsyncError as exc:
+        log.info("not answering the shell: %s", exc)
+        return None
+    return answer_the_shell(served, cli)
 
 
 @click.group()

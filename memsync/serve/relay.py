@@ -36,6 +36,7 @@ from .endpoint import (
     peer_uid,
     private_dir,
     receive,
+    registered,
     run_dir,
     send_json,
     socket_path,
@@ -124,11 +125,15 @@ class Relay:
 
     def start(self) -> Relay:
         """Listen, register, and answer on a thread of its own; nothing when the folder is not
-        private (then every command simply runs in its own process)."""
+        private or another process answers for the index already (a second reader of a shared
+        vault): then every command simply runs in its own process, or goes to that one."""
         folder = Path(run_dir())
         if not private_dir(str(folder), create=True):
             log.warning("not answering the shell: %s is not a private folder", folder)
             return self
+        if any(other.get("index") == str(self.index) for other in registered()):
+            log.info("not answering the shell: another memsync process answers for %s", self.index)
+            return self  # its endpoint's files are named after the index: they stay its own
         key = endpoint_key(str(self.index))
         entry: dict[str, Any] = {"pid": os.getpid(), "index": str(self.index)}
         if hasattr(socket, "AF_UNIX"):

@@ -376,6 +376,10 @@ class Watcher:
         if self._embedding is not None and report.chunks_written:
             self._embedding.wake.set()
 
+    def wait_ready(self) -> bool:
+        """Blocks until the first reconcile is done: True, unless the watcher is stopping by then."""
+        return self.ready.wait() and not self.stop.is_set()
+
     def request_stop(self) -> None:
         """Safe from a signal handler: it only sets an event (taking the queue's lock there could
         deadlock against the very get() the signal interrupted); the loop sees it within
