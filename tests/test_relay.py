@@ -327,6 +327,30 @@ def test_a_server_stopped_by_sigterm_takes_its_endpoint_away(
     assert code == 0 and b"servers.md" in out  # in its own process now
 
 
+def test_a_server_of_a_shared_vault_shows_its_url_nowhere_with_the_password(
+    tmp_path: Path, pg_vault: tuple[str, str]
+) -> None:
+    """pgserver trusts local connections, so any password works; its log, its registry entry
+    and a relayed answer hold none."""
+    secret = "s3cr3t-Pa55"
+    url, name = pg_vault
+    url = url.replace("postgres:@", f"postgres:{secret}@")
+    flags = ["--db", url, "--name", name]
+    root = _notes(tmp_path / "notes")
+    assert run(["index", str(root), *flags], root, relayed=False)[0] == 0
+    Tokens().add("agent")
+    daemon = Daemon(["serve", *flags, "--listen", f"127.0.0.1:{free_port()}"], tmp_path / "s.log")
+    try:
+        code, out, err = run(["status", *flags], root)
+        assert code == 0 and daemon.relayed() == [("status", "0")]
+        entries = [entry.read_text() for entry in Path(endpoint.run_dir()).glob("*.json")]
+        shown = [daemon.text(), *entries, out.decode(), err.decode()]
+        assert "serving postgresql://" in shown[0]
+        assert [text for text in shown if secret in text] == []
+    finally:
+        daemon.stop()
+
+
 def test_a_server_of_an_index_not_found_leaves_the_shell_to_its_own_processes(
     tmp_path: Path,
 ) -> None:

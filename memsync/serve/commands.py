@@ -16,6 +16,7 @@ import click
 from ..cli_common import _config, _log_to, answer_the_shell, run, watch_options, writer_flags
 from ..config import Config
 from ..errors import ConfigError, MemsyncError
+from ..redact import redact
 from .listen import DEFAULT_HOST, DEFAULT_PORT, Listen, allowed_hosts, cookie_name, parse_listen
 
 if TYPE_CHECKING:
@@ -184,7 +185,7 @@ def _serve(
             f"memsync: log in from a browser here: {where.address(tls is not None)}/?token={first}"
         )
     kind = "writable" if writable else "read-only"
-    what = f"serving {root or config.db} on {where.address(tls is not None)} ({kind})"
+    what = f"serving {root or redact(config.db or '')} on {where.address(tls is not None)} ({kind})"
     relay = _answer_the_shell(config, watcher)
     try:
         runner.run(uvicorn, sock, watcher, what)
