@@ -377,6 +377,16 @@ def test_a_command_for_another_vault_of_the_database_runs_in_its_own_process(
     assert daemon.relayed() == []  # declined: the client answered it itself
 
 
+def test_an_index_of_the_vault_a_reader_serves_runs_in_its_own_process(
+    served: tuple[Daemon, Path, list[str]],
+) -> None:
+    daemon, vault, flags = served
+    write(vault, "later.md", "Written after the index: the reader has no watcher to index it.\n")
+    code, out, _ = run(["index", str(vault), *flags], vault)
+    assert code == 0 and b" 1 new, " in out
+    assert daemon.relayed() == [] and "relayed index: declined" in daemon.text()
+
+
 def test_a_server_stopped_by_sigterm_takes_its_endpoint_away(
     served: tuple[Daemon, Path, list[str]],
 ) -> None:
