@@ -15,7 +15,6 @@ import os
 import signal
 import statistics
 import subprocess
-import time
 from pathlib import Path
 
 from benchmarks.common import (
@@ -26,6 +25,7 @@ from benchmarks.common import (
     keep_option,
     p95,
     timed,
+    wait_for_endpoint,
     workspace,
 )
 from memsync.config import default_db_path
@@ -55,7 +55,7 @@ def shell_table(work: Path, vault: Path, runs: int) -> str:
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_for_endpoint(home, daemon)
+        wait_for_endpoint(home, daemon)
 
         def query(text: str, env: dict[str, str]) -> bytes:
             done = subprocess.run(
@@ -91,14 +91,6 @@ def shell_table(work: Path, vault: Path, runs: int) -> str:
         f"{after_kill * 1000 / ms[0]:.2f}x |",
     ]
     return "\n".join(rows) + f"\n\nSame stdout through the daemon and alone: {same} of {runs}."
-
-
-def _wait_for_endpoint(home: Path, daemon: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120
-    while not list((home / "run").glob("*.json")):
-        if daemon.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("memsync watch did not open its endpoint")
-        time.sleep(0.1)
 
 
 if __name__ == "__main__":

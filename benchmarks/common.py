@@ -85,6 +85,15 @@ def process_seconds(
     return [statistics.median(times) for times in seconds]
 
 
+def wait_for_endpoint(home: Path, daemon: subprocess.Popen[bytes]) -> None:
+    """Until the daemon (`memsync watch`) in MEMSYNC_HOME `home` answers this user's shell."""
+    deadline = time.monotonic() + 120
+    while not list((home / "run").glob("*.json")):
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("memsync watch did not open its endpoint")
+        time.sleep(0.1)
+
+
 def child_pids(subcommand: str) -> list[int]:
     """The pids of this process's children running `memsync SUBCOMMAND`."""
     pids = []

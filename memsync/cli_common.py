@@ -205,9 +205,10 @@ def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
 
 
 def answer_the_shell(index: Location, cli: Any, ready: Callable[[], bool] | None = None) -> Relay:
-    """This user's query, get, status and mcp for `index`, answered in this process by `cli`:
-    from now on, or once `ready()` says this process holds the index (never if it says False);
-    until then they run in their own processes."""
+    """This user's query, get, status and mcp for `index` (and `memsync index`, which a watcher
+    of this process runs), answered in this process by `cli`: from now on, or once `ready()`
+    says this process holds the index (never if it says False); until then they run in their
+    own processes."""
     import threading
 
     from .serve.relay import Relay

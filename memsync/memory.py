@@ -94,20 +94,66 @@ def index(
     notice: Callable[[str], None] = lambda message: None,
 ) -> Indexed:
     """`memsync index`: the whole vault, text first, then vectors; refused (VaultTaken) before
-    anything is written when the index belongs to another folder."""
+    anything is written when the index belongs to another folder. In a daemon answering for
+    the index, its watcher does the work (_by_its_watcher)."""
     root = vault_root(vault)
     location = for_vault(root, config)
+    _served(location)
     owner = check_writer(location, root, replace_vault)
     chosen = resolve_provider(config)
     if chosen == "none" and config.provider == "auto":
         notice("the local model is not installed here; indexing for keyword search only")
     embedder = make_embedder(config, chosen)
-    with location.writer_lock("index"), location.open(create=True) as store:
-        report = index_vault(store, root, config.max_file_bytes, embedder, progress, owner)
-        two_scripts = {"latin", "cjk"} <= store.sample_scripts(SAMPLE_CHUNKS)
+    if serving_only.get() is None:
+        with location.writer_lock("index"), location.open(create=True) as store:
+            report = index_vault(store, root, config.max_file_bytes, embedder, progress, owner)
+            two_scripts = _in_two_scripts(store)
+    else:
+        report = _by_its_watcher(config, root, location, embedder, replace_vault, progress)
+        with location.open() as store:  # read only: the watcher's thread writes it
+            two_scripts = _in_two_scripts(store)
     if two_scripts:
         _prepare_glossary(notice, wrote=bool(report.added or report.changed or report.moved))
     return Indexed(root, str(location), embedder.describe() if embedder else None, report)
+
+
+def _by_its_watcher(
+    config: Config,
+    root: Path,
+    location: Location,
+    embedder: Embedder | None,
+    replace_vault: bool,
+    progress: ProgressFactory | None,
+) -> Report:
+    """`index` in a daemon answering for the index: done by the watcher of this process that
+    writes it, when that would do just what the command asks (the same folder, model and largest
+    note). Declined (NotServedHere) for anything else: no watcher here, --replace, progress bars
+    for a terminal (a relayed answer is shown whole, at its end), a watcher that is stopping;
+    the client then runs it in its own process, which finds the index locked and says by whom."""
+    from .sync.watcher import watching
+
+    watcher = watching(location)
+    report = None
+    if (
+        watcher is not None
+        and watcher.root == root
+        and watcher.config.max_file_bytes == config.max_file_bytes
+        and _model_of(watcher.embedder) == _model_of(embedder)
+        and not replace_vault
+        and progress is None
+    ):
+        report = watcher.index_now()
+    if report is None:
+        raise NotServedHere(str(location))
+    return report
+
+
+def _model_of(embedder: Embedder | None) -> ModelKey | None:
+    return embedder.key if embedder is not None else None
+
+
+def _in_two_scripts(store: StoreWriter) -> bool:
+    return {"latin", "cjk"} <= store.sample_scripts(SAMPLE_CHUNKS)
 
 
 def _prepare_glossary(notice: Callable[[str], None], wrote: bool) -> None:

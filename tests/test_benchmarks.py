@@ -102,7 +102,10 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
     return {
         "bench_index": (
             ["--notes", "5", "--embed-notes", "5", "--long-entries", "4", "--runs", "2"],
-            [rf"\| 6 \| {f} \| \d+ \| {f} \| {f} \| [+-]{f}% \| {f} \| {f} \| {f}x \|"],
+            [
+                rf"\| 6 \| {f} \| \d+ \| {f} \| {f} \| [+-]{f}% \| {f} \| {f} \| {f}x \| "
+                rf"{f} \| {f} \| {f}x \| {f} \| {f}x \| {f} \| \d+ \|"
+            ],
         ),
         "bench_links": (
             ["--notes", "30", "--runs", "1"],

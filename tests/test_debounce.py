@@ -57,3 +57,15 @@ def test_a_steady_stream_is_cut_at_max_wait() -> None:
     finally:
         stop.set()
         feeder.join()
+
+
+def test_an_urgent_item_ends_its_batch_at_once() -> None:
+    batches: Debouncer[str] = Debouncer(queue.Queue(), 30.0, 60.0, urgent=lambda item: item == "!")
+    batches.put("a")
+    batches.put("!")
+    batches.put("b")
+    started = time.monotonic()
+    assert batches.next_batch(1.0) == ["a", "!"]  # not a quiet half minute later
+    assert time.monotonic() - started < 1.0
+    batches.put("!")
+    assert batches.next_batch(1.0) == ["b", "!"]

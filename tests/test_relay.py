@@ -1,7 +1,7 @@
 """`memsync watch` and `memsync serve` (of a vault it watches, or of a shared PostgreSQL vault)
-answer this user's query, get, status and mcp through a local endpoint: what the shell prints
-through it is what its own process prints, byte for byte; a daemon that is gone, stale or another
-user's is passed over."""
+answer this user's query, get, status and mcp through a local endpoint, and index by the watcher:
+what the shell prints through it is what its own process prints, byte for byte; a daemon that is
+gone, stale or another user's is passed over."""
 
 from __future__ import annotations
 
@@ -46,14 +46,18 @@ def run(args: list[str], cwd: Path, relayed: bool = True, **env: str) -> tuple[i
     return done.returncode, done.stdout, done.stderr
 
 
-def on_a_terminal(args: list[str], cwd: Path, relayed: bool = True) -> bytes:
-    """What `memsync ARGS` shows on a terminal (stdout a pseudo-terminal)."""
+def on_a_terminal(
+    args: list[str], cwd: Path, relayed: bool = True, *, stderr_too: bool = False, code: int = 0
+) -> bytes:
+    """What `memsync ARGS` shows on a terminal (stdout, and with `stderr_too` stderr, a
+    pseudo-terminal), once it exits with `code`."""
     import pty
 
     command = [sys.executable, "-m", "memsync"] if relayed else [sys.executable, "-c", IN_PROCESS]
     leader, follower = pty.openpty()
+    stderr = follower if stderr_too else subprocess.DEVNULL
     process = subprocess.Popen(
-        [*command, *args], stdout=follower, stderr=subprocess.DEVNULL, cwd=cwd, env=_env()
+        [*command, *args], stdout=follower, stderr=stderr, cwd=cwd, env=_env()
     )
     os.close(follower)
     shown = b""
@@ -66,7 +70,7 @@ def on_a_terminal(args: list[str], cwd: Path, relayed: bool = True) -> bytes:
             break
         shown += chunk
     os.close(leader)
-    assert process.wait() == 0
+    assert process.wait() == code
     return shown
 
 
@@ -192,19 +196,79 @@ def test_a_command_for_another_index_runs_in_its_own_process(
     assert daemon.relayed() == []  # declined: the client answered it itself
 
 
+@pytest.mark.parametrize(
+    ("args", "printed"), [(["query", "ssh port"], b"servers.md"), (["index", "."], b" 0 new")]
+)
 def test_the_client_imports_neither_click_nor_numpy_nor_the_store(
-    daemon: Daemon, vault: Path
+    daemon: Daemon, vault: Path, args: list[str], printed: bytes
 ) -> None:
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "memsync", "query", "ssh port"],
+        [sys.executable, "-X", "importtime", "-m", "memsync", *args],
         capture_output=True,
         cwd=vault,
         env=_env(),
     )
     imported = {line.split("|")[-1].strip() for line in done.stderr.decode().splitlines()}
-    assert done.returncode == 0 and b"servers.md" in done.stdout
+    assert done.returncode == 0 and printed in done.stdout
+    assert daemon.relayed() == [(args[0], "0")]
     assert "memsync.serve.endpoint" in imported
     assert not imported & {"click", "numpy", "apsw", "memsync.cli", "memsync.memory", "httpx"}
+
+
+def _untimed(outcome: tuple[int, bytes, bytes]) -> tuple[int, bytes, bytes]:
+    """An index's exit code, stdout and stderr, its seconds as a placeholder: two runs differ."""
+    code, out, err = outcome
+    return code, re.sub(rb" in \d+\.\ds: |\"seconds\": [\d.]+", b"#", out), err
+
+
+def test_an_index_through_the_watcher_prints_what_its_own_process_prints(
+    daemon: Daemon, vault: Path
+) -> None:
+    commands = [["index", str(vault)], ["index", str(vault), "--json"]]
+    relayed = [run(args, vault) for args in commands]
+    assert daemon.relayed() == [("index", "0"), ("index", "0")]
+    assert "reconcile (memsync index)" in daemon.text()
+    daemon.stop()
+    alone = [run(args, vault, relayed=False) for args in commands]
+    assert [_untimed(outcome) for outcome in relayed] == [_untimed(outcome) for outcome in alone]
+    assert b" 0 new, " in relayed[0][1] and b" 4 unchanged." in relayed[0][1]
+
+
+def test_a_note_the_watcher_has_not_applied_yet_is_reported_as_its_own_process_would(
+    vault: Path, tmp_path: Path
+) -> None:
+    daemon = Daemon(["watch", str(vault), "--debounce", "10000"], tmp_path / "watch.log")
+    try:
+        write(vault, "later.md", "# Later\n\nWritten while the watcher waits for quiet.\n")
+        relayed = run(["index", str(vault)], vault)  # its event waits ten seconds of quiet
+        assert daemon.relayed() == [("index", "0")]
+    finally:
+        daemon.stop()
+    assert daemon.process.returncode == 0
+    (vault / "later.md").unlink()
+    assert b" 1 removed, " in run(["index", str(vault)], vault, relayed=False)[1]
+    # a note as new: the vector of a text indexed before is in the cache, and not embedded now
+    write(vault, "later.md", "# Later\n\nWritten with no watcher running at all.\n")
+    assert _untimed(relayed) == _untimed(run(["index", str(vault)], vault, relayed=False))
+    assert b" 1 new, " in relayed[1] and b"Chunks written: 1; embedded now: 1 with " in relayed[1]
+
+
+def test_an_index_the_watcher_cannot_honour_finds_the_index_locked_and_the_watcher_goes_on(
+    daemon: Daemon, vault: Path
+) -> None:
+    locked = f"is being written by memsync watch (pid {daemon.process.pid}".encode()
+    code, out, err = run(["index", str(vault), "--provider", "none"], vault)
+    assert (code, out) == (1, b"") and err.startswith(b"memsync: error: index ") and locked in err
+    shown = on_a_terminal(["index", str(vault)], vault, stderr_too=True, code=1)
+    assert locked in shown and b"Traceback" not in shown  # progress bars cannot be relayed
+    assert daemon.relayed() == [] and daemon.text().count("relayed index: declined") == 2
+    write(vault, "after.md", "The watcher still applies what changes: zanzibar.\n")
+    deadline = time.monotonic() + 30
+    while b"after.md" not in run(["query", "zanzibar", "--mode", "keyword"], vault)[1]:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert _untimed(run(["index", str(vault)], vault))[0] == 0
+    assert daemon.relayed()[-1] == ("index", "0") and daemon.process.poll() is None
 
 
 def test_a_killed_daemon_is_passed_over_and_its_entry_removed(daemon: Daemon, vault: Path) -> None:
@@ -313,6 +377,16 @@ def test_a_command_for_another_vault_of_the_database_runs_in_its_own_process(
     assert daemon.relayed() == []  # declined: the client answered it itself
 
 
+def test_an_index_of_the_vault_a_reader_serves_runs_in_its_own_process(
+    served: tuple[Daemon, Path, list[str]],
+) -> None:
+    daemon, vault, flags = served
+    write(vault, "later.md", "Written after the index: the reader has no watcher to index it.\n")
+    code, out, _ = run(["index", str(vault), *flags], vault)
+    assert code == 0 and b" 1 new, " in out
+    assert daemon.relayed() == [] and "relayed index: declined" in daemon.text()
+
+
 def test_a_server_stopped_by_sigterm_takes_its_endpoint_away(
     served: tuple[Daemon, Path, list[str]],
 ) -> None:
@@ -403,7 +477,6 @@ def test_a_declined_or_failed_command_prints_nothing_and_runs_here(
     assert endpoint.relayed(["query", "decline"]) is None
     assert endpoint.relayed(["query", "fail"]) is None
     assert endpoint.relayed(["mcp", "decline"]) is None  # before any of stdin is read
-    assert endpoint.relayed(["index", "anything"]) is None  # a writing command is never relayed
     assert endpoint.relayed(["query", "--help"]) is None
     assert capfd.readouterr() == ("", "")
 

@@ -17,12 +17,12 @@ from conftest import EmbeddingServer, write
 
 from memsync.config import load_config
 from memsync.embed.remote import OpenAIEmbedder
-from memsync.errors import LockError
+from memsync.errors import EmbeddingError, LockError
 from memsync.search.options import Options
 from memsync.search.pipeline import search
 from memsync.store.locate import SqliteLocation
 from memsync.store.sqlite_store import SqliteStore
-from memsync.sync.watcher import Watcher
+from memsync.sync.watcher import Watcher, watching
 
 
 def wait_until(check: Callable[[], bool], timeout: float = 15.0) -> None:
@@ -39,7 +39,11 @@ class Running:
         self.db = db
         self.location = SqliteLocation(db)
         self.watcher = Watcher(
-            root, self.location, load_config(debounce_ms=100, **config), embedder, retry_base=0.2
+            root,
+            self.location,
+            load_config(**{"debounce_ms": 100, **config}),
+            embedder,
+            retry_base=0.2,
         )  # type: ignore[arg-type]
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run)
@@ -200,6 +204,36 @@ def test_keyword_stays_fresh_while_embeddings_fail_and_vectors_complete_after(
             assert store.counts()["embedded"] == store.counts()["chunks"] == 2
     finally:
         r.stop()
+
+
+def test_an_index_asked_of_the_watcher_takes_in_what_waits_for_quiet_and_waits_for_vectors(
+    vault: Path, tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    embedder = OpenAIEmbedder(f"{embedding_server.url}/v1", "m", batch_size=8, timeout=2.0)
+    embedder.max_attempts = 1
+    r = Running(vault, tmp_path / "i.sqlite", embedder, debounce_ms=3000)
+    try:
+        wait_until(lambda: SqliteStore(r.db).pending_count() == 0)
+        write(vault, "new.md", "# New\n\nkilo lima\n")  # its batch waits three seconds of quiet
+        report = r.watcher.index_now()
+        assert report is not None
+        assert (report.added, report.unchanged, report.chunks_written) == (1, 1, 1)
+        assert (report.embedded, report.pending) == (1, 0)
+        embedding_server.down = True
+        write(vault, "newer.md", "# Newer\n\nmike november\n")
+        with pytest.raises(EmbeddingError, match="text is indexed .*; 1 chunks still need vectors"):
+            r.watcher.index_now()
+        assert r.keyword("november") == ["newer.md"]
+    finally:
+        r.stop()
+
+
+def test_a_stopping_watcher_declines_an_index(running: Running) -> None:
+    assert watching(running.location) is running.watcher
+    running.watcher.request_stop()
+    assert running.watcher.index_now() is None
+    running.stop()
+    assert watching(running.location) is None
 
 
 def test_a_second_writer_is_refused_naming_the_pid(

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 CONTROL, STDOUT, STDERR, STDIN, EXIT = range(5)
 HEADER = struct.Struct(">BI")
-RELAYED = ("query", "get", "status", "mcp")
+RELAYED = ("query", "get", "status", "mcp", "index")  # index: by the watcher of that index
 SOCKET_NAME_MAX = 100  # bytes: macOS allows 104 with the final NUL, Linux 108
 HELLO_TIMEOUT = 2.0  # seconds a live daemon takes to say it heard; a stopped one is passed over
 
@@ -205,8 +205,8 @@ def program_name() -> str:
 
 
 def relayable(args: list[str]) -> bool:
-    """A command a daemon may answer: a reading one, without a request for help (whose width
-    follows this terminal)."""
+    """A command a daemon may answer (a reading one, or an index its watcher runs), without a
+    request for help (whose width follows this terminal)."""
     return bool(args) and args[0] in RELAYED and not {"-h", "--help"} & set(args)
 
 

@@ -1,5 +1,5 @@
 """The daemon's side of the local endpoint: this user's `memsync query`, `get`, `status` and
-`mcp`, answered by the warm process that watches the index they read.
+`mcp`, answered by the warm process that watches the index they read, and `index`, by its watcher.
 
 A relayed command runs the CLI itself, in this process, with the client's arguments,
 environment, working folder and streams, so that it prints what a cold process prints, byte for

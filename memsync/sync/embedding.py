@@ -18,6 +18,7 @@ from ..vectors import to_blob
 
 log = logging.getLogger("memsync.sync")
 
+STOP_CHECK = 0.25  # seconds between looks at the stop flag while waiting for a pass
 Progress = Callable[[int], None]
 # opens a progress display for (label, total) and returns its update function
 ProgressFactory = Callable[[str, int], Progress]
@@ -54,6 +55,14 @@ def embed_pending(
     with store.loading_vectors(total):
         stored = _embed_rounds(store, embedder, key, dims, update, should_stop, adopt_new_size)
     return Embedded(stored, store.pending_count())
+
+
+def text_only(exc: EmbeddingError, pending: int) -> EmbeddingError:
+    """What `memsync index` says when the provider fails once the text is written."""
+    return type(exc)(
+        f"{exc}. The text is indexed (keyword search works); {pending} chunks still need "
+        "vectors: run memsync index again"
+    )
 
 
 def _inputs(chunk: PendingChunk) -> list[str]:
@@ -130,6 +139,11 @@ class EmbeddingWorker(threading.Thread):
         self.wake = threading.Event()
         self.failures = 0
         self.last_error = ""
+        # passes over the chunks without vectors, begun and ended, and how the last one ended:
+        # a relayed `index` waits for one that begins after the text it wrote
+        self._passes = threading.Condition()
+        self._begun = self._ended = 0
+        self._outcome: Embedded | EmbeddingError | None = None
 
     def run(self) -> None:
         """Never dies: any failure is logged, published for `status`, and retried with backoff."""
@@ -139,11 +153,14 @@ class EmbeddingWorker(threading.Thread):
                     self._serve(store)
             except Exception as exc:  # noqa: BLE001 - a worker must not die silently
                 self._failed(exc)
+                self._end_pass(None)
                 self.wake.wait(self._backoff())
 
     def _serve(self, store: StoreWriter) -> None:
         while not self.stop.is_set():
             self.wake.clear()
+            with self._passes:
+                self._begun += 1
             wait = None
             try:
                 done = embed_pending(store, self.embedder, should_stop=self.stop.is_set)
@@ -153,10 +170,28 @@ class EmbeddingWorker(threading.Thread):
                     self.publish(embedding_error=None)
                     log.info("embedding works again")
                 self.failures, self.last_error = 0, ""
+                self._end_pass(done)
             except EmbeddingError as exc:
                 self._failed(exc)
+                self._end_pass(text_only(exc, store.pending_count()))
                 wait = self._backoff()
             self.wake.wait(wait)
+
+    def _end_pass(self, outcome: Embedded | EmbeddingError | None) -> None:
+        with self._passes:
+            self._ended, self._outcome = self._begun, outcome
+            self._passes.notify_all()
+
+    def caught_up(self) -> Embedded | EmbeddingError | None:
+        """Blocks until a pass that begins after this call has ended, which leaves no chunk
+        written before it without a vector unless it failed: what it left waiting, or its
+        provider's error as `index` words it; None when the worker stops or fails otherwise."""
+        with self._passes:
+            after = self._begun
+            self.wake.set()
+            while self._ended <= after and not self.stop.is_set():
+                self._passes.wait(STOP_CHECK)
+            return None if self.stop.is_set() else self._outcome  # a pass a stop cut short
 
     def _backoff(self) -> float:
         return min(self.retry_base * 2.0 ** (max(self.failures, 1) - 1), 300.0)

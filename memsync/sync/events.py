@@ -1,4 +1,5 @@
-"""watchdog's events as queue items: the vault paths they name, or a sentinel saying what to redo.
+"""watchdog's events as queue items: the vault paths they name, or a sentinel saying what to redo;
+and the one item that is no event, a relayed `memsync index` asking for a full reconcile.
 
 Events are read by their attributes (the watchdog handler protocol): this module needs no watchdog.
 """
@@ -8,11 +9,16 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..vault import IGNORE_FILE, IgnoreRules
+
+if TYPE_CHECKING:
+    from .syncer import Report
 
 RESCAN = "\0rescan"  # a queue item meaning: events were lost, reconcile everything
 RELOAD = "\0reload"  # a queue item meaning: .memsyncignore changed, apply its rules
@@ -24,6 +30,24 @@ VAULT_LOST = "\0vault lost"  # a queue item meaning: the vault folder itself was
 class Change:
     path: str  # relative to the vault
     is_folder: bool
+
+
+class Reconcile:
+    """A queue item meaning: reconcile everything now and hand over the report, which another
+    thread (a relayed `memsync index`) waits for."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.report: Report | None = None
+
+    def answer(self, report: Report | None) -> None:
+        """The first answer counts: the reconcile's report, or None (not done: declined)."""
+        if not self.done.is_set():
+            self.report = report
+            self.done.set()
+
+
+Item = Change | str | Reconcile  # what the watcher's queue holds
 
 
 def relative(root: str, path: str | bytes) -> str | None:
@@ -38,7 +62,7 @@ def relative(root: str, path: str | bytes) -> str | None:
 class EventSink:
     """watchdog handler: every src/dest path that may hold a note goes on the queue."""
 
-    def __init__(self, root: Path, rules: IgnoreRules, changes: queue.Queue[Change | str]) -> None:
+    def __init__(self, root: Path, rules: IgnoreRules, changes: queue.Queue[Item]) -> None:
         self.root = str(root)
         self.rules = rules
         self.changes = changes
@@ -73,7 +97,7 @@ class EventSink:
 class OverflowAlarm(logging.Handler):
     """watchdog only logs an inotify queue overflow; turn that line into a full reconcile."""
 
-    def __init__(self, changes: queue.Queue[Change | str]) -> None:
+    def __init__(self, changes: queue.Queue[Item]) -> None:
         super().__init__(logging.WARNING)
         self.changes = changes
 

@@ -31,7 +31,7 @@ from ..store.protocols import (
 )
 from ..text import as_text
 from ..vault import FileStat, IgnoreRules, Note, SkipFile, note_at, read_note, scan
-from .embedding import Progress, ProgressFactory, embed_pending
+from .embedding import Progress, ProgressFactory, embed_pending, text_only
 
 log = logging.getLogger("memsync.sync")
 
@@ -432,10 +432,7 @@ def index_vault(
         try:
             done = embed_pending(store, embedder, progress, adopt_new_size=True)
         except EmbeddingError as exc:
-            raise type(exc)(
-                f"{exc}. The text is indexed (keyword search works); {store.pending_count()} "
-                "chunks still need vectors: run memsync index again"
-            ) from exc
+            raise text_only(exc, store.pending_count()) from exc
         report.embedded, report.pending = done.embedded, done.pending
     if report.changed or report.removed:
         store.prune_cache()

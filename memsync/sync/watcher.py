@@ -3,7 +3,9 @@
 The watcher is a speed-up, not the source of truth: it starts with a full reconcile, reconciles
 again on a timer and whenever events may have been lost (inotify overflow, an observer error), and
 otherwise re-checks only the paths that events named. Text is written first, by this thread; a
-second thread computes vectors in the background and backs off while the provider is down.
+second thread computes vectors in the background and backs off while the provider is down. A
+`memsync index` of the same index, relayed from this user's shell, is a full reconcile asked of
+this thread (`index_now`): the writer lock stays with the watcher.
 """
 
 from __future__ import annotations
@@ -15,20 +17,30 @@ import queue
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..config import Config
 from ..embedders import Embedder, make_embedder
-from ..errors import LockError, MemsyncError, StoreError
+from ..errors import EmbeddingError, LockError, MemsyncError, StoreError
 from ..store.locate import Location, check_writer, for_vault, owner_of
 from ..store.origin import Owner
 from ..text import escape_controls
 from ..vault import IGNORE_FILE, vault_root
 from .debounce import Debouncer
 from .embedding import EmbeddingWorker
-from .events import RELOAD, RESCAN, REWATCH, VAULT_LOST, Change, EventSink, OverflowAlarm
+from .events import (
+    RELOAD,
+    RESCAN,
+    REWATCH,
+    VAULT_LOST,
+    Change,
+    EventSink,
+    Item,
+    OverflowAlarm,
+    Reconcile,
+)
 from .syncer import Report, Syncer
 from .watch_plan import subfolders, watch_roots
 
@@ -37,6 +49,15 @@ log = logging.getLogger("memsync.watch")
 MAX_BATCH_WAIT = 2.0  # seconds: a steady stream of events still gets applied this often
 STOP_CHECK = 0.25  # seconds between looks at the stop flag while idle
 STOP_GRACE = 1.0  # seconds a stopping watcher waits for the embedding batch in flight
+
+# this process's running watchers, by the index each writes
+_ANSWERING: dict[Location, Watcher] = {}
+
+
+def watching(location: Location) -> Watcher | None:
+    """The watcher of this process that writes `location`, from its first reconcile until it
+    stops."""
+    return _ANSWERING.get(location)
 
 
 def _folder_identity(path: Path) -> tuple[int, int] | None:
@@ -65,7 +86,7 @@ class Watcher:
         self.config = config
         self.embedder = embedder
         self.stop = threading.Event()
-        self.changes: queue.Queue[Change | str] = queue.Queue()
+        self.changes: queue.Queue[Item] = queue.Queue()
         self.lock = location.writer_lock("watch")
         self._observer: object | None = None
         self._watches: dict[tuple[str, bool], Any] = {}  # (folder, recursive) -> watchdog's watch
@@ -132,8 +153,11 @@ class Watcher:
                         )
                         self._embedding.start()
                     self.ready.set()
+                    _ANSWERING[self.location] = self
                     self._loop(syncer, sink)
                 finally:
+                    _ANSWERING.pop(self.location, None)
+                    self.stop.set()  # a relayed index still waiting declines
                     self._stop_observer()
                     abandoned = self._stop_embedding()
                 waiting = syncer.store.pending_count() if self.embedder is not None else 0
@@ -235,17 +259,27 @@ class Watcher:
 
     # -- the loop --------------------------------------------------------------------------------
 
-    def _reconcile(self, syncer: Syncer, why: str) -> None:
+    def _reconcile(self, syncer: Syncer, why: str, asked: Sequence[Reconcile] = ()) -> None:
+        """Everything walked and synced; the report handed to whoever `asked` for it."""
         started = time.monotonic()
         report = syncer.sync_all()
+        if asked and (report.changed or report.removed):
+            syncer.store.prune_cache()  # as `index` does
         self._after_batch(report, started, f"reconcile ({why})")
+        for request in asked:
+            request.answer(report)
 
     def _interval(self) -> float:
         minutes = self.config.reconcile_minutes if self._observer is not None else 1.0
         return max(minutes * 60.0, 1.0)
 
     def _loop(self, syncer: Syncer, sink: EventSink) -> None:
-        batches = Debouncer(self.changes, self.config.debounce_ms / 1000.0, MAX_BATCH_WAIT)
+        batches = Debouncer(
+            self.changes,
+            self.config.debounce_ms / 1000.0,
+            MAX_BATCH_WAIT,
+            urgent=lambda item: isinstance(item, Reconcile),  # a relayed index waits for it
+        )
         next_reconcile = time.monotonic() + self._interval()
         while not self.stop.is_set():
             if self._vault_missing(syncer, sink):
@@ -259,25 +293,40 @@ class Watcher:
             batch = batches.next_batch(wait)
             if not batch:
                 continue
-            self._check_lock()
-            self.lock.update(last_event=sink.last_event)
-            if RELOAD in batch:
-                log.info("%s changed: applying its rules", IGNORE_FILE)
-                self._apply_rules(syncer, sink, IGNORE_FILE)
-                continue
-            if RESCAN in batch or (self._observer is not None and not self._observer.is_alive()):  # type: ignore[attr-defined]
-                log.warning("events may have been lost: full reconcile")
-                if self._observer is not None and not self._observer.is_alive():  # type: ignore[attr-defined]
-                    self._stop_observer()
-                    self._start_observer(sink)
-                self._guarded(self._reconcile, syncer, "events lost")
-                continue
-            if VAULT_LOST in batch:
-                self._watched_vault = None
-            if REWATCH in batch:
-                self._rewatch(sink)
-            changes = [c for c in batch if isinstance(c, Change)]
-            self._guarded(self._apply, syncer, changes)
+            asked = [item for item in batch if isinstance(item, Reconcile)]
+            try:
+                self._take(syncer, sink, batch, asked)
+            finally:
+                for request in asked:
+                    request.answer(None)  # its reconcile failed: the client runs it itself
+
+    def _take(
+        self, syncer: Syncer, sink: EventSink, batch: list[Item], asked: list[Reconcile]
+    ) -> None:
+        """One batch applied; where a relayed index asked for a full reconcile, that reconcile
+        stands for the batch's changes."""
+        self._check_lock()
+        self.lock.update(last_event=sink.last_event)
+        if RELOAD in batch:
+            log.info("%s changed: applying its rules", IGNORE_FILE)
+            self._apply_rules(syncer, sink, IGNORE_FILE, asked)
+            return
+        if RESCAN in batch or (self._observer is not None and not self._observer.is_alive()):  # type: ignore[attr-defined]
+            log.warning("events may have been lost: full reconcile")
+            if self._observer is not None and not self._observer.is_alive():  # type: ignore[attr-defined]
+                self._stop_observer()
+                self._start_observer(sink)
+            self._guarded(self._reconcile, syncer, "events lost", asked)
+            return
+        if VAULT_LOST in batch:
+            self._watched_vault = None
+        if REWATCH in batch:
+            self._rewatch(sink)
+        if asked:
+            self._guarded(self._reconcile, syncer, "memsync index", asked)
+            return
+        changes = [c for c in batch if isinstance(c, Change)]
+        self._guarded(self._apply, syncer, changes)
 
     def _vault_missing(self, syncer: Syncer, sink: EventSink) -> bool:
         """True while no folder is at the vault's path. A vault folder deleted and made again,
@@ -304,12 +353,14 @@ class Watcher:
         self._apply_rules(syncer, sink, "vault folder back")
         return False
 
-    def _apply_rules(self, syncer: Syncer, sink: EventSink, why: str) -> None:
+    def _apply_rules(
+        self, syncer: Syncer, sink: EventSink, why: str, asked: Sequence[Reconcile] = ()
+    ) -> None:
         """Read .memsyncignore again, watch by its rules and reconcile by them."""
         syncer.reload_rules()
         sink.rules = syncer.rules
         self._rewatch(sink)
-        self._guarded(self._reconcile, syncer, why)
+        self._guarded(self._reconcile, syncer, why, asked)
 
     def _check_lock(self) -> None:
         """Write only while the writer lock holds: a server's lock ends with its connection, a
@@ -375,6 +426,30 @@ class Watcher:
         self.lock.update(last_sync=time.time())
         if self._embedding is not None and report.chunks_written:
             self._embedding.wake.set()
+
+    def index_now(self) -> Report | None:
+        """`memsync index` answered by this watcher (relayed from this user's shell): a full
+        reconcile on the watcher's own thread, which takes in the changes still waiting for
+        their quiet time, then the vectors of what is left without one, counted as `index`
+        counts them. None when the watcher stops first (the client then runs it itself); the
+        provider's error raised as `index` raises it."""
+        started = time.monotonic()
+        asked = Reconcile()
+        self.changes.put(asked)
+        while not (asked.done.wait(STOP_CHECK) or self.stop.is_set()):
+            continue
+        report, embedding = asked.report, self._embedding
+        if report is None or self.stop.is_set():
+            return None
+        if embedding is not None and report.pending:
+            caught_up = embedding.caught_up()
+            if caught_up is None:
+                return None
+            if isinstance(caught_up, EmbeddingError):
+                raise caught_up
+            report.embedded, report.pending = report.pending - caught_up.pending, caught_up.pending
+        report.seconds = time.monotonic() - started
+        return report
 
     def wait_ready(self) -> bool:
         """Blocks until the first reconcile is done: True, unless the watcher is stopping by then."""
