@@ -153,11 +153,12 @@ COMMANDS = [
 ]
 
 
-def test_what_the_shell_prints_through_the_daemon_is_what_its_own_process_prints(
-    daemon: Daemon, vault: Path
-) -> None:
+def _each_command_relayed_as_alone(daemon: Daemon, vault: Path, flags: list[str]) -> None:
+    """Every command of COMMANDS (with `flags`) prints through `daemon` what it prints in its
+    own process, and each was relayed."""
     for args in COMMANDS:
-        relayed, alone = run(args, vault), run(args, vault, relayed=False)
+        command = [*args, *flags]
+        relayed, alone = run(command, vault), run(command, vault, relayed=False)
         assert (relayed[0], _steady(relayed[1]), _steady(relayed[2])) == (
             alone[0],
             _steady(alone[1]),
@@ -166,6 +167,12 @@ def test_what_the_shell_prints_through_the_daemon_is_what_its_own_process_prints
     answered = daemon.relayed()
     assert len(answered) == len(COMMANDS)
     assert ("query", "2") in answered and ("get", "1") in answered
+
+
+def test_what_the_shell_prints_through_the_daemon_is_what_its_own_process_prints(
+    daemon: Daemon, vault: Path
+) -> None:
+    _each_command_relayed_as_alone(daemon, vault, [])
 
 
 def test_the_clients_own_settings_and_folder_decide_the_answer(
@@ -346,17 +353,7 @@ def test_a_server_of_a_shared_vault_answers_the_shell_as_its_own_process_would(
 ) -> None:
     daemon, vault, flags = served
     write(vault, "later.md", "Written after the index: only the vault's writer indexes it.\n")
-    for args in COMMANDS:
-        command = [*args, *flags]
-        relayed, alone = run(command, vault), run(command, vault, relayed=False)
-        assert (relayed[0], _steady(relayed[1]), _steady(relayed[2])) == (
-            alone[0],
-            _steady(alone[1]),
-            _steady(alone[2]),
-        ), args
-    answered = daemon.relayed()
-    assert len(answered) == len(COMMANDS)
-    assert ("query", "2") in answered and ("get", "1") in answered
+    _each_command_relayed_as_alone(daemon, vault, flags)
     status = json.loads(run(["status", "--json", *flags], vault, relayed=False)[1])
     assert status["files_indexed"] == 4  # the server only reads: later.md waits for the writer
 
