@@ -65,14 +65,16 @@ def links_in(source: str, text: str) -> list[Link]:
     found: list[tuple[int, Link]] = []
     for match in _WIKILINK.finditer(visible) if wiki else ():
         embed, escaped = _before(visible, match.start())
-        if not escaped and not in_code(match.start()):
+        if not escaped and not (spans and in_code(match.start())):
             link = _wikilink(match, text, lines, embed)
             if link is not None:
                 found.append((match.start(), link))
     for match in _MARKDOWN.finditer(visible) if markdown else ():
         embed, escaped = _before(visible, match.start())
-        if escaped or visible[match.start() - 1 : match.start()] == "]" or in_code(match.start()):
+        if escaped or visible[match.start() - 1 : match.start()] == "]":
             continue  # `]` before: the brackets of a wikilink's, not a Markdown link's
+        if spans and in_code(match.start()):
+            continue
         link = _markdown(match, text, lines, embed)
         if link is not None and (link.style != "markdown" or inside_vault(source, link.target)):
             found.append((match.start(), link))
@@ -111,18 +113,23 @@ def _before(text: str, start: int) -> tuple[bool, bool]:
 def _wikilink(match: re.Match[str], text: str, line: _LineNumbers, embed: bool) -> Link | None:
     inner = match.group(1).replace("\\|", "|")  # a pipe escaped inside a table
     target, anchor = split_anchor(inner.split("|", 1)[0].strip())
-    if target is None or _ATTACHMENT.search(target):
+    if target is None or "." in target and _ATTACHMENT.search(target):
         return None
     return _found(match, text, line, embed, target, anchor, "wiki")
 
 
 def _markdown(match: re.Match[str], text: str, line: _LineNumbers, embed: bool) -> Link | None:
     raw = match.group(1) if match.group(1) is not None else match.group(2)
-    if _SCHEME.match(raw) or raw.startswith("//"):
+    if ":" in raw and _SCHEME.match(raw) or raw.startswith("//"):
         return None  # a URL, mailto:, obsidian://
     path, _, fragment = raw.partition("#")
     target = unquote(path).strip()
-    if _OTHER_FILE.search(target) or target.startswith("/") and not target.strip("/"):
+    if (
+        "." in target
+        and _OTHER_FILE.search(target)
+        or target.startswith("/")
+        and not target.strip("/")
+    ):
         return None
     anchor = unquote(fragment).strip() or None
     return _found(match, text, line, embed, target, anchor, "markdown" if target else "wiki")

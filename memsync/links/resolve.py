@@ -20,6 +20,8 @@ from .parse import Link, inside_vault
 
 def key(text: str) -> str:
     """How names compare: NFC (macOS stores names decomposed), then case-folded."""
+    if text.isascii():  # most names: NFC leaves them as they are, and lower() is casefold()
+        return text.lower()
     return unicodedata.normalize("NFC", text).casefold()
 
 
