@@ -13,6 +13,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -446,6 +447,8 @@ def _fake_cli(args: list[str], program: str) -> None:
         raise NotServedHere("another index")
     if args[1] == "fail":
         raise ValueError("a bug")
+    if args[1] == "slow":
+        time.sleep(1.0)
     print(f"{program} answered {args[1]} in {os.getcwd()}")
     print("a notice", file=sys.stderr)
     sys.exit(int(os.environ.get("FAKE_EXIT", "0")))
@@ -493,6 +496,43 @@ def test_a_second_process_for_the_same_index_leaves_the_first_ones_endpoint_alon
     second.stop()
     assert endpoint.relayed(["query", "this"]) == 0
     assert "answered this" in capfd.readouterr().out
+
+
+def test_an_entry_a_killed_daemon_left_is_replaced_though_its_pid_is_alive_again(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Its pid taken by another live process (this one, as in a container that starts the
+    daemon with the same pid), its socket gone: the new daemon answers."""
+    index = SqliteLocation(tmp_path / "index.sqlite")
+    folder = endpoint.run_dir()
+    assert endpoint.private_dir(folder, create=True)
+    for pid in (os.getpid(), os.getppid()):
+        entry = {"pid": pid, "index": str(index), "socket": str(tmp_path / "gone.sock")}
+        endpoint.write_private(
+            os.path.join(folder, f"{endpoint.endpoint_key(str(index))}.json"), entry
+        )
+        started = Relay(index, _fake_cli).start()
+        try:
+            assert endpoint.relayed(["query", "this"]) == 0
+            assert "answered this" in capfd.readouterr().out
+        finally:
+            started.stop()
+
+
+def test_a_command_that_waits_too_long_for_its_turn_is_answered_by_its_own_process(
+    relay: Relay, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A relayed command holding the turn (a relayed index waiting for its vectors) makes the
+    next one decline after TURN_WAIT rather than wait behind it."""
+    from memsync.serve import relay as relay_module
+
+    monkeypatch.setattr(relay_module, "TURN_WAIT", 0.2)
+    slow = threading.Thread(target=endpoint.relayed, args=(["query", "slow"],))
+    slow.start()
+    time.sleep(0.3)  # the slow one holds the turn
+    assert endpoint.relayed(["query", "this"]) is None
+    slow.join()
+    assert "answered slow" in capfd.readouterr().out
 
 
 def test_without_unix_sockets_a_loopback_port_wants_the_secret(

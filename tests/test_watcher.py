@@ -736,3 +736,36 @@ def test_a_watcher_says_how_many_chunks_it_will_embed_and_how_not_to(
     caplog.clear()
     Running(vault, tmp_path / "i.sqlite", HashEmbedder()).stop()  # nothing waits: nothing said
     assert not any("wait for vectors" in m for m in caplog.messages)
+
+
+def test_an_embedding_worker_that_cannot_open_its_index_answers_a_wait_and_backs_off(
+    tmp_path: Path,
+) -> None:
+    """A relayed index waiting for vectors hears that the pass failed (None) instead of waiting
+    for the watcher to stop, and the worker waits out its backoff instead of retrying at once."""
+    from conftest import HashEmbedder
+
+    from memsync.sync.embedding import EmbeddingWorker
+
+    (tmp_path / "a-file").write_text("not a folder\n")
+    stop = threading.Event()
+    worker = EmbeddingWorker(
+        SqliteLocation(tmp_path / "a-file" / "i.sqlite"),
+        HashEmbedder(),
+        stop,
+        5.0,
+        lambda **_: None,
+    )
+    worker.start()
+    try:
+        started = time.monotonic()
+        assert worker.caught_up() is None
+        assert time.monotonic() - started < 3.0
+        time.sleep(0.5)
+        assert worker.failures <= 2 and worker.is_alive()
+    finally:
+        stop.set()
+        worker.wake.set()
+        worker.join(timeout=5)
+    worker.failures = 5000
+    assert worker._backoff() == 300.0  # no overflow however long it fails

@@ -181,9 +181,13 @@ def connect(info: dict[str, Any]) -> socket.socket | None:
     try:
         if info.get("socket"):
             connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            connection.settimeout(HELLO_TIMEOUT)
-            connection.connect(info["socket"])
-            uid = peer_uid(connection)
+            try:
+                connection.settimeout(HELLO_TIMEOUT)
+                connection.connect(info["socket"])
+                uid = peer_uid(connection)
+            except OSError:
+                connection.close()
+                raise
             if uid is not None and uid != os.getuid():
                 connection.close()
                 return None

@@ -30,6 +30,7 @@ from .endpoint import (
     CONTROL,
     EXIT,
     STDIN,
+    connect,
     endpoint_key,
     fingerprint,
     forget,
@@ -47,6 +48,7 @@ from .session import SESSION, Session
 Answer = Callable[[list[str], str], None]  # the CLI: arguments, program name; it exits
 
 log = logging.getLogger("memsync.relay")
+TURN_WAIT = 2.0  # seconds a relayed command waits for the one before it, then is declined
 
 
 class _Routed:
@@ -131,7 +133,7 @@ class Relay:
         if not private_dir(str(folder), create=True):
             log.warning("not answering the shell: %s is not a private folder", folder)
             return self
-        if any(other.get("index") == str(self.index) for other in registered()):
+        if self._answered_elsewhere():
             log.info("not answering the shell: another memsync process answers for %s", self.index)
             return self  # its endpoint's files are named after the index: they stay its own
         key = endpoint_key(str(self.index))
@@ -151,6 +153,19 @@ class Relay:
         self._accepting.start()
         log.info("answering this user's memsync commands for %s", self.index)
         return self
+
+    def _answered_elsewhere(self) -> bool:
+        """Whether another live endpoint answers for this index: its entry names the index and
+        its endpoint takes a connection (an entry a killed daemon left, whose pid a process
+        took since, this one's included, is replaced)."""
+        for other in registered():
+            if other.get("index") != str(self.index):
+                continue
+            connection = connect(other)
+            if connection is not None:
+                connection.close()
+                return True
+        return False
 
     def _unix_listener(self, path: Path) -> tuple[socket.socket | None, str]:
         if not private_dir(str(path.parent), create=True):
@@ -216,10 +231,17 @@ class Relay:
         session = Session(connection, wanted["streams"])
         token = SESSION.set(session)
         try:
-            with self._turn, _as_client(wanted["env"], wanted["cwd"]):
-                if wanted["args"][0] == "mcp":
-                    session.stdin = _StdinStream(_stdin_from(reader))
-                code = self._command(session, wanted["args"], wanted["program"])
+            code = None
+            # a turn that stays taken (a relayed index waiting for its vectors) declines this
+            # command: its client answers it in its own process rather than wait behind it
+            if self._turn.acquire(timeout=TURN_WAIT):
+                try:
+                    with _as_client(wanted["env"], wanted["cwd"]):
+                        if wanted["args"][0] == "mcp":
+                            session.stdin = _StdinStream(_stdin_from(reader))
+                        code = self._command(session, wanted["args"], wanted["program"])
+                finally:
+                    self._turn.release()
             if code is not None and session.serve is not None:
                 send_json(connection, CONTROL, {"serving": True})
                 try:

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..links.parse import Link
+from ..links.parse import Link, links_in
 from ..links.resolve import names_of, wanted
 from .protocols import LinkRow, NoteWrite
 from .sql_statements import BATCH, Statements, marks
@@ -100,12 +100,21 @@ class LinkTables(Statements):
         self._relink("resolved IN ({marks})", [path])
 
     def _links_moved(self, old: str, new: str) -> None:
-        """A note renamed: its links come along (a relative one may open another note from its
-        new folder), links that opened it look again, as do those that may open it now."""
+        """A note renamed (its files row already under `new`): its links read again from its
+        text at its new place (a relative Markdown link may now open another note, climb out of
+        the vault, or come back in), links that opened it look again, as do those that may open
+        it now."""
         aliases = [a for (a,) in self._rows(
             "SELECT name FROM names WHERE path = ? AND kind = 'alias'", (old,)
         )]  # fmt: skip
-        own = [_as_link(row) for row in self._link_rows("source = ?", (old,))]
+        [(text,)] = self._rows(
+            f"SELECT {self._column('files.text')} FROM files WHERE path = ?", (new,)
+        )
+        own = (
+            links_in(new, text)
+            if text is not None  # an older release's row keeps no text: its links as they were
+            else [_as_link(row) for row in self._link_rows("source = ?", (old,))]
+        )
         self._forget("= ?", [old])
         self._hold([(new, aliases, own)])
         self._settle()

@@ -153,7 +153,10 @@ class EmbeddingWorker(threading.Thread):
                     self._serve(store)
             except Exception as exc:  # noqa: BLE001 - a worker must not die silently
                 self._failed(exc)
+                with self._passes:  # a pass that could not begin: whoever waits for one hears
+                    self._begun += 1
                 self._end_pass(None)
+                self.wake.clear()  # a wake that came meanwhile asked for the pass just failed
                 self.wake.wait(self._backoff())
 
     def _serve(self, store: StoreWriter) -> None:
@@ -194,7 +197,8 @@ class EmbeddingWorker(threading.Thread):
             return None if self.stop.is_set() else self._outcome  # a pass a stop cut short
 
     def _backoff(self) -> float:
-        return min(self.retry_base * 2.0 ** (max(self.failures, 1) - 1), 300.0)
+        doublings = min(max(self.failures, 1) - 1, 20)  # 2.0 ** 1024 would overflow
+        return min(self.retry_base * 2.0**doublings, 300.0)
 
     def _failed(self, exc: BaseException) -> None:
         self.failures += 1
