@@ -231,17 +231,10 @@ class Relay:
         session = Session(connection, wanted["streams"])
         token = SESSION.set(session)
         try:
-            code = None
             # a turn that stays taken (a relayed index waiting for its vectors) declines this
             # command: its client answers it in its own process rather than wait behind it
-            if self._turn.acquire(timeout=TURN_WAIT):
-                try:
-                    with _as_client(wanted["env"], wanted["cwd"]):
-                        if wanted["args"][0] == "mcp":
-                            session.stdin = _StdinStream(_stdin_from(reader))
-                        code = self._command(session, wanted["args"], wanted["program"])
-                finally:
-                    self._turn.release()
+            taken = self._turn.acquire(timeout=TURN_WAIT)
+            code = self._in_turn(session, reader, wanted) if taken else None
             if code is not None and session.serve is not None:
                 send_json(connection, CONTROL, {"serving": True})
                 try:
@@ -259,6 +252,17 @@ class Relay:
             "relayed %s: %s", wanted["args"][0], "declined" if code is None else f"exit {code}"
         )
         send_json(connection, EXIT, {"declined": True} if code is None else {"exit": code})
+
+    def _in_turn(self, session: Session, reader: BinaryIO, wanted: dict[str, Any]) -> int | None:
+        """The command run as the client's process would (its environment and folder), the
+        turn then given back: its exit code, None when declined."""
+        try:
+            with _as_client(wanted["env"], wanted["cwd"]):
+                if wanted["args"][0] == "mcp":
+                    session.stdin = _StdinStream(_stdin_from(reader))
+                return self._command(session, wanted["args"], wanted["program"])
+        finally:
+            self._turn.release()
 
     def _command(self, session: Session, args: list[str], program: str) -> int | None:
         """The command's exit code, None when this process declines it."""

@@ -35,12 +35,13 @@ _BY_NAME = (
     "SELECT n.path FROM names AS n WHERE n.kind = '{kind}' AND n.key = {want} "
     "ORDER BY n.folder = {folder} DESC, length(n.path), n.path{code_points} LIMIT 1"
 )
-_OF_THE_ROW = {"want": "links.want_key", "alt": "links.alt_key", "folder": "links.folder"}
-_OF_HELD = {
-    "want": "held_links.want_key",
-    "alt": "held_links.alt_key",
-    "folder": "held_links.folder",
-}
+
+
+def _columns_of(table: str) -> dict[str, str]:
+    return {"want": f"{table}.want_key", "alt": f"{table}.alt_key", "folder": f"{table}.folder"}
+
+
+_OF_THE_ROW, _OF_HELD = _columns_of("links"), _columns_of("held_links")
 _AS_PARAMETERS = {"want": "CAST(? AS TEXT)", "alt": "CAST(? AS TEXT)", "folder": "CAST(? AS TEXT)"}
 
 
@@ -82,7 +83,7 @@ class LinkTables(Statements):
 
     def settle_links(self) -> None:
         """The links held by a pass that did not end (a crash), resolved and written now."""
-        if not self._has("held_names") or not self._rows("SELECT 1 FROM held_names LIMIT 1"):
+        if not self._rows("SELECT 1 FROM held_names LIMIT 1"):
             return
         with self.transaction():
             self._settle()
@@ -159,10 +160,10 @@ class LinkTables(Statements):
         self._run_many("DELETE FROM held_links", [()])
         self._run_many("DELETE FROM held_names", [()])
 
-    def _forget(self, paths: str, values: Sequence[str]) -> None:
-        """The names and links of the notes whose path is `paths` (`= ?`, `IN (...)`)."""
-        self._run_many(f"DELETE FROM names WHERE path {paths}", [values])
-        self._run_many(f"DELETE FROM links WHERE source {paths}", [values])
+    def _forget(self, path_is: str, values: Sequence[str]) -> None:
+        """The names and links of the notes whose path `path_is` (`= ?`, `IN (...)`)."""
+        self._run_many(f"DELETE FROM names WHERE path {path_is}", [values])
+        self._run_many(f"DELETE FROM links WHERE source {path_is}", [values])
 
     def _name(self, table: str, rows: Sequence[tuple[str, ...]]) -> None:
         self._run_many(f"INSERT INTO {table}({_NAME_COLUMNS}) VALUES(?,?,?,?,?)", rows)

@@ -153,8 +153,7 @@ class EmbeddingWorker(threading.Thread):
                     self._serve(store)
             except Exception as exc:  # noqa: BLE001 - a worker must not die silently
                 self._failed(exc)
-                with self._passes:  # a pass that could not begin: whoever waits for one hears
-                    self._begun += 1
+                self._begin_pass()  # one that could not begin: whoever waits for one hears
                 self._end_pass(None)
                 self.wake.clear()  # a wake that came meanwhile asked for the pass just failed
                 self.wake.wait(self._backoff())
@@ -162,8 +161,7 @@ class EmbeddingWorker(threading.Thread):
     def _serve(self, store: StoreWriter) -> None:
         while not self.stop.is_set():
             self.wake.clear()
-            with self._passes:
-                self._begun += 1
+            self._begin_pass()
             wait = None
             try:
                 done = embed_pending(store, self.embedder, should_stop=self.stop.is_set)
@@ -179,6 +177,10 @@ class EmbeddingWorker(threading.Thread):
                 self._end_pass(text_only(exc, store.pending_count()))
                 wait = self._backoff()
             self.wake.wait(wait)
+
+    def _begin_pass(self) -> None:
+        with self._passes:
+            self._begun += 1
 
     def _end_pass(self, outcome: Embedded | EmbeddingError | None) -> None:
         with self._passes:
