@@ -4,6 +4,10 @@ streamable HTTP client and by plain HTTP, for the tools, the tokens and concurre
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
+import logging
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -218,3 +222,64 @@ def test_revoking_a_token_ends_the_mcp_stream_it_holds_open(indexed: tuple[Path,
             rest = b"".join(stream.iter_bytes())  # ends: a read timeout would fail the test
         assert b"memory" not in rest
         assert http.post(f"{url}/mcp", json=ready, headers=session).status_code == 401
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_a_token_file_the_server_may_only_read_still_admits_its_tokens(
+    indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checking a token writes nothing: the last use it cannot note is said once in the log."""
+    _, db = indexed
+    tokens = Tokens()
+    token = tokens.add("agent")
+    tokens.path.chmod(0o400)
+    tokens.path.parent.chmod(0o500)
+    if os.geteuid() == 0:  # modes do not stop root: the write fails as they would make it fail
+
+        def refused(*_: object) -> None:
+            raise PermissionError(errno.EACCES, "Permission denied")
+
+        monkeypatch.setattr("memsync.serve.tokens.write_file", refused)
+    log = _Lines()
+    logging.getLogger("memsync.http").addHandler(log)
+    try:
+        with serving(load_config(db=str(db)), None) as url:
+            headers = {"Authorization": f"Bearer {token}"}
+            answers = [httpx2.get(f"{url}/api/status", headers=headers) for _ in range(3)]
+            over_mcp = tool_calls(url, token, ("memory_tree", {}))
+    finally:
+        logging.getLogger("memsync.http").removeHandler(log)
+        tokens.path.parent.chmod(0o700)
+        tokens.path.chmod(0o600)
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
+    assert not over_mcp[0][0]
+    unnoted = [line for line in log.lines if "last use" in line]
+    assert unnoted == [
+        f"tokens' last use is not noted: cannot write the token file {tokens.path}: "
+        "Permission denied"
+    ]
+    assert Tokens().all()[0].last_used is None
+
+
+def test_token_list_shows_the_last_use_a_server_noted(indexed: tuple[Path, Path]) -> None:
+    """The first use is written at once; later ones in memory, written when the server stops."""
+    _, db = indexed
+    token = Tokens().add("agent")
+    with serving(load_config(db=str(db)), None) as url:
+        headers = {"Authorization": f"Bearer {token}"}
+        assert httpx2.get(f"{url}/api/status", headers=headers).status_code == 200
+        first = Tokens().all()[0].last_used
+        assert first is not None
+        assert httpx2.get(f"{url}/api/status", headers=headers).status_code == 200
+        assert Tokens().all()[0].last_used == first  # not rewritten on every request
+    listed = CliRunner().invoke(main, ["token", "list", "--json"])
+    last_used = json.loads(listed.output)["tokens"][0]["last_used"]
+    assert last_used is not None and last_used > first

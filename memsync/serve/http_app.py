@@ -193,8 +193,11 @@ def make_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with mcp.running():
-            yield
+        try:
+            async with mcp.running():
+                yield
+        finally:
+            tokens.flush()  # the last uses noted since the last write, where it can be written
 
     routes: list[BaseRoute] = [
         Route("/api/search", api.search, methods=["GET"]),
