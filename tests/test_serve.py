@@ -21,8 +21,9 @@ from click.testing import CliRunner
 from conftest import EmbeddingServer, agent_vault
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from test_mcp import HELLO, call_each, calls
+from test_mcp import HELLO, call_each, calls, server_info
 
+import memsync
 from memsync.cli import main
 from memsync.config import Config, load_config
 from memsync.mcp_server import MemoryServer
@@ -96,6 +97,15 @@ def test_the_sdk_client_with_a_token_gets_the_answers_stdio_gives(
     assert over_http == calls(["--db", str(db)], *READS)
     assert over_http[0][2]["results"][0]["path"] == "tech/redis.md"
     assert over_http[-1][0] and "the query is empty" in over_http[-1][1]
+
+
+def test_the_server_names_itself_with_memsync_s_version_over_http_too(
+    indexed: tuple[Path, Path],
+) -> None:
+    _, db = indexed
+    token = Tokens().add("agent")
+    with serving(load_config(db=str(db)), None) as url:
+        assert with_session(url, token, server_info) == ("memsync", memsync.__version__)
 
 
 def test_the_sdk_client_without_a_token_or_with_a_wrong_one_is_refused(
