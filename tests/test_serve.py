@@ -293,3 +293,51 @@ def test_token_list_shows_the_last_use_a_server_noted(indexed: tuple[Path, Path]
     listed = CliRunner().invoke(main, ["token", "list", "--json"])
     last_used = json.loads(listed.output)["tokens"][0]["last_used"]
     assert last_used is not None and last_used > first
+
+
+def test_a_token_holds_so_many_mcp_sessions_its_least_recently_used_idle_one_ended_first(
+    indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that opens sessions and leaves them cannot fill the server's memory: one token's
+    sessions are capped (2 here), an idle one is ended to make room, and with all busy the next
+    is refused (429), for the SDK's client too; another token is not held up."""
+    _, db = indexed
+    monkeypatch.setattr("memsync.serve.http_app.MAX_MCP_SESSIONS", 2)
+    token, other = Tokens().add("agent"), Tokens().add("other")
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    with serving(load_config(db=str(db)), None) as url, httpx2.Client(timeout=60) as http:
+
+        def opened() -> dict[str, str]:
+            answer = http.post(f"{url}/mcp", json=HELLO, headers=headers)
+            assert answer.status_code == 200, answer.text
+            session = {**headers, "mcp-session-id": answer.headers["mcp-session-id"]}
+            assert http.post(f"{url}/mcp", json=ready, headers=session).status_code == 202
+            return session
+
+        first, second = opened(), opened()
+        assert with_session(url, token, server_info)[0] == "memsync"  # the first made room
+        assert http.post(f"{url}/mcp", json=ready, headers=first).status_code == 404
+        assert http.post(f"{url}/mcp", json=ready, headers=second).status_code == 202
+        third = opened()
+        with (
+            http.stream("GET", f"{url}/mcp", headers=second) as listening,
+            http.stream("GET", f"{url}/mcp", headers=third) as also_listening,
+        ):
+            assert listening.status_code == also_listening.status_code == 200
+            refused = http.post(f"{url}/mcp", json=HELLO, headers=headers)
+            assert refused.status_code == 429
+            assert refused.json()["error"].startswith("this token holds 2 MCP sessions, all busy")
+            with pytest.raises(BaseException) as sdk_refused:  # noqa: B017 - the SDK's task group
+                with_session(url, token, server_info)
+            assert "Server returned an error response" in repr(sdk_refused.value)
+            assert with_session(url, other, server_info)[0] == "memsync"
+        deadline = time.monotonic() + 30  # until the server has seen the streams close
+        while http.post(f"{url}/mcp", json=HELLO, headers=headers).status_code == 429:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert http.post(f"{url}/mcp", json=ready, headers=second).status_code == 404
