@@ -89,8 +89,8 @@ def _first_token(tokens: Tokens, writable: bool) -> str | None:
 @watch_options
 @click.option(
     "--listen",
-    help=f"HOST:PORT to listen on (default {DEFAULT_HOST}:{DEFAULT_PORT}, this machine only); "
-    "another address is reachable from the network.",
+    help=f"HOST:PORT to listen on (default {DEFAULT_HOST}:{DEFAULT_PORT}, this machine only), an "
+    "address this machine has; another than loopback (0.0.0.0: all) is reachable from the network.",
 )
 @click.option(
     "--allow-host",
