@@ -341,3 +341,32 @@ def test_a_token_holds_so_many_mcp_sessions_its_least_recently_used_idle_one_end
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert http.post(f"{url}/mcp", json=ready, headers=second).status_code == 404
+
+
+def test_a_token_file_others_could_write_meanwhile_is_a_503_and_one_log_line_not_a_trace(
+    indexed: tuple[Path, Path],
+) -> None:
+    _, db = indexed
+    tokens = Tokens()
+    token = tokens.add("agent")
+    log = _Lines()
+    logging.getLogger("memsync.http").addHandler(log)
+    try:
+        with serving(load_config(db=str(db)), None) as url:
+            headers = {"Authorization": f"Bearer {token}"}
+            assert httpx2.get(f"{url}/api/status", headers=headers).status_code == 200
+            tokens.path.chmod(0o662)
+            refused = httpx2.get(f"{url}/api/status", headers=headers)
+            tokens.path.chmod(0o600)
+            again = httpx2.get(f"{url}/api/status", headers=headers)
+    finally:
+        logging.getLogger("memsync.http").removeHandler(log)
+    assert refused.status_code == 503 and refused.json() == {
+        "error": "this server cannot check tokens now; see its log"
+    }
+    assert again.status_code == 200
+    said = [line for line in log.lines if "cannot check a token" in line]
+    assert said == [
+        f"cannot check a token: the token file {tokens.path} can be written by other users, who "
+        f"could add tokens of their own: chmod go-w {tokens.path}"
+    ]
