@@ -102,12 +102,13 @@ def trusted(descriptor: int, path: Path, what: str) -> os.stat_result:
     return info
 
 
-def unopenable(exc: OSError, path: Path, what: str) -> MemsyncError:
-    """Why `path` could not be opened: a link in its place is refused, anything else said."""
+def unopenable(exc: OSError, path: Path, what: str, kind: str) -> MemsyncError:
+    """Why `path` (a `kind`: file or folder) could not be opened: a link in its place is
+    refused, anything else said."""
     if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and path.is_symlink():
         return UnsafeFile(
-            f"{what} {path} is a symbolic link, and memsync follows none there: put the "
-            f"{'folder' if 'folder' in what else 'file'} itself in its place"
+            f"{what} {path} is a symbolic link, and memsync follows none there: put the {kind} "
+            "itself in its place"
         )
     return StoreError(f"cannot read {what} {path}: {os_reason(exc)}")
 
@@ -164,7 +165,7 @@ class Tokens:
             yield None
             return
         except OSError as exc:
-            raise unopenable(exc, folder, "the token file's folder") from exc
+            raise unopenable(exc, folder, "the token file's folder", "folder") from exc
         try:
             trusted(descriptor, folder, "the token file's folder")
             yield descriptor
@@ -181,7 +182,7 @@ class Tokens:
         except FileNotFoundError:
             return None, {}
         except OSError as exc:
-            raise unopenable(exc, self.path, "the token file") from exc
+            raise unopenable(exc, self.path, "the token file", "file") from exc
         with open(descriptor, "rb") as file:
             info = trusted(descriptor, self.path, "the token file")
             if not stat.S_ISREG(info.st_mode):
