@@ -161,6 +161,33 @@ def test_the_first_serve_on_a_terminal_makes_a_token_and_shows_it_once(tmp_path:
     assert process.returncode == 0 and secret not in err
 
 
+def test_a_later_serve_on_a_terminal_prints_the_page_s_address_and_no_token(
+    tmp_path: Path,
+) -> None:
+    token, port = Tokens().add("agent"), free_port()
+    main_fd, terminal = pty.openpty()
+    with serve(
+        str(_vault(tmp_path)),
+        "--listen",
+        f"127.0.0.1:{port}",
+        stdin=terminal,
+        stdout=terminal,
+        stderr=subprocess.PIPE,
+    ) as process:
+        os.close(terminal)
+        shown = ""
+        deadline = time.monotonic() + 60
+        while not shown.endswith("\n") and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                shown += os.read(main_fd, 4096).decode()
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    os.close(main_fd)
+    page = f"http://127.0.0.1:{port}{page_prefix(data_dir())}/"
+    assert shown.splitlines() == [f"memsync: the search page: {page}"]
+    assert token not in shown
+
+
 def test_another_address_than_loopback_is_said_to_carry_tokens_in_clear_text(
     tmp_path: Path,
 ) -> None:
