@@ -188,6 +188,11 @@ def test_the_login_redirects_only_to_the_page_whatever_address_carries_the_token
     assert login.headers["location"] == f"{PAGE}/?next=%2F%2Fevil.example%2F"
 
 
+def test_the_folder_without_its_slash_leads_to_the_page(site: Site) -> None:
+    answer = site.get(PAGE)
+    assert answer.status_code == 308 and answer.headers["location"] == f"{PAGE}/"
+
+
 def test_the_login_form_posts_a_token_in_its_body_only_and_from_this_site_only(
     site: Site,
 ) -> None:
@@ -274,6 +279,21 @@ def test_an_unexpected_failure_is_one_line_to_the_client_and_a_trace_in_the_log(
         "error": "/api/status failed unexpectedly (ZeroDivisionError); see the log"
     }
     assert "Traceback" in caplog.text
+
+
+def test_an_unexpected_failure_on_the_page_is_one_line_too(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: Memory, *args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(Memory, "read", broken)
+    client = TestClient(site.client.app, raise_server_exceptions=False)
+    headers = {"Authorization": f"Bearer {site.reader}"}
+    answer = client.get(f"{PAGE}/note?location=tech/redis.md:3", headers=headers)
+    assert answer.status_code == 500 and answer.headers["content-type"].startswith("text/html")
+    assert f"{PAGE}/note failed unexpectedly; see the log" in answer.text
+    assert "Traceback" not in answer.text and "ZeroDivisionError" not in answer.text
 
 
 def test_the_log_names_the_token_never_the_token_itself_nor_the_query(

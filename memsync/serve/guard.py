@@ -232,6 +232,8 @@ class Guard:
             return self._refusal(path, 403, "requests from other sites' pages are refused"), None
         if not (_machine(path) or self._on_page(path)):
             return refusal(path, 404, ELSEWHERE, styled=False), None
+        if path == self.prefix:  # its relative links need the slash (the asker knows the name)
+            return RedirectResponse(self.prefix + "/", 308), None
         within = path[len(self.prefix) :]
         try:
             if _machine(path):
