@@ -297,10 +297,11 @@ class Guard:
                 return login_form(413, "That form is too large for a token.")
             secret, kept = form.get("token", ""), []
         elif method in ("GET", "HEAD"):
-            secret = dict(query).get("token", "")
-            kept = [(name, value) for name, value in query if name != "token"]
-            if "token" not in dict(query):
+            asked = dict(query)
+            if "token" not in asked:
                 return login_form(200, "")
+            secret = asked["token"]
+            kept = [(name, value) for name, value in query if name != "token"]
         else:
             return self._refusal(scope.get("path", ""), 405, "log in with GET or POST")
         if not secret:
