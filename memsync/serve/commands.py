@@ -152,6 +152,7 @@ def _serve(
     from ..memory import Memory
     from ..sync.watcher import Watcher
     from . import http_app, runner
+    from .prefix import page_prefix
 
     watcher = Watcher.for_vault(config, vault, replace) if vault is not None else None
     root = watcher.root if watcher is not None else None
@@ -161,6 +162,7 @@ def _serve(
     )
     server.check_writable()
     tokens = _tokens()
+    prefix = page_prefix(tokens.path.parent)
     app = http_app.make_app(
         server,
         tokens,
@@ -168,6 +170,7 @@ def _serve(
         cookie=cookie_name(where.port),
         tls=tls is not None,
         slots=slots,
+        prefix=prefix,
     )
     uvicorn = runner.uvicorn_server(app, tls)
     sock = runner.bind(where)
@@ -178,12 +181,15 @@ def _serve(
             "text without --tls-cert (or a TLS proxy in front)",
             err=True,
         )
+    page = f"{where.address(tls is not None)}{prefix}/"
     if first is not None:
         click.echo(
             f"memsync: no token yet, so one named {DEFAULT_TOKEN} was made; it is shown this "
             f"once (memsync token add makes others):\n{first}\n"
-            f"memsync: log in from a browser here: {where.address(tls is not None)}/?token={first}"
+            f"memsync: log in from a browser here: {page}login?token={first}"
         )
+    elif _on_a_terminal():  # the page's address is given to this user only, not to a log
+        click.echo(f"memsync: the search page: {page}")
     kind = "writable" if writable else "read-only"
     what = f"serving {root or redact(config.db or '')} on {where.address(tls is not None)} ({kind})"
     relay = _answer_the_shell(config, watcher)
