@@ -19,11 +19,13 @@ from memsync.cli import main
 from memsync.config import load_config
 from memsync.mcp_server import MemoryServer
 from memsync.memory import Memory
+from memsync.serve.guard import SESSION_IDLE, Sessions
 from memsync.serve.http_app import MAX_BODY, make_app
 from memsync.serve.listen import cookie_name
-from memsync.serve.tokens import Tokens
+from memsync.serve.tokens import Token, Tokens
 
 COOKIE = cookie_name(8631)
+PAGE = "/Pp1dlmLNaWqTNJ-Yt0mG2w"  # the page's folder (prefix.py makes one per installation)
 
 
 @dataclass
@@ -53,7 +55,7 @@ def site(tmp_path: Path) -> Iterator[Site]:
     tokens = Tokens()
     reader = tokens.add("reader")
     hosts = frozenset({"testserver", "127.0.0.1", "localhost"})
-    app = make_app(server, tokens, hosts=hosts, cookie=COOKIE, tls=False, slots=2)
+    app = make_app(server, tokens, hosts=hosts, cookie=COOKIE, tls=False, slots=2, prefix=PAGE)
     try:
         with TestClient(app, follow_redirects=False) as client:
             yield Site(client, tokens, reader, db)
@@ -106,28 +108,138 @@ def test_a_bad_value_is_a_400_with_the_cli_s_message(site: Site, query: str, mes
     assert message in answer.json()["error"] and "\n" not in answer.json()["error"]
 
 
-def test_without_a_valid_token_the_api_says_401_and_the_page_how_to_log_in(site: Site) -> None:
+def test_without_a_valid_token_the_api_says_401_and_the_page_shows_a_login_form(
+    site: Site,
+) -> None:
     for token in (None, "memsync_nothing", "not-even-ours"):
         answer = site.get("/api/status", token)
         assert answer.status_code == 401 and answer.headers["www-authenticate"] == "Bearer"
         assert "memsync token add" in answer.json()["error"]
-    page = site.get("/")
+    page = site.get(f"{PAGE}/")
     assert page.status_code == 401 and page.headers["content-type"].startswith("text/html")
-    assert "?token=" in page.text and "memsync token add" in page.text
+    assert '<form class="login" method="post" action="login">' in page.text
+    assert 'type="password" name="token"' in page.text and "`" not in page.text
+    assert "<code>memsync token add NAME</code>" in page.text
     assert site.client.get("/mcp", headers={"Authorization": "Basic eDp5"}).status_code == 401
 
 
-def test_the_login_address_opens_a_session_and_drops_the_token(site: Site) -> None:
-    answer = site.get(f"/?token={site.reader}&q=redis")
-    assert answer.status_code == 303 and answer.headers["location"] == "/?q=redis"
+def test_outside_the_page_s_folder_nothing_is_shown_and_the_folder_never_named(
+    site: Site,
+) -> None:
+    """The folder is what keeps the session cookie from other servers on this host: nobody
+    without a token learns it, and a token alone shows no page outside it."""
+    answers = [
+        site.get("/"),
+        site.get("/", site.reader),
+        site.get(f"/?token={site.reader}"),
+        site.get(f"/login?token={site.reader}"),
+        site.get("/note?location=tech/redis.md:3", site.reader),
+        site.get("/assets/page.css"),
+        site.get(PAGE[:-1] + "/"),
+        site.get(f"{PAGE}/", host="attacker.example"),
+        site.get(f"{PAGE}/?token={site.reader}"),
+        site.get(f"{PAGE}/login?token=memsync_wrong"),
+        site.client.post(f"{PAGE}/login", data={"token": "memsync_wrong"}),
+    ]
+    assert [answer.status_code for answer in answers] == [404] * 7 + [403, 401, 401, 401]
+    for answer in answers:
+        assert "Redis" not in answer.text and "set-cookie" not in answer.headers
+    for answer in answers[:7]:
+        assert PAGE[1:] not in answer.text and "location" not in answer.headers
+        assert '<link rel="stylesheet"' not in answer.text  # it lives in the folder too
+    assert "the address memsync serve printed" in answers[0].text
+
+
+def test_the_login_address_opens_a_session_in_the_page_s_folder_and_drops_the_token(
+    site: Site,
+) -> None:
+    answer = site.get(f"{PAGE}/login?token={site.reader}&q=redis")
+    assert answer.status_code == 303 and answer.headers["location"] == f"{PAGE}/?q=redis"
     cookie = answer.headers["set-cookie"]
     assert cookie.startswith(f"{COOKIE}=") and site.reader not in cookie
-    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Secure" not in cookie
-    assert site.client.get("/api/status").status_code == 200  # the client keeps the cookie
+    assert f"Path={PAGE}/" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "Secure" not in cookie
+    page = site.client.get(f"{PAGE}/?q=redis")  # the client keeps the cookie
+    assert page.status_code == 200 and "tech/redis.md:1-3" in page.text
     site.tokens.revoke("reader")
-    ended = site.client.get("/api/status")
-    assert ended.status_code == 401 and "session ended" in ended.json()["error"]
-    assert site.client.get(f"/?token={site.reader}").status_code == 401
+    ended = site.client.get(f"{PAGE}/")
+    assert ended.status_code == 401 and "session ended" in ended.text
+    assert f'{COOKIE}=""; expires=' in ended.headers["set-cookie"]
+    assert f"Path={PAGE}/" in ended.headers["set-cookie"]
+    assert site.client.get(f"{PAGE}/login?token={site.reader}").status_code == 401
+
+
+def test_the_login_redirects_only_to_the_page_whatever_address_carries_the_token(
+    site: Site,
+) -> None:
+    """It was an open redirect: //evil.example/?token=VALID answered 303 to //evil.example/."""
+    for address in (
+        f"//evil.example/?token={site.reader}",
+        f"//evil.example/login?token={site.reader}",
+        f"/%2F%2Fevil.example/?token={site.reader}",
+        f"{PAGE}//evil.example/?token={site.reader}",
+        f"{PAGE}/login/..//evil.example?token={site.reader}",
+    ):
+        answer = site.client.get(f"http://testserver{address}")
+        assert answer.status_code in (401, 404), address
+        assert "location" not in answer.headers and "set-cookie" not in answer.headers
+    login = site.get(f"{PAGE}/login?token={site.reader}&next=//evil.example/")
+    assert login.status_code == 303
+    assert login.headers["location"] == f"{PAGE}/?next=%2F%2Fevil.example%2F"
+
+
+def test_the_folder_without_its_slash_leads_to_the_page(site: Site) -> None:
+    answer = site.get(PAGE)
+    assert answer.status_code == 308 and answer.headers["location"] == f"{PAGE}/"
+
+
+def test_the_login_form_posts_a_token_in_its_body_only_and_from_this_site_only(
+    site: Site,
+) -> None:
+    form = site.get(f"{PAGE}/login")
+    assert form.status_code == 200 and 'name="token"' in form.text
+    in_query = site.client.post(f"{PAGE}/login?token={site.reader}")
+    assert in_query.status_code == 401 and "set-cookie" not in in_query.headers
+    foreign = site.client.post(
+        f"{PAGE}/login", data={"token": site.reader}, headers={"Origin": "http://127.0.0.1:9"}
+    )
+    assert foreign.status_code == 403 and "set-cookie" not in foreign.headers
+    large = site.client.post(f"{PAGE}/login", data={"token": site.reader, "x": "y" * 5000})
+    assert large.status_code == 413 and "set-cookie" not in large.headers
+    wrong = site.client.post(f"{PAGE}/login", data={"token": "memsync_wrong"})
+    assert wrong.status_code == 401 and "not valid" in wrong.text and 'name="token"' in wrong.text
+    posted = site.client.post(
+        f"{PAGE}/login", data={"token": site.reader}, headers={"Origin": "http://testserver"}
+    )
+    assert posted.status_code == 303 and posted.headers["location"] == f"{PAGE}/"
+    assert f"Path={PAGE}/" in posted.headers["set-cookie"]
+    assert site.client.get(f"{PAGE}/").status_code == 200
+
+
+def test_a_session_cookie_replayed_at_the_api_or_mcp_is_refused(site: Site) -> None:
+    """Agents send Bearer: a browser's session, taken elsewhere, reads and writes nothing."""
+    site.get(f"{PAGE}/login?token={site.reader}")
+    session = site.client.cookies[COOKIE]
+    replayed = {"Cookie": f"{COOKIE}={session}", "Origin": "http://testserver"}
+    assert site.client.get(f"{PAGE}/", headers=replayed).status_code == 200  # it is valid
+    site.client.cookies.clear()
+    search = site.client.get("/api/search?q=redis", headers=replayed)
+    assert search.status_code == 401 and "Bearer" in search.json()["error"]
+    mcp = site.client.post("/mcp", json={}, headers=replayed)
+    assert mcp.status_code == 401 and "Redis" not in search.text + mcp.text
+
+
+def test_a_session_unused_for_its_idle_lifetime_is_over() -> None:
+    now = [1000.0]
+    sessions = Sessions(clock=lambda: now[0])
+    token = Token("t", "read", "0" * 64, 0.0)
+    session = sessions.open(token)
+    now[0] += SESSION_IDLE - 1
+    assert sessions.get(session) == token  # used: its idle time begins again
+    now[0] += SESSION_IDLE - 1
+    assert sessions.get(session) == token
+    now[0] += SESSION_IDLE + 1
+    assert sessions.get(session) is None and sessions.get(session) is None
 
 
 def test_a_revoked_token_is_refused_at_its_next_request(site: Site) -> None:
@@ -139,7 +251,8 @@ def test_a_revoked_token_is_refused_at_its_next_request(site: Site) -> None:
 def test_hosts_and_origins_other_than_this_server_s_are_refused(site: Site) -> None:
     rebound = site.get("/api/status", site.reader, host="attacker.example")
     assert rebound.status_code == 403 and "attacker.example" in rebound.json()["error"]
-    assert site.get("/", host="attacker.example").headers["content-type"].startswith("text/html")
+    page = site.get(f"{PAGE}/", host="attacker.example")
+    assert page.headers["content-type"].startswith("text/html")
     other = site.get("/api/status", site.reader, origin="http://testserver:3000")
     assert other.status_code == 403 and "other sites" in other.json()["error"]
     same = site.get("/api/status", site.reader, origin="http://testserver")
@@ -168,14 +281,30 @@ def test_an_unexpected_failure_is_one_line_to_the_client_and_a_trace_in_the_log(
     assert "Traceback" in caplog.text
 
 
+def test_an_unexpected_failure_on_the_page_is_one_line_too(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: Memory, *args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(Memory, "read", broken)
+    client = TestClient(site.client.app, raise_server_exceptions=False)
+    headers = {"Authorization": f"Bearer {site.reader}"}
+    answer = client.get(f"{PAGE}/note?location=tech/redis.md:3", headers=headers)
+    assert answer.status_code == 500 and answer.headers["content-type"].startswith("text/html")
+    assert f"{PAGE}/note failed unexpectedly; see the log" in answer.text
+    assert "Traceback" not in answer.text and "ZeroDivisionError" not in answer.text
+
+
 def test_the_log_names_the_token_never_the_token_itself_nor_the_query(
     site: Site, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="memsync"):
         site.get("/api/search?q=oat+milk&mode=keyword", site.reader)
-        site.get(f"/?token={site.reader}")
-    assert "GET /api/search 200 reader" in caplog.text
+        site.get(f"{PAGE}/login?token={site.reader}")
+    assert "GET /api/search 200 reader" in caplog.text and "GET /PAGE/login 303" in caplog.text
     assert site.reader not in caplog.text and "oat" not in caplog.text
+    assert PAGE[1:] not in caplog.text
 
 
 def test_starlette_s_own_refusals_are_json_for_the_api_too(site: Site) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from memsync.serve.page_routes import POLICY, notice
 from memsync.serve.tokens import Tokens
 
 MARKUP = "A note with <script>alert(1)</script> and <b>bold</b> in it."
+PAGE = "/Pp1dlmLNaWqTNJ-Yt0mG2w"  # the page's folder: the client's addresses are relative to it
 
 
 def indexed_sample(folder: Path) -> Config:
@@ -38,13 +40,15 @@ def indexed_sample(folder: Path) -> Config:
 
 @contextlib.contextmanager
 def page_client(config: Config) -> Iterator[TestClient]:
-    """The real `memsync serve` app over the index of `config`, and a client with a token."""
+    """The real `memsync serve` app over the index of `config`, and a client with a token, whose
+    addresses ("/", "/note") are the page's, in its folder."""
     server = MemoryServer(config, lambda: Memory.open(config, long_lived=True), False, (), 2)
     hosts = frozenset({"testserver"})
-    app = make_app(server, Tokens(), hosts=hosts, cookie="memsync", tls=False, slots=2)
+    app = make_app(server, Tokens(), hosts=hosts, cookie="memsync", tls=False, slots=2, prefix=PAGE)
     headers = {"Authorization": f"Bearer {Tokens().add('page')}"}
+    base = f"http://testserver{PAGE}/"
     try:
-        with TestClient(app, headers=headers, follow_redirects=False) as client:
+        with TestClient(app, base_url=base, headers=headers, follow_redirects=False) as client:
             yield client
     finally:
         server.close()
@@ -165,16 +169,16 @@ def test_the_form_keeps_what_was_typed_and_each_path_in_a_field_of_its_own() -> 
     assert '<ol class="results">' not in html  # no search yet: the form alone
 
 
-def test_the_status_line_says_notes_chunks_waiting_writer_and_last_sync() -> None:
+def test_the_status_line_says_notes_chunks_waiting_writer_and_last_sync_once() -> None:
     line = page.status_line(STATUS)
     assert line == (
         '<p class="status">80 notes indexed · 219 chunks waiting for vectors · '
         "writer: no watcher running · last sync 4s ago</p>\n"
     )
-    writer = {"role": "watch", "pid": 7, "host": "nas", "last_sync": None}
-    assert "writer: memsync watch running (pid 7 on nas)" in page.status_line(
-        {**STATUS, "writer": writer}
-    )
+    writer = {"role": "watch", "pid": 7, "host": "nas", "last_sync": time.time() - 4}
+    with_writer = page.status_line({**STATUS, "writer": writer})
+    assert "writer: memsync watch running (pid 7 on nas) · last sync 4s ago" in with_writer
+    assert with_writer.count("last sync") == 1
 
 
 def test_the_note_view_numbers_every_line_and_marks_the_located_ones() -> None:
@@ -202,11 +206,11 @@ def test_the_stylesheet_link_changes_with_its_bytes() -> None:
 # -- the routes over a real index ----------------------------------------------------------------
 
 
-def _strict(response: Any) -> None:
+def _strict(response: Any, referrer: str = "no-referrer") -> None:
     assert response.headers["content-security-policy"] == POLICY
     assert "default-src 'none'" in POLICY and "frame-ancestors 'none'" in POLICY
     assert response.headers["x-content-type-options"] == "nosniff"
-    assert response.headers["referrer-policy"] == "no-referrer"
+    assert response.headers["referrer-policy"] == referrer
     assert response.headers["content-type"] == "text/html; charset=utf-8"
 
 
@@ -274,21 +278,36 @@ def test_the_stylesheet_is_served_by_memsync_and_cached_for_good(client: TestCli
     assert client.get("/assets/other.js").status_code == 404
 
 
-def test_without_a_token_the_page_is_a_401_saying_how_to_log_in(config: Config) -> None:
+def test_without_a_token_the_page_is_a_401_with_a_login_form(config: Config) -> None:
     with page_client(config) as client:
         token = client.headers["Authorization"].removeprefix("Bearer ")
         client.headers.pop("Authorization")
         for url in ("/", "/?q=redis", "/note?location=markup.md:3"):
             refused = client.get(url)
             assert refused.status_code == 401, url
-            _strict(refused)
-            assert "<h1>Unauthorized</h1>" in refused.text and "?token=" in refused.text
+            _strict(refused, referrer="same-origin")  # its POST names its origin, not "null"
+            assert "<h1>Log in</h1>" in refused.text and 'name="token"' in refused.text
+            assert "alert(1)" not in refused.text
         # the login page's own stylesheet: the same bytes for everyone, needing no token
         assert client.get(page.asset_href("page.css")).status_code == 200
         assert client.post(page.asset_href("page.css")).status_code == 401
-        login = client.get(f"/?token={token}&q=redis")
-        assert login.status_code == 303 and login.headers["location"] == "/?q=redis"
+        login = client.get(f"/login?token={token}&q=redis")
+        assert login.status_code == 303 and login.headers["location"] == f"{PAGE}/?q=redis"
         assert client.get("/?q=redis").status_code == 200  # the session cookie
+
+
+def test_the_login_page_has_a_form_posting_a_token_and_no_backticks() -> None:
+    html = page.login_page("the token is not valid (revoked, or mistyped).")
+    assert '<form class="login" method="post" action="login">' in html
+    assert '<input type="password" name="token"' in html and "<button" in html
+    assert '<p class="error" role="alert">the token is not valid' in html
+    assert "`" not in html and "<code>memsync token add NAME</code>" in html
+    assert '<link rel="stylesheet"' in html and '<p class="error"' not in page.login_page("")
+
+
+def test_a_notice_outside_the_page_s_folder_links_nothing() -> None:
+    html = page.notice_page("Not Found", "elsewhere", styled=False)
+    assert "<link" not in html and "href" not in html and "<h1>Not Found</h1>" in html
 
 
 def test_nothing_at_an_address_is_a_404_page_with_the_same_strict_policy(

@@ -1,24 +1,31 @@
 """The search page of a real `memsync serve` on 127.0.0.1, in a real headless Chromium (Debian's
 chromium and chromium-driver, which .ci/run installs): logging in with the token in the first
-address, searching with filters, opening a result, a note holding markup shown as text and run
-never, refused without a token, and all of it with JavaScript off."""
+address or with the login form, searching with filters, opening a result, a note holding markup
+shown as text and run never, refused without a token, all of it with JavaScript off, and the
+session never handed to another server of this host."""
 
 from __future__ import annotations
 
 import contextlib
+import http.server
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import httpx2
 import pytest
 from conftest import SAMPLE_VAULT, write
+from test_mcp import HELLO
 from test_page import MARKUP
+
+from memsync.serve.prefix import page_prefix
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -61,6 +68,8 @@ class Served:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
+        self.page = f"{self.url}{page_prefix(home / 'memsync')}/"  # as serve prints it
+        self.cookie = f"memsync_session_{port}"
         self.log = (home / "serve.log").open("w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memsync", "serve", "--db", db, "--listen", f"127.0.0.1:{port}"],
@@ -131,8 +140,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, built: Path) -> Iterator[Se
 def browser(tmp_path_factory: pytest.TempPathFactory, served: Served) -> Iterator[webdriver.Chrome]:
     """Chromium logged in as `memsync serve` prints it: the token in the first address."""
     driver = chromium(tmp_path_factory.mktemp("profile"))
-    driver.get(f"{served.url}/?token={served.token}")
-    assert urlsplit(driver.current_url).query == ""  # the address lost the token
+    driver.get(f"{served.page}login?token={served.token}")
+    assert driver.current_url == served.page  # the address lost the token
     yield driver
     driver.quit()
 
@@ -162,7 +171,7 @@ def _console_errors(driver: webdriver.Chrome) -> list[str]:
 def test_a_search_with_filters_lists_the_notes_lines_and_scores(
     served: Served, browser: webdriver.Chrome
 ) -> None:
-    browser.get(served.url + "/")
+    browser.get(served.page)
     assert "notes indexed" in browser.find_element(By.CSS_SELECTOR, ".status").text
     browser.find_element(By.NAME, "q").send_keys("postgres")
     browser.find_element(By.NAME, "path").send_keys("daily/")
@@ -183,7 +192,7 @@ def test_a_search_with_filters_lists_the_notes_lines_and_scores(
 def test_opening_a_result_shows_the_note_with_its_lines_marked(
     served: Served, browser: webdriver.Chrome
 ) -> None:
-    browser.get(served.url + "/?q=postgres&tag=incident")
+    browser.get(served.page + "?q=postgres&tag=incident")
     link = browser.find_element(By.CSS_SELECTOR, "ol.results .where a")
     path, _, lines = link.text.partition(":")
     first, last = (int(n) for n in lines.split("-"))
@@ -203,7 +212,7 @@ def test_opening_a_result_shows_the_note_with_its_lines_marked(
 def test_a_note_holding_markup_shows_it_as_text_and_runs_nothing(
     served: Served, browser: webdriver.Chrome
 ) -> None:
-    browser.get(served.url + "/?q=bold+script")
+    browser.get(served.page + "?q=bold+script")
     snippet = browser.find_element(By.CSS_SELECTOR, "ol.results pre.snippet")
     assert "<script>alert(1)</script> and <b>bold</b>" in snippet.text
     assert browser.find_elements(By.CSS_SELECTOR, "pre b, pre script") == []
@@ -214,16 +223,20 @@ def test_a_note_holding_markup_shows_it_as_text_and_runs_nothing(
     _no_alert(browser)
 
 
-def test_refused_without_a_token_then_logged_in_it_works_with_javascript_off(
+def test_refused_without_a_token_then_logged_in_by_the_form_it_works_with_javascript_off(
     served: Served, tmp_path: Path
 ) -> None:
     driver = chromium(tmp_path / "profile", javascript=False)
     try:
-        driver.get(f"{served.url}/?q=postgres")
-        assert driver.find_element(By.TAG_NAME, "h1").text == "Unauthorized"
-        assert "?token=" in driver.find_element(By.TAG_NAME, "main").text
+        driver.get(f"{served.url}/")
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Not Found"
+        assert "memsync serve printed" in driver.find_element(By.TAG_NAME, "main").text
+        driver.get(f"{served.page}?q=postgres")
+        assert driver.find_element(By.TAG_NAME, "h1").text == "Log in"
         assert driver.find_elements(By.CSS_SELECTOR, "ol.results") == []
-        driver.get(f"{served.url}/?token={served.token}")
+        driver.find_element(By.NAME, "token").send_keys(served.token)
+        _follow(driver, "form.login button[type=submit]")
+        assert driver.current_url == served.page
         driver.find_element(By.NAME, "q").send_keys("replication")
         driver.find_element(By.NAME, "path").send_keys("tech/")
         _follow(driver, "button[type=submit]")
@@ -237,6 +250,76 @@ def test_refused_without_a_token_then_logged_in_it_works_with_javascript_off(
 
 
 def test_a_bad_date_is_shown_on_the_page(served: Served, browser: webdriver.Chrome) -> None:
-    browser.get(served.url + "/?q=postgres&since=someday")
+    browser.get(served.page + "?q=postgres&since=someday")
     alert = browser.find_element(By.CSS_SELECTOR, "p.error")
     assert alert.text.startswith("memsync: error: --since: 'someday' is not a date")
+
+
+class Recorder(http.server.ThreadingHTTPServer):
+    """Another server of this host (another user's, any local app): it answers every address
+    with a page and keeps the Cookie header of each request, to replay it."""
+
+    daemon_threads = False  # its close waits for them: none outlives the test
+    block_on_close = True
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []  # (path, Cookie header)
+        recorder = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            timeout = 10  # a connection the browser opened ahead and never used ends too
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                recorder.seen.append((self.path, self.headers.get("Cookie", "")))
+                body = b"<!doctype html><title>elsewhere</title><p>another server</p>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+
+
+@contextlib.contextmanager
+def another_server() -> Iterator[Recorder]:
+    server = Recorder()
+    thread = threading.Thread(target=server.serve_forever)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+
+
+def test_another_server_of_this_host_never_gets_the_session_nor_reads_with_what_it_got(
+    served: Served, browser: webdriver.Chrome
+) -> None:
+    """Browsers send a host's cookies to all of its ports: bound to the page's folder, the
+    session reaches no other server's address, and at /api and /mcp it is refused anyway."""
+    browser.get(served.page)
+    session = next(c for c in browser.get_cookies() if c["name"] == served.cookie)
+    assert session["path"] == urlsplit(served.page).path and session["httpOnly"]
+    guesses = ["/", "/api/search?q=postgres", "/mcp", "/memsync/", "/login", "/assets/page.css"]
+    with another_server() as elsewhere:
+        for path in guesses:
+            browser.get(elsewhere.url + path)
+            assert browser.find_element(By.TAG_NAME, "p").text == "another server"
+    assert [path for path, _ in elsewhere.seen if path != "/favicon.ico"] == guesses
+    assert all(served.cookie not in cookie for _, cookie in elsewhere.seen), elsewhere.seen
+    mcp_headers = {"Accept": "application/json, text/event-stream"}
+    # what it got, and even the session itself, read and write nothing through the API or MCP
+    for cookie in {cookie for _, cookie in elsewhere.seen} | {
+        f"{served.cookie}={session['value']}"
+    }:
+        replayed = {"Cookie": cookie, "Origin": served.url}
+        search = httpx2.get(f"{served.url}/api/search?q=postgres", headers=replayed)
+        mcp = httpx2.post(f"{served.url}/mcp", json=HELLO, headers={**replayed, **mcp_headers})
+        assert (search.status_code, mcp.status_code) == (401, 401), cookie
+        assert "postgres" not in search.text.lower() and "mcp-session-id" not in mcp.headers

@@ -8,6 +8,7 @@ import errno
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -33,6 +34,8 @@ from memsync.serve.listen import Listen
 from memsync.serve.runner import bind, uvicorn_server
 from memsync.serve.tokens import Tokens
 
+PAGE = "/Pp1dlmLNaWqTNJ-Yt0mG2w"  # the page's folder (prefix.py makes one per installation)
+
 
 @contextlib.contextmanager
 def serving(config: Config, vault: Path | None, writable: bool = False) -> Iterator[str]:
@@ -40,7 +43,8 @@ def serving(config: Config, vault: Path | None, writable: bool = False) -> Itera
     server = MemoryServer(
         config, lambda: Memory.open(config, vault, long_lived=True), writable, (), 2
     )
-    app = make_app(server, Tokens(), hosts=frozenset({"127.0.0.1"}), cookie="c", tls=False, slots=2)
+    hosts = frozenset({"127.0.0.1"})
+    app = make_app(server, Tokens(), hosts=hosts, cookie="c", tls=False, slots=2, prefix=PAGE)
     sock = bind(Listen("127.0.0.1", 0))
     uvicorn = uvicorn_server(app)
     thread = threading.Thread(target=uvicorn.run, kwargs={"sockets": [sock]})
@@ -370,3 +374,56 @@ def test_a_token_file_others_could_write_meanwhile_is_a_503_and_one_log_line_not
         f"cannot check a token: the token file {tokens.path} can be written by other users, who "
         f"could add tokens of their own: chmod go-w {tokens.path}"
     ]
+
+
+def test_a_write_token_s_browser_session_replayed_at_mcp_writes_nothing(
+    indexed: tuple[Path, Path],
+) -> None:
+    """A session cookie taken by another server on this host is refused at /mcp and /api:
+    agents send Bearer."""
+    vault, db = indexed
+    writer = Tokens().add("writer", write=True)
+    mcp_headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    with serving(load_config(db=str(db)), vault, writable=True) as url, httpx2.Client() as http:
+        login = http.post(f"{url}{PAGE}/login", data={"token": writer})
+        assert login.status_code == 303 and f"Path={PAGE}/" in login.headers["set-cookie"]
+        session = login.headers["set-cookie"].partition(";")[0]
+        assert http.get(f"{url}{PAGE}/?q=redis").status_code == 200  # a valid session
+        replayed = {"Cookie": session, "Origin": url}
+        opened = httpx2.post(f"{url}/mcp", json=HELLO, headers={**mcp_headers, **replayed})
+        search = httpx2.get(f"{url}/api/search?q=redis", headers=replayed)
+        with_bearer = httpx2.post(
+            f"{url}/mcp", json=HELLO, headers={**mcp_headers, "Authorization": f"Bearer {writer}"}
+        )
+    assert opened.status_code == 401 and "mcp-session-id" not in opened.headers
+    assert search.status_code == 401 and "results" not in search.text
+    assert with_bearer.status_code == 200  # the same token as an agent sends it
+
+
+def test_a_request_uvicorn_cannot_parse_is_a_json_400(indexed: tuple[Path, Path]) -> None:
+    """A path of raw UTF-8 bytes, not percent-encoded: refused by uvicorn's parser, before any
+    route, in the API's JSON all the same."""
+    _, db = indexed
+    token = Tokens().add("agent")
+    with serving(load_config(db=str(db)), None) as url:
+        port = int(url.rpartition(":")[2])
+        with socket.create_connection(("127.0.0.1", port)) as raw:
+            raw.sendall(
+                "GET /api/get?location=café.md HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Authorization: Bearer {token}\r\n\r\n".encode()
+            )
+            answer = b""
+            while chunk := raw.recv(65536):
+                answer += chunk
+        encoded = httpx2.get(
+            f"{url}/api/get?location=caf%C3%A9.md", headers={"Authorization": f"Bearer {token}"}
+        )
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ")
+    assert b"content-type: application/json" in head.lower()
+    assert json.loads(body)["error"].startswith("Invalid HTTP request received.")
+    assert encoded.status_code == 400 and encoded.json()["error"].startswith("no note at café.md")

@@ -24,6 +24,8 @@ from click.testing import CliRunner
 from conftest import EmbeddingServer, free_port, write
 
 from memsync.cli import main
+from memsync.config import data_dir
+from memsync.serve.prefix import page_prefix
 from memsync.serve.tokens import Tokens
 
 
@@ -150,21 +152,52 @@ def test_the_first_serve_on_a_terminal_makes_a_token_and_shows_it_once(tmp_path:
         while "?token=" not in shown and time.monotonic() < deadline:
             with contextlib.suppress(OSError):
                 shown += os.read(main_fd, 4096).decode()
-        login = re.search(r"(http://127\.0\.0\.1:\d+/\?token=(memsync_\S+))", shown)
+        login = re.search(
+            r"(http://127\.0\.0\.1:\d+(/[\w-]{22,}/)login\?token=(memsync_\S+))", shown
+        )
         assert login, shown
-        secret = login.group(2)
+        page = login.group(2)
+        assert page == page_prefix(data_dir()) + "/"
+        secret = login.group(3)
         assert shown.count(secret) == 2  # alone on its line, and in the login address
         token = Tokens().verify(secret)
         assert token is not None and token.name == "default" and not token.writes
         _wait_until_served(f"http://127.0.0.1:{port}", secret, process)
         with httpx2.Client() as browser:
             opened = browser.get(login.group(1))
-            assert opened.status_code == 303 and opened.headers["location"] == "/"
-            assert browser.get(f"http://127.0.0.1:{port}/api/status").status_code == 200
+            assert opened.status_code == 303 and opened.headers["location"] == page
+            assert browser.get(f"http://127.0.0.1:{port}{page}").status_code == 200
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
     os.close(main_fd)
     assert process.returncode == 0 and secret not in err
+
+
+def test_a_later_serve_on_a_terminal_prints_the_page_s_address_and_no_token(
+    tmp_path: Path,
+) -> None:
+    token, port = Tokens().add("agent"), free_port()
+    main_fd, terminal = pty.openpty()
+    with serve(
+        str(_vault(tmp_path)),
+        "--listen",
+        f"127.0.0.1:{port}",
+        stdin=terminal,
+        stdout=terminal,
+        stderr=subprocess.PIPE,
+    ) as process:
+        os.close(terminal)
+        shown = ""
+        deadline = time.monotonic() + 60
+        while not shown.endswith("\n") and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                shown += os.read(main_fd, 4096).decode()
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    os.close(main_fd)
+    page = f"http://127.0.0.1:{port}{page_prefix(data_dir())}/"
+    assert shown.splitlines() == [f"memsync: the search page: {page}"]
+    assert token not in shown
 
 
 def test_another_address_than_loopback_is_said_to_carry_tokens_in_clear_text(
@@ -347,8 +380,9 @@ def test_tls_serves_https_with_a_secure_cookie_and_a_bad_certificate_is_one_line
         with httpx2.Client(verify=ssl.create_default_context(cafile=cert)) as browser:
             while not _accepts(port) and process.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
-            login = browser.get(f"https://127.0.0.1:{port}/?token={token}")
-            status = browser.get(f"https://127.0.0.1:{port}/api/status")
+            page = f"https://127.0.0.1:{port}{page_prefix(data_dir())}/"
+            login = browser.get(f"{page}login?token={token}")
+            status = browser.get(page)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
     assert login.status_code == 303 and "Secure" in login.headers["set-cookie"]

@@ -163,6 +163,7 @@ def _serve(
     from ..memory import Memory
     from ..sync.watcher import Watcher
     from . import http_app, runner
+    from .prefix import page_prefix
 
     tokens = _tokens()
     tokens.all()  # a token file that cannot be trusted (or read) refuses the start, first
@@ -173,6 +174,7 @@ def _serve(
         config, lambda: Memory.open(config, root, long_lived=True), writable, config.protect, slots
     )
     server.check_writable()
+    prefix = page_prefix(tokens.path.parent)
     app = http_app.make_app(
         server,
         tokens,
@@ -180,6 +182,7 @@ def _serve(
         cookie=cookie_name(where.port),
         tls=tls is not None,
         slots=slots,
+        prefix=prefix,
     )
     uvicorn = runner.uvicorn_server(app, tls)
     sock = runner.bind(where)
@@ -190,12 +193,15 @@ def _serve(
             "text without --tls-cert (or a TLS proxy in front)",
             err=True,
         )
+    page = f"{where.address(tls is not None)}{prefix}/"
     if first is not None:
         click.echo(
             f"memsync: no token yet, so one named {DEFAULT_TOKEN} was made; it is shown this "
             f"once (memsync token add makes others):\n{first}\n"
-            f"memsync: log in from a browser here: {where.address(tls is not None)}/?token={first}"
+            f"memsync: log in from a browser here: {page}login?token={first}"
         )
+    elif _on_a_terminal():  # the page's address is given to this user only, not to a log
+        click.echo(f"memsync: the search page: {page}")
     kind = "writable" if writable else "read-only"
     served = root or redact(config.db or "")
     what = f"serving {served} on {where.listening(tls is not None)} ({kind})"

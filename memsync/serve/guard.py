@@ -1,10 +1,15 @@
 """The door of `memsync serve`: every request passes the Host and Origin checks (DNS rebinding,
-other sites' pages) and shows a token, as `Authorization: Bearer` or as the session cookie a
-browser got by opening the login address once; what gets in carries its token to the routes.
+other sites' pages) and shows a token: /api and /mcp as `Authorization: Bearer` only; the page,
+which lives under a folder of its own (the prefix), also as the session cookie a browser got at
+its login address. Any other address is refused. What gets in carries its token to the routes.
 
-A session cookie holds a random id, never the token, and ends with its token: a revoked token
-is refused from its next request on, whichever way it comes. The log names a request's method,
-path (never its query, which may hold a token or a question), status and token name.
+A browser sends a host's cookies to each of its ports, so any other server on this machine a
+browser visits would be sent a session cookie bound to "/": this one is bound to the page's
+folder, an unguessable name per installation, never shown to a visitor without a token, and it
+is taken nowhere else. It holds a random id, never the token, ends with its token (a revoked
+token is refused from its next request on, whichever way it comes) and after SESSION_IDLE
+unused. The log names a request's method, path (never its query, which may hold a token or a
+question, nor the page's folder), status and token name.
 """
 
 from __future__ import annotations
@@ -15,29 +20,32 @@ import secrets
 import threading
 import time
 import urllib.parse
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.authentication import AuthCredentials
-from starlette.datastructures import URL, Headers
+from starlette.datastructures import Headers
 from starlette.requests import cookie_parser
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import MemsyncError
 from .listen import host_name, same_origin
-from .page_routes import notice
+from .page_routes import login_form, notice
 from .tokens import Token, Tokens
 
 log = logging.getLogger("memsync.http")
 MAX_SESSIONS = 1000  # browser sessions kept; the oldest is logged out to make room
-MACHINE_PATHS = ("/api/", "/mcp")
-# the page's stylesheet and icon: the same bytes for everyone, and the login page needs them
-PUBLIC_PATHS = ("/assets/",)
-REVOKED_WITHIN = 1.0  # seconds: how soon an open stream ends after its token is revoked  # answered in JSON; anything else is the page's
+# seconds a browser session lasts unused: a forgotten tab does not stay logged in for good
+SESSION_IDLE = 12 * 3600
+MACHINE_PATHS = ("/api/", "/mcp")  # answered in JSON, to a Bearer token only
+LOGIN = "/login"  # under the page's folder: GET ?token= (the address serve prints), or POST
+ASSETS = "/assets/"  # under the page's folder: the same bytes for everyone; the login page's
+MAX_LOGIN_BODY = 4096  # bytes of a login form: a token and a little more
+REVOKED_WITHIN = 1.0  # seconds: how soon an open stream ends after its token is revoked
 
 
 class Visitor(AuthenticatedUser):
@@ -50,24 +58,32 @@ class Visitor(AuthenticatedUser):
 
 
 class Sessions:
-    """Browser sessions: a random id -> the token that opened it, in memory only (a restarted
-    server asks the browser to log in again)."""
+    """Browser sessions: a random id -> the token that opened it and when it was last used, in
+    memory only (a restarted server asks the browser to log in again); one unused for
+    SESSION_IDLE is over."""
 
-    def __init__(self) -> None:
-        self._by_id: collections.OrderedDict[str, Token] = collections.OrderedDict()
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._by_id: collections.OrderedDict[str, tuple[Token, float]] = collections.OrderedDict()
         self._lock = threading.Lock()
+        self._clock = clock
 
     def open(self, token: Token) -> str:
         session = secrets.token_urlsafe(32)
         with self._lock:
-            self._by_id[session] = token
+            self._by_id[session] = (token, self._clock())
             while len(self._by_id) > MAX_SESSIONS:
                 self._by_id.popitem(last=False)
         return session
 
     def get(self, session: str) -> Token | None:
+        """The session's token, its idle time begun again; None for one unknown or over."""
+        now = self._clock()
         with self._lock:
-            return self._by_id.get(session)
+            token, used = self._by_id.pop(session, (None, now))
+            if token is None or now - used > SESSION_IDLE:
+                return None
+            self._by_id[session] = (token, now)  # the most recently used is the last to go
+            return token
 
     def end(self, session: str) -> None:
         with self._lock:
@@ -79,23 +95,33 @@ def _machine(path: str) -> bool:
 
 
 def refusal(
-    path: str, status: int, message: str, headers: dict[str, str] | None = None
+    path: str,
+    status: int,
+    message: str,
+    headers: dict[str, str] | None = None,
+    styled: bool = True,
 ) -> Response:
-    """An error as the asker reads it: JSON for the API and MCP, a short page for a browser."""
+    """An error as the asker reads it: JSON for the API and MCP, a short page for a browser
+    (`styled` under the page's folder, where its stylesheet is)."""
     if _machine(path):
         return JSONResponse({"error": message}, status, headers)
-    return notice(status, HTTPStatus(status).phrase, message, headers)
+    return notice(status, HTTPStatus(status).phrase, message, headers, styled)
 
 
-LOGIN_HELP = (
-    "Log in by opening the address memsync serve printed when it made your token "
-    "(…/?token=…), or make a token with `memsync token add NAME` and open this address "
-    "with ?token= and the token after it. Agents send it as the header Authorization: Bearer TOKEN."
+AGENT_HELP = (
+    "Agents send a token as the header Authorization: Bearer TOKEN "
+    "(memsync token add NAME makes one); a browser's session is not taken here."
+)
+ELSEWHERE = (
+    "The search page is at the address memsync serve printed when it started on a terminal "
+    "(http://HOST:PORT/ and a folder name of its own); it is refused at any other address."
 )
 
 
 class Guard:
-    """ASGI middleware in front of every route."""
+    """ASGI middleware in front of every route: /api and /mcp take a Bearer token; the page's
+    folder (`prefix`, "/Xk3...") takes a token or a session, opened at its login address; any
+    other address is refused."""
 
     def __init__(
         self,
@@ -104,12 +130,14 @@ class Guard:
         hosts: frozenset[str],
         cookie: str,
         tls: bool,
+        prefix: str,
     ) -> None:
         self.app = app
         self.tokens = tokens
         self.hosts = hosts
         self.cookie = cookie
         self.tls = tls
+        self.prefix = prefix
         self.sessions = Sessions()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -128,7 +156,7 @@ class Guard:
 
         visitor = ""
         try:
-            refused, token = self._admit(scope)
+            refused, token = await self._admit(scope, receive)
             if refused is not None:
                 await refused(scope, receive, noting)
                 return
@@ -147,7 +175,7 @@ class Guard:
             log.info(
                 "%s %s %s %s %.0f ms",
                 scope.get("method", "-"),
-                scope.get("path", ""),
+                self._logged(scope.get("path", "")),
                 status or "-",
                 visitor or "-",
                 (time.perf_counter() - started) * 1000,
@@ -177,69 +205,114 @@ class Guard:
         except MemsyncError:  # the token file cannot be read: the next request says so
             return True
 
-    def _admit(self, scope: Scope) -> tuple[Response | None, Token | None]:
-        """(a refusal, None), (None, the token the request carries), or (None, None) for a
-        public asset."""
+    def _on_page(self, path: str) -> bool:
+        return path == self.prefix or path.startswith(self.prefix + "/")
+
+    def _logged(self, path: str) -> str:
+        """A path for the log: the page's folder named so, not spelled (a log may be shared)."""
+        return "/PAGE" + path[len(self.prefix) :] if self._on_page(path) else path
+
+    def _refusal(
+        self, path: str, status: int, message: str, headers: dict[str, str] | None = None
+    ) -> Response:
+        return refusal(path, status, message, headers, styled=self._on_page(path))
+
+    async def _admit(self, scope: Scope, receive: Receive) -> tuple[Response | None, Token | None]:
+        """(a refusal or the login's answer, None), (None, the token the request carries), or
+        (None, None) for a public asset."""
         headers = Headers(scope=scope)
         path = scope.get("path", "")
         host = headers.get("host", "")
         if host_name(host) not in self.hosts:
-            return refusal(path, 403, f"this server does not answer to the host {host!r}"), None
+            return self._refusal(
+                path, 403, f"this server does not answer to the host {host!r}"
+            ), None
         origin = headers.get("origin")
         if origin is not None and not same_origin(origin, host):
-            return refusal(path, 403, "requests from other sites' pages are refused"), None
-        if path.startswith(PUBLIC_PATHS) and scope.get("method") in ("GET", "HEAD"):
-            return None, None
+            return self._refusal(path, 403, "requests from other sites' pages are refused"), None
+        if not (_machine(path) or self._on_page(path)):
+            return refusal(path, 404, ELSEWHERE, styled=False), None
+        if path == self.prefix:  # its relative links need the slash (the asker knows the name)
+            return RedirectResponse(self.prefix + "/", 308), None
+        within = path[len(self.prefix) :]
         try:
-            return self._token(scope, headers, path)
+            if _machine(path):
+                return self._bearer(headers, path)
+            if within.startswith(ASSETS) and scope.get("method") in ("GET", "HEAD"):
+                return None, None
+            if within == LOGIN:
+                return await self._login(scope, receive), None
+            if headers.get("authorization"):
+                return self._bearer(headers, path)
+            return self._session(headers, path)
         except MemsyncError as exc:  # the token file cannot be read
             log.error("cannot check a token: %s", exc)
-            return refusal(path, 503, "this server cannot check tokens now; see its log"), None
-
-    def _token(
-        self, scope: Scope, headers: Headers, path: str
-    ) -> tuple[Response | None, Token | None]:
-        query = urllib.parse.parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        if "token" in query and scope.get("method") == "GET" and not _machine(path):
-            return self._login(scope, query["token"][-1]), None
-        bearer = headers.get("authorization", "")
-        if bearer:
-            scheme, _, secret = bearer.partition(" ")
-            token = self.tokens.verify(secret.strip()) if scheme.lower() == "bearer" else None
-            if token is None:
-                return self._unknown(path, "the token is not valid (revoked, or mistyped)"), None
-            return None, self._used(token)
-        session = cookie_parser(headers.get("cookie", "")).get(self.cookie)
-        if session:
-            token = self.sessions.get(session)
-            if token is not None and self.tokens.still(token):
-                return None, self._used(token)
-            self.sessions.end(session)
-            return self._unknown(
-                path, "your session ended (its token was revoked)", clear=True
+            return self._refusal(
+                path, 503, "this server cannot check tokens now; see its log"
             ), None
-        return self._unknown(path, "a token is needed"), None
+
+    def _bearer(self, headers: Headers, path: str) -> tuple[Response | None, Token | None]:
+        scheme, _, secret = headers.get("authorization", "").partition(" ")
+        if not scheme:
+            return self._unknown(path, "a token is needed"), None
+        token = self.tokens.verify(secret.strip()) if scheme.lower() == "bearer" else None
+        if token is None:
+            return self._unknown(path, "the token is not valid (revoked, or mistyped)"), None
+        return None, self._used(token)
+
+    def _session(self, headers: Headers, path: str) -> tuple[Response | None, Token | None]:
+        session = cookie_parser(headers.get("cookie", "")).get(self.cookie)
+        if not session:
+            return self._unknown(path, "log in to see the notes"), None
+        token = self.sessions.get(session)
+        if token is not None and self.tokens.still(token):
+            return None, self._used(token)
+        self.sessions.end(session)
+        why = "your session ended (its token was revoked, or it went unused too long)"
+        return self._unknown(path, why, clear=True), None
 
     def _used(self, token: Token) -> Token:
         self.tokens.touch(token)
         return token
 
     def _unknown(self, path: str, why: str, clear: bool = False) -> Response:
-        response = refusal(path, 401, f"{why}. {LOGIN_HELP}", {"WWW-Authenticate": "Bearer"})
+        """A 401: for an agent, how to send a token; in the page's folder, the login form."""
+        challenge = {"WWW-Authenticate": "Bearer"}
+        if _machine(path):
+            return refusal(path, 401, f"{why}. {AGENT_HELP}", challenge)
+        response = login_form(401, f"{why}.", challenge)
         if clear:
-            response.delete_cookie(self.cookie, path="/")
+            response.delete_cookie(self.cookie, path=self.prefix + "/")
         return response
 
-    def _login(self, scope: Scope, secret: str) -> Response:
-        """The login address: the token becomes a session cookie, and the address loses it."""
-        token = self.tokens.verify(secret)
+    async def _login(self, scope: Scope, receive: Receive) -> Response:
+        """The login address: a token in the query (the address serve prints, GET) or in a
+        form's body (POST, never its query) becomes a session cookie bound to the page's folder,
+        and a redirect to the page, on this server, without the token."""
+        method = scope.get("method")
+        query = urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"))
+        if method == "POST":
+            form, too_large = await _form(scope, receive)
+            if too_large:
+                return login_form(413, "That form is too large for a token.")
+            secret, kept = form.get("token", ""), []
+        elif method in ("GET", "HEAD"):
+            asked = dict(query)
+            if "token" not in asked:
+                return login_form(200, "")
+            secret = asked["token"]
+            kept = [(name, value) for name, value in query if name != "token"]
+        else:
+            return self._refusal(scope.get("path", ""), 405, "log in with GET or POST")
+        if not secret:
+            return self._unknown(scope.get("path", ""), "a token is needed")
+        token = self.tokens.verify(secret.strip())
         if token is None:
             return self._unknown(
-                scope.get("path", "/"), "the token is not valid (revoked, or mistyped)"
+                scope.get("path", ""), "the token is not valid (revoked, or mistyped)"
             )
-        url = URL(scope=scope)
-        kept = [(k, v) for k, v in urllib.parse.parse_qsl(url.query) if k != "token"]
-        target = url.path + (f"?{urllib.parse.urlencode(kept)}" if kept else "")
+        # the page's own address, whatever the request said: never another site's
+        target = self.prefix + "/" + (f"?{urllib.parse.urlencode(kept)}" if kept else "")
         response = RedirectResponse(target, 303)
         response.set_cookie(
             self.cookie,
@@ -247,6 +320,23 @@ class Guard:
             httponly=True,
             samesite="strict",
             secure=self.tls,
-            path="/",
+            path=self.prefix + "/",
         )
         return response
+
+
+async def _form(scope: Scope, receive: Receive) -> tuple[dict[str, str], bool]:
+    """A urlencoded form's fields (the last of each name), and whether it was too large to read;
+    any other body has no fields."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if len(body) > MAX_LOGIN_BODY:
+            return {}, True
+        if not message.get("more_body"):
+            break
+    kind = Headers(scope=scope).get("content-type", "").partition(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        return {}, False
+    return dict(urllib.parse.parse_qsl(body.decode("utf-8", "replace"))), False

@@ -1,6 +1,6 @@
 """`memsync serve`'s routes: /mcp (the MCP tools over streamable HTTP, as `memsync mcp` serves
 them on stdio), /api/search, /api/get and /api/status (what `query --json`, `get` and `status
---json` print), and the search page's routes, all behind the Guard.
+--json` print), and the search page's routes under its folder, all behind the Guard.
 
 Each API route parses, makes one call on the library face through the MemoryServer's index
 connections (one call per connection at a time, in a worker thread, so that one slow embedding
@@ -23,7 +23,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import output
@@ -285,10 +285,13 @@ class McpRoute:
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
-    """Starlette's own refusals (no such route, another method) as the Guard's are."""
-    status = exc.status_code if isinstance(exc, HTTPException) else 500
-    message = f"nothing at {request.url.path}" if status == 404 else str(getattr(exc, "detail", ""))
-    return refusal(request.url.path, status, message)
+    """Starlette's own refusals (no such route, another method) as the Guard's are, and a bug
+    in one line (Starlette logs its trace)."""
+    path = request.url.path
+    if not isinstance(exc, HTTPException):
+        return refusal(path, 500, f"{path} failed unexpectedly; see the log")
+    message = f"nothing at {path}" if exc.status_code == 404 else str(exc.detail)
+    return refusal(path, exc.status_code, message)
 
 
 def make_app(
@@ -299,8 +302,10 @@ def make_app(
     cookie: str,
     tls: bool,
     slots: int,
+    prefix: str,
 ) -> ASGIApp:
-    """The whole server: the API, MCP and the search page, behind one Guard."""
+    """The whole server: the API, MCP and the search page (under `prefix`, its folder: see
+    prefix.py), behind one Guard."""
     api = Api(server, slots)
     mcp = McpRoute(server)
 
@@ -317,9 +322,8 @@ def make_app(
         Route("/api/get", api.get, methods=["GET"]),
         Route("/api/status", api.status, methods=["GET"]),
         Route("/mcp", mcp),
-        *api.page(),
+        Mount(prefix, routes=api.page()),
     ]
-    app = Starlette(
-        routes=routes, lifespan=lifespan, exception_handlers={HTTPException: _http_error}
-    )
-    return Guard(RequestBodyLimitMiddleware(app, MAX_BODY), tokens, hosts, cookie, tls)
+    errors = {HTTPException: _http_error, Exception: _http_error}
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=errors)
+    return Guard(RequestBodyLimitMiddleware(app, MAX_BODY), tokens, hosts, cookie, tls, prefix)

@@ -72,14 +72,18 @@ def form_of(items: Iterable[tuple[str, str]]) -> Form:
     )
 
 
-def _document(title: str, body: str) -> str:
+def _document(title: str, body: str, styled: bool = True) -> str:
+    """A whole page; `styled` links the stylesheet and icon (relative: under the page's folder)."""
+    links = (
+        f'<link rel="stylesheet" href="{escape(asset_href("page.css"))}">\n'
+        f'<link rel="icon" href="{escape(asset_href("icon.svg"))}">\n'
+        if styled
+        else ""
+    )
     return (
         '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{escape(title)}</title>\n"
-        f'<link rel="stylesheet" href="{escape(asset_href("page.css"))}">\n'
-        f'<link rel="icon" href="{escape(asset_href("icon.svg"))}">\n'
-        f"</head>\n<body>\n{body}</body>\n</html>\n"
+        f"<title>{escape(title)}</title>\n{links}</head>\n<body>\n{body}</body>\n</html>\n"
     )
 
 
@@ -93,10 +97,11 @@ def status_line(facts: dict[str, Any] | None, error: str = "") -> str:
     status --json`'s facts, or why they could not be read."""
     if facts is None:
         return f'<p class="status">status unavailable: {_text(error)}</p>\n'
+    writer = facts["writer"] and {**facts["writer"], "last_sync": None}  # said once, below
     parts = [
         f"{facts['files_indexed']} notes indexed",
         f"{facts['chunks_pending']} chunks waiting for vectors",
-        f"writer: {writer_text(facts['writer'])}",
+        f"writer: {writer_text(writer)}",
         f"last sync {ago(facts['last_sync_age_s'])}",
     ]
     return '<p class="status">' + " · ".join(_text(part) for part in parts) + "</p>\n"
@@ -229,7 +234,26 @@ def note_page(
     return _document(f"{path} - memsync", body + "</main>\n")
 
 
-def notice_page(title: str, message: str) -> str:
-    """A short page of one message: a refusal (401: how to log in), nothing at an address."""
-    body = f"{_header('')}<main>\n<h1>{_text(title)}</h1>\n<p>{_text(message)}</p>\n</main>\n"
-    return _document(f"{title} - memsync", body)
+def notice_page(title: str, message: str, styled: bool = True) -> str:
+    """A short page of one message: a refusal, nothing at an address; `styled` under the page's
+    folder, where its stylesheet and its home link are (outside it, neither is given away)."""
+    header = _header("") if styled else ""
+    body = f"{header}<main>\n<h1>{_text(title)}</h1>\n<p>{_text(message)}</p>\n</main>\n"
+    return _document(f"{title} - memsync", body, styled)
+
+
+def login_page(message: str) -> str:
+    """The login form (under the page's folder): a token, posted in the form's body to `login`,
+    becomes the browser's session."""
+    why = f'<p class="error" role="alert">{_text(message)}</p>\n' if message else ""
+    body = (
+        f"{_header('')}<main>\n<h1>Log in</h1>\n{why}"
+        '<form class="login" method="post" action="login">\n'
+        '<p><label>Token <input type="password" name="token" autocomplete="current-password" '
+        'required autofocus></label> <button type="submit">Log in</button></p>\n</form>\n'
+        "<p>A token is printed once, when it is made: by <code>memsync token add NAME</code>, "
+        "or by the first <code>memsync serve</code> on a terminal, with a login address that "
+        "holds it. Agents send it as the header "
+        "<code>Authorization: Bearer TOKEN</code>.</p>\n</main>\n"
+    )
+    return _document("Log in - memsync", body)

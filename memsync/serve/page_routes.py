@@ -1,7 +1,8 @@
-"""The search page's routes for `memsync serve`, given the face's three calls: `/` the form and
-its results, `/note` one note's lines, `/assets/NAME` the stylesheet and icon; and the short
-pages (a 401 saying how to log in) the server's auth answers a browser with. Every HTML answer
-carries a strict Content-Security-Policy.
+"""The search page's routes for `memsync serve`, given the face's three calls, all under the
+page's folder (http_app mounts them there): `/` the form and its results, `/note` one note's
+lines, `/assets/NAME` the stylesheet and icon; and the short pages (the login form, a 404) the
+server's auth answers a browser with. Every link is relative, so none needs the folder's name;
+every HTML answer carries a strict Content-Security-Policy.
 
 The calls (synchronous: they run in Starlette's thread pool), each raising MemsyncError:
     search(text, *, paths, since, until, tags, mode) -> the object `memsync query --json` prints
@@ -52,10 +53,23 @@ def html(text: str, status: int = 200, headers: dict[str, str] | None = None) ->
 
 
 def notice(
-    status: int, title: str, message: str, headers: dict[str, str] | None = None
+    status: int,
+    title: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+    styled: bool = True,
 ) -> Response:
-    """A short page for a browser: a 401 saying how to log in, a 404."""
-    return html(page.notice_page(title, message), status, headers)
+    """A short page for a browser: a 404, a 403; `styled` where the stylesheet's relative
+    address reaches it (under the page's folder)."""
+    return html(page.notice_page(title, message, styled), status, headers)
+
+
+def login_form(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    """The login page: why (if anything went wrong), and a form that posts a token. Its referrer
+    policy lets the browser name this page's origin in the POST's Origin header (under
+    no-referrer it sends "null", which the Guard refuses as another site's)."""
+    own_origin = {"Referrer-Policy": "same-origin", **(headers or {})}
+    return html(page.login_page(message), status, own_origin)
 
 
 def status_of(exc: MemsyncError) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import signal
 import socket
@@ -14,8 +15,10 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import h11
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..errors import MemsyncError
 from ..sync.watcher import Watcher
@@ -45,6 +48,28 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+class _JsonErrors(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol (h11, the one it picks without httptools), its own answers in
+    memsync's JSON like every other error: a request it cannot parse (a path of raw non-ASCII
+    bytes) is a 400. (An app's failure is the app's own JSON: http_app's exception handler.)"""
+
+    def send_400_response(self, msg: str) -> None:
+        why = f"{msg} Send HTTP/1.1 with the path and the query percent-encoded."
+        body = json.dumps({"error": why}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        for event in (
+            h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+            h11.Data(data=body),
+            h11.EndOfMessage(),
+        ):
+            self.transport.write(self.conn.send(event) or b"")
+        self.transport.close()
 
 
 class _Beside(threading.Thread):
@@ -77,6 +102,7 @@ def uvicorn_server(app: ASGIApp, tls: tuple[Path, Path] | None = None) -> uvicor
         lifespan="on",
         ws="none",
         server_header=False,
+        http=_JsonErrors,
         timeout_graceful_shutdown=DRAIN,
         ssl_certfile=tls[0] if tls else None,
         ssl_keyfile=tls[1] if tls else None,

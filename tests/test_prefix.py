@@ -1,0 +1,35 @@
+"""The page's folder: made once per installation, private, the same across restarts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memsync.errors import StoreError
+from memsync.serve.prefix import PREFIX_FILE, page_prefix
+
+
+def test_the_folder_is_made_once_private_and_kept(tmp_path: Path) -> None:
+    first = page_prefix(tmp_path / "data")
+    assert first.startswith("/") and len(first) > 20 and "/" not in first[1:]
+    assert (tmp_path / "data" / PREFIX_FILE).stat().st_mode & 0o777 == 0o600
+    assert page_prefix(tmp_path / "data") == first  # a restart: bookmarks keep working
+    assert page_prefix(tmp_path / "other") != first  # another installation: another name
+    assert [p.name for p in (tmp_path / "data").iterdir()] == [PREFIX_FILE]
+
+
+def test_a_file_others_may_read_or_that_holds_no_name_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    page_prefix(tmp_path)
+    (tmp_path / PREFIX_FILE).chmod(0o644)
+    with pytest.raises(StoreError, match="readable by no one else"):
+        page_prefix(tmp_path)
+    (tmp_path / PREFIX_FILE).chmod(0o600)
+    (tmp_path / PREFIX_FILE).write_text("../../etc\n")
+    with pytest.raises(StoreError, match="holds no page folder name"):
+        page_prefix(tmp_path)
+    os.unlink(tmp_path / PREFIX_FILE)
+    assert page_prefix(tmp_path) != "/../../etc"
