@@ -10,6 +10,8 @@
      │                            error after opening (a dropped connection), opening again may help
      ├── LockError                another writer (index or watch) holds this index
      ├── VaultTaken               the index belongs to another folder or host (index, watch)
+     ├── UnsafeFile               a file memsync trusts (the token file) or its folder is a link,
+     │                            or another user could have written it
      ├── ArgumentError            an argument refused: a path outside the vault, hidden or not a
      │                            note, a line range past the end, a write memsync will not make
      └── EmbeddingError           the embedding provider failed
@@ -64,6 +66,10 @@ class LockError(MemsyncError):
 
 
 class VaultTaken(MemsyncError):
+    pass
+
+
+class UnsafeFile(MemsyncError):
     pass
 
 

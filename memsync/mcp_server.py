@@ -21,7 +21,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from . import output
+from . import __version__, output
 from .agent import results, stdio
 from .agent.lending import Connections
 from .agent.results import Links, NoteLines, SearchResult, Tree, Written
@@ -333,7 +333,9 @@ class _Tools(MCPServer):
     would say only "Unknown tool": an agent's user learns what to change."""
 
     def __init__(self, refused: dict[str, str]) -> None:
-        super().__init__("memsync", instructions=INSTRUCTIONS, log_level="WARNING")
+        super().__init__(
+            "memsync", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+        )
         self.refused = refused  # tool name -> the one line that says why it is not offered
 
     async def call_tool(

@@ -9,6 +9,7 @@ from memsync.serve.listen import (
     DEFAULT_PORT,
     Listen,
     allowed_hosts,
+    check_local,
     cookie_name,
     host_name,
     parse_listen,
@@ -43,8 +44,37 @@ def test_loopback_is_told_apart_and_a_wildcard_is_reached_at_loopback() -> None:
     assert parse_listen("localhost:1").loopback
     assert not parse_listen("0.0.0.0:1").loopback and not parse_listen("10.0.0.5:1").loopback
     assert parse_listen("0.0.0.0:8000").address(tls=False) == "http://127.0.0.1:8000"
+    assert parse_listen("[::]:8000").address(tls=False) == "http://[::1]:8000"
     assert parse_listen("[::1]:8000").address(tls=True) == "https://[::1]:8000"
     assert str(parse_listen("[::1]:8000")) == "[::1]:8000"
+
+
+def test_the_log_says_what_it_listens_on_and_where_a_browser_here_reaches_a_wildcard() -> None:
+    assert parse_listen("0.0.0.0:8000").listening(tls=False) == (
+        "http://0.0.0.0:8000 (every address of this machine; here http://127.0.0.1:8000)"
+    )
+    assert parse_listen("[::]:8000").listening(tls=True) == (
+        "https://[::]:8000 (every address of this machine; here https://[::1]:8000)"
+    )
+    assert parse_listen("10.0.0.5:80").listening(tls=False) == "http://10.0.0.5:80"
+
+
+@pytest.mark.parametrize("text", ["127.0.0.1:9000", "localhost", "0.0.0.0:80", "[::]:80"])
+def test_an_address_of_this_machine_is_accepted(text: str) -> None:
+    check_local(parse_listen(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("nonsense:9000", "there is no host named nonsense"),
+        ("192.0.2.1:9000", "192.0.2.1 is not an address of this machine"),  # TEST-NET-1
+    ],
+)
+def test_a_host_this_machine_does_not_have_is_a_usage_error(text: str, why: str) -> None:
+    with pytest.raises(ConfigError, match=why) as caught:
+        check_local(parse_listen(text))
+    assert caught.value.usage and str(caught.value).startswith(f"--listen {parse_listen(text)}: ")
 
 
 def test_the_hosts_a_request_may_name() -> None:

@@ -22,6 +22,7 @@ from conftest import EmbeddingServer, agent_vault, write
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+import memsync
 from memsync.cli import main
 
 
@@ -109,6 +110,17 @@ def served(
     them over stdio: for the tools' logic; the protocol has tests of its own."""
     with in_process(db, writable, **settings) as tool:
         return [tool(name, **arguments) for name, arguments in requests]
+
+
+async def server_info(session: ClientSession) -> tuple[str, str]:
+    """The name and version the server gave in its answer to initialize."""
+    info = (await session.initialize()).server_info
+    return info.name, info.version
+
+
+def test_the_server_names_itself_with_memsync_s_version(indexed: tuple[Path, Path]) -> None:
+    _, db = indexed
+    assert with_server(["--db", str(db)], server_info) == ("memsync", memsync.__version__)
 
 
 def test_tools_are_listed_with_schemas_and_write_only_when_writable(

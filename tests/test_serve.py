@@ -4,7 +4,10 @@ streamable HTTP client and by plain HTTP, for the tools, the tokens and concurre
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import logging
+import os
 import socket
 import threading
 import time
@@ -19,8 +22,9 @@ from click.testing import CliRunner
 from conftest import EmbeddingServer, agent_vault
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from test_mcp import HELLO, call_each, calls
+from test_mcp import HELLO, call_each, calls, server_info
 
+import memsync
 from memsync.cli import main
 from memsync.config import Config, load_config
 from memsync.mcp_server import MemoryServer
@@ -97,6 +101,15 @@ def test_the_sdk_client_with_a_token_gets_the_answers_stdio_gives(
     assert over_http == calls(["--db", str(db)], *READS)
     assert over_http[0][2]["results"][0]["path"] == "tech/redis.md"
     assert over_http[-1][0] and "the query is empty" in over_http[-1][1]
+
+
+def test_the_server_names_itself_with_memsync_s_version_over_http_too(
+    indexed: tuple[Path, Path],
+) -> None:
+    _, db = indexed
+    token = Tokens().add("agent")
+    with serving(load_config(db=str(db)), None) as url:
+        assert with_session(url, token, server_info) == ("memsync", memsync.__version__)
 
 
 def test_the_sdk_client_without_a_token_or_with_a_wrong_one_is_refused(
@@ -223,6 +236,144 @@ def test_revoking_a_token_ends_the_mcp_stream_it_holds_open(indexed: tuple[Path,
             rest = b"".join(stream.iter_bytes())  # ends: a read timeout would fail the test
         assert b"memory" not in rest
         assert http.post(f"{url}/mcp", json=ready, headers=session).status_code == 401
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_a_token_file_the_server_may_only_read_still_admits_its_tokens(
+    indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checking a token writes nothing: the last use it cannot note is said once in the log."""
+    _, db = indexed
+    tokens = Tokens()
+    token = tokens.add("agent")
+    tokens.path.chmod(0o400)
+    tokens.path.parent.chmod(0o500)
+    if os.geteuid() == 0:  # modes do not stop root: the write fails as they would make it fail
+
+        def refused(*_: object) -> None:
+            raise PermissionError(errno.EACCES, "Permission denied")
+
+        monkeypatch.setattr("memsync.serve.tokens.write_file", refused)
+    log = _Lines()
+    logging.getLogger("memsync.http").addHandler(log)
+    try:
+        with serving(load_config(db=str(db)), None) as url:
+            headers = {"Authorization": f"Bearer {token}"}
+            answers = [httpx2.get(f"{url}/api/status", headers=headers) for _ in range(3)]
+            over_mcp = tool_calls(url, token, ("memory_tree", {}))
+    finally:
+        logging.getLogger("memsync.http").removeHandler(log)
+        tokens.path.parent.chmod(0o700)
+        tokens.path.chmod(0o600)
+    assert [answer.status_code for answer in answers] == [200, 200, 200]
+    assert not over_mcp[0][0]
+    unnoted = [line for line in log.lines if "last use" in line]
+    assert unnoted == [
+        f"tokens' last use is not noted: cannot write the token file {tokens.path}: "
+        "Permission denied"
+    ]
+    assert Tokens().all()[0].last_used is None
+
+
+def test_token_list_shows_the_last_use_a_server_noted(indexed: tuple[Path, Path]) -> None:
+    """The first use is written at once; later ones in memory, written when the server stops."""
+    _, db = indexed
+    token = Tokens().add("agent")
+    with serving(load_config(db=str(db)), None) as url:
+        headers = {"Authorization": f"Bearer {token}"}
+        assert httpx2.get(f"{url}/api/status", headers=headers).status_code == 200
+        first = Tokens().all()[0].last_used
+        assert first is not None
+        assert httpx2.get(f"{url}/api/status", headers=headers).status_code == 200
+        assert Tokens().all()[0].last_used == first  # not rewritten on every request
+    listed = CliRunner().invoke(main, ["token", "list", "--json"])
+    last_used = json.loads(listed.output)["tokens"][0]["last_used"]
+    assert last_used is not None and last_used > first
+
+
+def test_a_token_holds_so_many_mcp_sessions_its_least_recently_used_idle_one_ended_first(
+    indexed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that opens sessions and leaves them cannot fill the server's memory: one token's
+    sessions are capped (2 here), an idle one is ended to make room, and with all busy the next
+    is refused (429), for the SDK's client too; another token is not held up."""
+    _, db = indexed
+    monkeypatch.setattr("memsync.serve.http_app.MAX_MCP_SESSIONS", 2)
+    token, other = Tokens().add("agent"), Tokens().add("other")
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    with serving(load_config(db=str(db)), None) as url, httpx2.Client(timeout=60) as http:
+
+        def opened() -> dict[str, str]:
+            answer = http.post(f"{url}/mcp", json=HELLO, headers=headers)
+            assert answer.status_code == 200, answer.text
+            session = {**headers, "mcp-session-id": answer.headers["mcp-session-id"]}
+            assert http.post(f"{url}/mcp", json=ready, headers=session).status_code == 202
+            return session
+
+        first, second = opened(), opened()
+        assert with_session(url, token, server_info)[0] == "memsync"  # the first made room
+        assert http.post(f"{url}/mcp", json=ready, headers=first).status_code == 404
+        assert http.post(f"{url}/mcp", json=ready, headers=second).status_code == 202
+        third = opened()
+        with (
+            http.stream("GET", f"{url}/mcp", headers=second) as listening,
+            http.stream("GET", f"{url}/mcp", headers=third) as also_listening,
+        ):
+            assert listening.status_code == also_listening.status_code == 200
+            refused = http.post(f"{url}/mcp", json=HELLO, headers=headers)
+            assert refused.status_code == 429
+            assert refused.json()["error"].startswith("this token holds 2 MCP sessions, all busy")
+            with pytest.raises(BaseException) as sdk_refused:  # noqa: B017 - the SDK's task group
+                with_session(url, token, server_info)
+            assert "Server returned an error response" in repr(sdk_refused.value)
+            assert with_session(url, other, server_info)[0] == "memsync"
+        deadline = time.monotonic() + 30  # until the server has seen the streams close
+        while http.post(f"{url}/mcp", json=HELLO, headers=headers).status_code == 429:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert http.post(f"{url}/mcp", json=ready, headers=second).status_code == 404
+
+
+def test_a_token_file_others_could_write_meanwhile_is_a_503_and_one_log_line_not_a_trace(
+    indexed: tuple[Path, Path],
+) -> None:
+    _, db = indexed
+    tokens = Tokens()
+    token = tokens.add("agent")
+    log = _Lines()
+    logging.getLogger("memsync.http").addHandler(log)
+    try:
+        with serving(load_config(db=str(db)), None) as url:
+            headers = {"Authorization": f"Bearer {token}"}
+            assert httpx2.get(f"{url}/api/status", headers=headers).status_code == 200
+            tokens.path.chmod(0o662)
+            refused = httpx2.get(f"{url}/api/status", headers=headers)
+            tokens.path.chmod(0o600)
+            again = httpx2.get(f"{url}/api/status", headers=headers)
+    finally:
+        logging.getLogger("memsync.http").removeHandler(log)
+    assert refused.status_code == 503 and refused.json() == {
+        "error": "this server cannot check tokens now; see its log"
+    }
+    assert again.status_code == 200
+    said = [line for line in log.lines if "cannot check a token" in line]
+    assert said == [
+        f"cannot check a token: the token file {tokens.path} can be written by other users, who "
+        f"could add tokens of their own: chmod go-w {tokens.path}"
+    ]
 
 
 def test_a_write_token_s_browser_session_replayed_at_mcp_writes_nothing(

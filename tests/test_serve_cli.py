@@ -123,6 +123,18 @@ def test_without_a_terminal_and_without_a_token_serve_exits_1_naming_token_add(
     assert not Tokens().all()
 
 
+def test_a_token_file_others_could_write_refuses_the_start_in_one_line(tmp_path: Path) -> None:
+    Tokens().add("agent")
+    Tokens().path.chmod(0o666)
+    with serve(str(_vault(tmp_path)), "--listen", f"127.0.0.1:{free_port()}") as process:
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 1 and out == ""
+    assert err == (
+        f"memsync: error: the token file {Tokens().path} can be written by other users, who "
+        f"could add tokens of their own: chmod go-w {Tokens().path}\n"
+    )
+
+
 def test_the_first_serve_on_a_terminal_makes_a_token_and_shows_it_once(tmp_path: Path) -> None:
     port = free_port()
     main_fd, terminal = pty.openpty()
@@ -197,6 +209,11 @@ def test_another_address_than_loopback_is_said_to_carry_tokens_in_clear_text(
         _wait_until_served(f"http://127.0.0.1:{port}", token, process)
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
+    served = [line for line in err.splitlines() if "serving" in line]
+    assert len(served) == 1 and served[0].endswith(
+        f"on http://0.0.0.0:{port} (every address of this machine; here http://127.0.0.1:{port}) "
+        "(read-only)"
+    )
     warning = [line for line in err.splitlines() if "clear text" in line]
     assert warning == [
         f"memsync: --listen 0.0.0.0:{port} is reachable from the network, and tokens travel in "
@@ -210,11 +227,18 @@ def test_another_address_than_loopback_is_said_to_carry_tokens_in_clear_text(
         ([], "give VAULT"),
         (["--db", "x.sqlite", "--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
         (["--db", "x.sqlite", "--listen", "127.0.0.1:http"], "--listen"),
+        (["--db", "x.sqlite", "--listen", "nonsense"], "--listen nonsense:8631: there is no host"),
+        (["--db", "x.sqlite", "--listen", "192.0.2.1:9"], "192.0.2.1 is not an address of this"),
     ],
 )
 def test_serve_s_usage_errors_exit_2(args: list[str], message: str) -> None:
+    """Each decided before anything starts: no token is made, no index opened."""
     done = CliRunner().invoke(main, ["serve", *args])
     assert done.exit_code == 2 and message in done.output
+    assert [line for line in done.output.splitlines() if line.startswith("Error:")] == [
+        next(line for line in done.output.splitlines() if message in line)
+    ]
+    assert not Tokens().path.exists()
 
 
 def test_without_the_mcp_extra_serve_says_what_to_install(

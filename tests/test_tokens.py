@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,10 @@ from click.testing import CliRunner
 
 from memsync.cli import main
 from memsync.config import data_dir
-from memsync.errors import ArgumentError, StoreError
+from memsync.errors import ArgumentError, StoreError, UnsafeFile
 from memsync.serve.tokens import TOKEN_FILE, Tokens
+
+NOBODY = 65534
 
 
 def test_a_token_is_kept_hashed_in_a_file_only_this_user_reads(tmp_path: Path) -> None:
@@ -21,6 +25,7 @@ def test_a_token_is_kept_hashed_in_a_file_only_this_user_reads(tmp_path: Path) -
     text = tokens.path.read_text()
     assert secret not in text and "laptop" in text
     assert stat.S_IMODE(tokens.path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tokens.path.parent.iterdir()) == ["tokens.json", "tokens.lock"]
     found = tokens.verify(secret)
     assert found is not None and found.name == "laptop" and not found.writes
     assert tokens.verify(secret + "x") is None and tokens.verify("") is None
@@ -93,3 +98,94 @@ def test_token_commands_print_the_token_once_and_never_list_it() -> None:
     assert taken.exit_code == 1 and "exists" in taken.output
     runner.invoke(main, ["token", "revoke", "agent"])
     assert "no tokens" in runner.invoke(main, ["token", "list"]).output
+
+
+def _group_writable_file(path: Path) -> None:
+    path.chmod(0o620)
+
+
+def _other_writable_file(path: Path) -> None:
+    path.chmod(0o602)
+
+
+def _writable_folder(path: Path) -> None:
+    path.parent.chmod(0o777)
+
+
+def _linked_file(path: Path) -> None:
+    elsewhere = path.parent.parent / "elsewhere.json"
+    path.rename(elsewhere)
+    path.symlink_to(elsewhere)
+
+
+def _linked_folder(path: Path) -> None:
+    real = path.parent.parent / "real"
+    path.parent.rename(real)
+    path.parent.symlink_to(real)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "why"),
+    [
+        (
+            _group_writable_file,
+            "the token file {file} can be written by other users, who could "
+            "add tokens of their own: chmod go-w {file}",
+        ),
+        (_other_writable_file, "the token file {file} can be written by other users"),
+        (
+            _writable_folder,
+            "the token file's folder {folder} can be written by other users, who "
+            "could add tokens of their own: chmod go-w {folder}",
+        ),
+        (
+            _linked_file,
+            "the token file {file} is a symbolic link, and memsync follows none "
+            "there: put the file itself in its place",
+        ),
+        (_linked_folder, "the token file's folder {folder} is a symbolic link"),
+    ],
+)
+def test_a_token_file_others_could_have_written_is_refused_saying_how_to_fix_it(
+    tmp_path: Path, spoil: Callable[[Path], None], why: str
+) -> None:
+    tokens = Tokens(tmp_path / "home" / TOKEN_FILE)
+    secret = tokens.add("laptop", write=True)
+    spoil(tokens.path)
+    message = why.format(file=tokens.path, folder=tokens.path.parent)
+    for use in (tokens.all, lambda: tokens.verify(secret), lambda: tokens.add("other")):
+        with pytest.raises(UnsafeFile) as refused:
+            use()
+        assert str(refused.value).startswith(message)
+
+
+def test_a_token_file_another_user_owns_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user (nobody) needs root")
+    tokens = Tokens(tmp_path / "home" / TOKEN_FILE)
+    tokens.add("laptop")
+    os.chown(tokens.path, NOBODY, -1)
+    with pytest.raises(UnsafeFile, match=f"belongs to another user \\(uid {NOBODY}\\)"):
+        tokens.all()
+    os.chown(tokens.path, 0, -1)
+    os.chown(tokens.path.parent, NOBODY, -1)
+    with pytest.raises(UnsafeFile, match="the token file's folder .* belongs to another user"):
+        tokens.all()
+
+
+def test_token_add_never_writes_through_a_link_and_says_so_in_one_line(tmp_path: Path) -> None:
+    """Another user's file behind a link in the token file's place stays as it was."""
+    Tokens().add("laptop")
+    path = Tokens().path
+    victim = tmp_path / "theirs.json"
+    victim.write_text('{"tokens": {}}')
+    path.unlink()
+    path.symlink_to(victim)
+    for args in (["token", "add", "mine", "--write"], ["token", "list"], ["token", "revoke", "x"]):
+        done = CliRunner().invoke(main, args)
+        assert done.exit_code == 1
+        assert done.output == (
+            f"memsync: error: the token file {path} is a symbolic link, and memsync follows "
+            "none there: put the file itself in its place\n"
+        )
+    assert victim.read_text() == '{"tokens": {}}' and path.is_symlink()

@@ -17,7 +17,15 @@ from ..cli_common import _config, _log_to, answer_the_shell, run, watch_options,
 from ..config import Config
 from ..errors import ConfigError, MemsyncError
 from ..redact import redact
-from .listen import DEFAULT_HOST, DEFAULT_PORT, Listen, allowed_hosts, cookie_name, parse_listen
+from .listen import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    Listen,
+    allowed_hosts,
+    check_local,
+    cookie_name,
+    parse_listen,
+)
 
 if TYPE_CHECKING:
     from ..sync.watcher import Watcher
@@ -30,8 +38,11 @@ DEFAULT_TOKEN = "default"  # the token the first `serve` on a terminal makes
 
 
 def _listen(text: str | None) -> Listen:
+    """The --listen address, a usage error unless this machine has it."""
     try:
-        return parse_listen(text or f"{DEFAULT_HOST}:{DEFAULT_PORT}")
+        listen = parse_listen(text or f"{DEFAULT_HOST}:{DEFAULT_PORT}")
+        check_local(listen)
+        return listen
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
 
@@ -78,8 +89,8 @@ def _first_token(tokens: Tokens, writable: bool) -> str | None:
 @watch_options
 @click.option(
     "--listen",
-    help=f"HOST:PORT to listen on (default {DEFAULT_HOST}:{DEFAULT_PORT}, this machine only); "
-    "another address is reachable from the network.",
+    help=f"HOST:PORT to listen on (default {DEFAULT_HOST}:{DEFAULT_PORT}, this machine only), an "
+    "address this machine has; another than loopback (0.0.0.0: all) is reachable from the network.",
 )
 @click.option(
     "--allow-host",
@@ -154,6 +165,8 @@ def _serve(
     from . import http_app, runner
     from .prefix import page_prefix
 
+    tokens = _tokens()
+    tokens.all()  # a token file that cannot be trusted (or read) refuses the start, first
     watcher = Watcher.for_vault(config, vault, replace) if vault is not None else None
     root = watcher.root if watcher is not None else None
     slots = max(2, os.cpu_count() or 1)  # one slow call (a reranker, an embedding) waits alone
@@ -161,7 +174,6 @@ def _serve(
         config, lambda: Memory.open(config, root, long_lived=True), writable, config.protect, slots
     )
     server.check_writable()
-    tokens = _tokens()
     prefix = page_prefix(tokens.path.parent)
     app = http_app.make_app(
         server,
@@ -191,7 +203,8 @@ def _serve(
     elif _on_a_terminal():  # the page's address is given to this user only, not to a log
         click.echo(f"memsync: the search page: {page}")
     kind = "writable" if writable else "read-only"
-    what = f"serving {root or redact(config.db or '')} on {where.address(tls is not None)} ({kind})"
+    served = root or redact(config.db or "")
+    what = f"serving {served} on {where.listening(tls is not None)} ({kind})"
     relay = _answer_the_shell(config, watcher)
     try:
         runner.run(uvicorn, sock, watcher, what)

@@ -9,6 +9,7 @@ or reranker call holds up no other request) and renders with the CLI's renderers
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -18,11 +19,12 @@ import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import output
 from ..config import overridden
@@ -32,13 +34,18 @@ from ..memory import Memory, parse_location, search_options
 from . import page_routes
 from .guard import Guard, Visitor, refusal
 from .page_routes import status_of
-from .tokens import Tokens
+from .tokens import Token, Tokens
 
 log = logging.getLogger("memsync.http")
 MAX_BODY = 1024 * 1024  # bytes: an agent's request or a note it writes; more is refused (413)
 # the query parameters that set a search's numbers and switches, as `memsync query` names them
 SEARCH_SETTINGS = {"n": "limit", "min_score": "min_score", "mode": "mode"}
 SEARCH_SWITCHES = ("decay", "mmr")
+# MCP sessions one token may hold open: each idle one keeps ~37 KB for the SDK's 30 minutes, so
+# one token opening sessions in a loop must not fill the memory; the least recently used idle
+# one is ended to make room, and with none idle a new one is refused (429)
+MAX_MCP_SESSIONS = 100
+SESSION_HEADER = "mcp-session-id"
 
 
 def _json(value: Any, status: int = 200) -> Response:
@@ -139,11 +146,20 @@ class Api:
 
 class McpRoute:
     """/mcp: the MCP SDK's streamable HTTP transport, with memory_write offered only to a write
-    token on a --writable server (a read token's session has no such tool to call)."""
+    token on a --writable server (a read token's session has no such tool to call), and at most
+    MAX_MCP_SESSIONS sessions a token.
+
+    The sessions are counted here from what passes (the SDK keeps its own to itself): the id an
+    answer to initialize gives, the requests in flight on each (an open stream is one), and the
+    end a DELETE or a 404 says. A session the SDK ended when it sat idle is still counted, as
+    the least recently used: it is the first ended to make room, which costs nothing."""
 
     def __init__(self, server: MemoryServer) -> None:
         self.readers = self._manager(server, read_only=True)
         self.writers = self._manager(server, read_only=False) if server.writable else None
+        # token digest -> {session id: requests in flight}, least recently used first
+        self.sessions: dict[str, collections.OrderedDict[str, int]] = {}
+        self.opening: collections.Counter[str] = collections.Counter()  # token digest -> count
 
     @staticmethod
     def _manager(server: MemoryServer, read_only: bool) -> StreamableHTTPSessionManager:
@@ -166,9 +182,106 @@ class McpRoute:
         visitor = scope["user"]
         assert isinstance(visitor, Visitor)  # the Guard let nobody else in
         writes = visitor.token.writes and self.writers is not None
-        await (self.writers if writes and self.writers else self.readers).handle_request(
-            scope, receive, send
-        )
+        manager = self.writers if writes and self.writers else self.readers
+        session = Headers(scope=scope).get(SESSION_HEADER)
+        if session is None:
+            await self._open(manager, visitor.token, scope, receive, send)
+        else:
+            await self._within(manager, visitor.token.sha256, session, scope, receive, send)
+
+    async def _open(
+        self,
+        manager: StreamableHTTPSessionManager,
+        token: Token,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """A request without a session (an initialize), room made for the session it opens."""
+        key = token.sha256
+        held = self.sessions.setdefault(key, collections.OrderedDict())
+        if len(held) + self.opening[key] >= MAX_MCP_SESSIONS:
+            idle = next((session for session, busy in held.items() if not busy), None)
+            if idle is None:
+                message = (
+                    f"this token holds {MAX_MCP_SESSIONS} MCP sessions, all busy: end one (a "
+                    "client ends its session when it closes) before opening another"
+                )
+                await refusal(scope["path"], 429, message)(scope, receive, send)
+                return
+            del held[idle]
+            log.info("ended the least recently used idle MCP session of %s", token.name)
+            await self._end(manager, idle, scope)
+        self.opening[key] += 1
+        counted, opened = True, None
+
+        async def noting(message: Message) -> None:
+            nonlocal counted, opened
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                opened = Headers(raw=message["headers"]).get(SESSION_HEADER)
+                if opened is not None:
+                    self.opening[key] -= 1
+                    counted = False
+                    held[opened] = 1  # this answer is in flight
+            await send(message)
+
+        try:
+            await manager.handle_request(scope, receive, noting)
+        finally:
+            if counted:
+                self.opening[key] -= 1
+            if opened is not None and opened in held:
+                held[opened] -= 1
+
+    async def _within(
+        self,
+        manager: StreamableHTTPSessionManager,
+        key: str,
+        session: str,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """A request in a session: in flight while it is answered, its end noted."""
+        held = self.sessions.get(key, collections.OrderedDict())
+        if session not in held:  # another token's, or one that ended: the SDK says 404
+            await manager.handle_request(scope, receive, send)
+            return
+        held[session] += 1
+        held.move_to_end(session)
+        status = 0
+
+        async def noting(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await manager.handle_request(scope, receive, noting)
+        finally:
+            if session in held:
+                held[session] -= 1
+                if status == 404 or (scope["method"] == "DELETE" and status < 400):
+                    del held[session]
+
+    @staticmethod
+    async def _end(manager: StreamableHTTPSessionManager, session: str, scope: Scope) -> None:
+        """End `session` as its client would, by a DELETE with its id (and its token)."""
+        ending = {
+            **scope,
+            "method": "DELETE",
+            "query_string": b"",
+            "headers": [(SESSION_HEADER.encode(), session.encode("latin-1"))],
+        }
+
+        async def no_body() -> Message:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def unheard(message: Message) -> None:
+            return None
+
+        await manager.handle_request(ending, no_body, unheard)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -198,8 +311,11 @@ def make_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with mcp.running():
-            yield
+        try:
+            async with mcp.running():
+                yield
+        finally:
+            tokens.flush()  # the last uses noted since the last write, where it can be written
 
     routes: list[BaseRoute] = [
         Route("/api/search", api.search, methods=["GET"]),

@@ -1,9 +1,12 @@
 """Where `memsync serve` listens and which names it answers to: pure rules over `--listen`,
-`--allow-host`, the Host and Origin headers, the session cookie's name and the login address."""
+`--allow-host`, the Host and Origin headers, the session cookie's name and the login address;
+and one look-up, whether the --listen host is this machine's."""
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import socket
 import urllib.parse
 from dataclasses import dataclass
 
@@ -12,6 +15,7 @@ from ..errors import ConfigError
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8631  # documented in docs/serving.md: clients' configurations name it
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+WILDCARDS = {"0.0.0.0": DEFAULT_HOST, "::": "::1"}  # every address -> the one a browser here opens
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -27,11 +31,22 @@ class Listen:
     def loopback(self) -> bool:
         return is_loopback(self.host)
 
+    @property
+    def family(self) -> socket.AddressFamily:
+        return socket.AF_INET6 if ":" in self.host else socket.AF_INET
+
     def address(self, tls: bool) -> str:
         """The address a browser on this machine opens; a wildcard host is reached at loopback."""
-        host = self.host if self.host not in ("0.0.0.0", "::", "") else DEFAULT_HOST
-        shown = f"[{host}]" if ":" in host else host
-        return f"{'https' if tls else 'http'}://{shown}:{self.port}"
+        shown = str(Listen(WILDCARDS.get(self.host, self.host), self.port))
+        return f"{'https' if tls else 'http'}://{shown}"
+
+    def listening(self, tls: bool) -> str:
+        """What the log says it listens on: the address itself, and for a wildcard (every
+        address of this machine) the one a browser here opens."""
+        scheme = "https" if tls else "http"
+        if self.host in WILDCARDS:
+            return f"{scheme}://{self} (every address of this machine; here {self.address(tls)})"
+        return self.address(tls)
 
 
 def parse_listen(text: str) -> Listen:
@@ -48,6 +63,28 @@ def parse_listen(text: str) -> Listen:
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"--listen {text}: the port must be a number 1-65535", usage=True)
     return Listen(host.lower(), int(port))
+
+
+def check_local(listen: Listen) -> None:
+    """A usage error unless the --listen host is one of this machine's (or a wildcard): looked
+    up and bound to a spare port, as serve will bind it, before anything starts."""
+    try:
+        with socket.socket(listen.family, socket.SOCK_STREAM) as probe:
+            probe.bind((listen.host, 0))
+    except socket.gaierror as exc:
+        raise ConfigError(
+            f"--listen {listen}: there is no host named {listen.host}: give an address of this "
+            f"machine (127.0.0.1, 0.0.0.0 for all of them) or a name it has",
+            usage=True,
+        ) from exc
+    except OSError as exc:
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise ConfigError(
+                f"--listen {listen}: {listen.host} is not an address of this machine: give one "
+                f"it has (127.0.0.1, 0.0.0.0 for all of them)",
+                usage=True,
+            ) from exc
+        # anything else (a port not allowed, say) is said by the bind itself
 
 
 def is_loopback(host: str) -> bool:

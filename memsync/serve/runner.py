@@ -30,9 +30,8 @@ DRAIN = 3  # seconds a stopping server gives requests in flight and open MCP str
 
 def bind(listen: Listen) -> socket.socket:
     """The listening socket, or the one line that says why there is none."""
-    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
     try:
-        return socket.create_server((listen.host, listen.port), family=family)
+        return socket.create_server((listen.host, listen.port), family=listen.family)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise MemsyncError(
