@@ -315,6 +315,8 @@ def test_a_score_past_float_s_range_leaves_an_agent_s_search_unreranked_with_a_n
     "url, problem",
     [
         ("http://user:secret@[::1/v1/rerank", "Invalid IPv6 URL"),
+        ("http://user:secret@[::1", "Invalid IPv6 URL"),
+        ("http://user:secret@127.0.0.1:x/", "Port could not be cast to integer"),
         ("ftp://127.0.0.1/v1/rerank", "http:// or https://"),
         ("http:///v1/rerank", "no host"),
         ("http://user:secret@127.0.0.1:99999/v1/rerank", "Port out of range"),
@@ -324,12 +326,16 @@ def test_a_score_past_float_s_range_leaves_an_agent_s_search_unreranked_with_a_n
 def test_a_rerank_url_no_request_can_be_sent_to_is_refused_when_the_settings_are_read(
     vault: Path, url: str, problem: str
 ) -> None:
-    for command in (("query", "deploy", "--vault", str(vault)), ("status",)):
+    for command in (
+        ("query", "deploy", "--vault", str(vault)),
+        ("status",),
+        ("serve", str(vault), "--listen", "127.0.0.1:9"),  # refused before it listens
+    ):
         done = memsync(*command, env={"MEMSYNC_RERANK_URL": url})
         assert done.returncode == 2, done.stderr
         [line] = done.stderr.splitlines()
         assert line.startswith("memsync: error: rerank_url ") and problem in line
-        assert "secret" not in line and done.stdout == ""
+        assert "secret" not in line and "user" not in line and done.stdout == ""
 
 
 def test_a_url_httpx_refuses_later_leaves_the_results_unreranked_with_a_notice(
