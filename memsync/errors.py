@@ -11,7 +11,8 @@
      ├── LockError                another writer (index or watch) holds this index
      ├── VaultTaken               the index belongs to another folder or host (index, watch)
      ├── ArgumentError            an argument refused: a path outside the vault, hidden or not a
-     │                            note, a line range past the end, a write memsync will not make
+     │    │                       note, a line range past the end, a write memsync will not make
+     │    └── NoSuchNote          no note at that path (on disk, or in the index elsewhere)
      └── EmbeddingError           the embedding provider failed
           ├── EmbeddingAuthError      401/403: the key is missing or wrong
           ├── EmbeddingConfigError    404, unknown provider, model not installed
@@ -68,6 +69,10 @@ class VaultTaken(MemsyncError):
 
 
 class ArgumentError(MemsyncError):
+    pass
+
+
+class NoSuchNote(ArgumentError):
     pass
 
 
