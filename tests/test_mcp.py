@@ -442,9 +442,10 @@ def test_memory_status_is_what_status_json_says(indexed: tuple[Path, Path]) -> N
     assert not error and "state:" in text
     for key in ("vault", "files_indexed", "chunks", "text_up_to_date", "skipped"):
         assert facts[key] == cli[key], key
-    # the server searches the vectors it keeps, a query process through sqlite-vec: each says so
-    assert "keeps the mean vectors in memory" in facts["vector_backend"]
+    # the index's backend, the same for both; keyword-only, neither keeps vectors in memory
+    assert facts["vector_backend"] == cli["vector_backend"]
     assert cli["vector_backend"].startswith("sqlite-vec")
+    assert facts["vectors_in_memory"] is cli["vectors_in_memory"] is False
 
 
 def test_memory_write_appends_to_today_then_search_finds_it(indexed: tuple[Path, Path]) -> None:
@@ -638,7 +639,7 @@ def test_an_agent_reads_and_writes_a_vault_kept_in_postgresql(
     assert not found[0] and found[2]["results"][0]["path"] == "tech/ssh.md"
     assert not written[0] and again[2]["results"][0]["path"] == "inbox/new.md"
     assert status[2]["files_indexed"] == 8 and "pgvector" in status[2]["vector_backend"]
-    assert "keeps the mean vectors in memory" in status[2]["vector_backend"]
+    assert not status[2]["vectors_in_memory"]  # keyword-only: no vectors to keep
     assert name in status[2]["db"] and "@" in status[2]["db"]
 
 

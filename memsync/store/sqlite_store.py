@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .. import fts
 from ..errors import StoreError, os_reason
 from ..filters import NoteFilter
-from ..vectors import KEPT_IN_MEMORY, centroid, window_rows
+from ..vectors import centroid, window_rows
 from .protocols import SOURCE, ModelKey, NoteWrite, translating
 from .sql_reading import Ranking, SharedReading
 from .sql_schema import (
@@ -325,8 +325,6 @@ class SqliteStore(SharedReading):
 
     @property
     def vector_backend(self) -> str:
-        if self._keeps_means():
-            return f"numpy, {KEPT_IN_MEMORY}"
         if self.vec_version:
             return f"sqlite-vec {self.vec_version}"
         return "numpy (sqlite-vec extension could not be loaded)"
