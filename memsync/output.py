@@ -111,7 +111,7 @@ def status_text(facts: dict[str, Any]) -> str:
         lines.append(f"vectors:  {facts['vector_backend']}{kept}")
     else:  # the user's choice (--provider none), said here once rather than by every query
         lines.append("model:    none")
-        lines.append("vectors:  none (indexed with provider none: keyword search only)")
+        lines.append("vectors:  none (indexed without an embedding model: keyword search only)")
     if facts["read_only"]:
         lines.append("access:   read-only for this user (queries are not refreshed)")
     if facts.get("schema_behind"):

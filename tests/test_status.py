@@ -102,7 +102,7 @@ def test_an_index_made_with_provider_none_says_so_once_and_waits_for_nothing(
     vault = _vault(tmp_path / "notes")
     assert _invoke("index", str(vault), "--provider", "none").exit_code == 0
     text = _invoke("status", "--vault", str(vault)).output
-    assert "vectors:  none (indexed with provider none: keyword search only)\n" in text
+    assert "vectors:  none (indexed without an embedding model: keyword search only)\n" in text
     assert "waiting for embeddings" not in text and "memsync index" not in text
     for mode in ("hybrid", "rrf"):
         asked = _invoke("query", "staging redis", "--vault", str(vault), "--mode", mode, "--json")
@@ -116,7 +116,8 @@ def test_an_index_made_with_provider_none_says_so_once_and_waits_for_nothing(
     )
     [notice] = vector["notices"]
     assert (
-        notice == "vector search unavailable: the index has no vectors (indexed with provider none)"
+        notice
+        == "vector search unavailable: the index has no vectors (indexed without an embedding model)"
     )
 
 

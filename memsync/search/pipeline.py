@@ -103,7 +103,7 @@ class KeywordLeg:
 
 
 NOT_RUN = KeywordLeg()
-KEYWORD_ONLY = "the index has no vectors (indexed with provider none)"
+KEYWORD_ONLY = "the index has no vectors (indexed without an embedding model)"
 
 
 # -- the steps -----------------------------------------------------------------------------------
