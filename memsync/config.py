@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .redact import is_conninfo, redact, redacted
+from .redact import is_conninfo, redact, redact_login, redacted
 from .text import as_text, is_utf8
 
 PROVIDERS = ("auto", "local", "openai", "ollama", "none")
@@ -93,7 +93,9 @@ def checked_rerank_url(url: str) -> str:
     problem = _url_problem(url)
     if problem:
         raise ConfigError(
-            f"rerank_url {redact(url)} cannot be used: {problem}", ("rerank_url",), usage=True
+            f"rerank_url {redact_login(url)} cannot be used: {problem}",
+            ("rerank_url",),
+            usage=True,
         )
     return url
 

@@ -13,7 +13,8 @@
      ├── UnsafeFile               a file memsync trusts (the token file) or its folder is a link,
      │                            or another user could have written it
      ├── ArgumentError            an argument refused: a path outside the vault, hidden or not a
-     │                            note, a line range past the end, a write memsync will not make
+     │    │                       note, a line range past the end, a write memsync will not make
+     │    └── NoSuchNote          no note at that path (on disk, or in the index elsewhere)
      └── EmbeddingError           the embedding provider failed
           ├── EmbeddingAuthError      401/403: the key is missing or wrong
           ├── EmbeddingConfigError    404, unknown provider, model not installed
@@ -74,6 +75,10 @@ class UnsafeFile(MemsyncError):
 
 
 class ArgumentError(MemsyncError):
+    pass
+
+
+class NoSuchNote(ArgumentError):
     pass
 
 

@@ -26,7 +26,7 @@ from .agent import results, stdio
 from .agent.lending import Connections
 from .agent.results import Links, NoteLines, SearchResult, Tree, Written
 from .config import RANGES, Config
-from .errors import IndexNotFound, MemsyncError
+from .errors import IndexNotFound, MemsyncError, NoSuchNote
 from .memory import MAX_QUERY_CHARS, Lines, Memory, search_options
 
 log = logging.getLogger("memsync.mcp")
@@ -47,27 +47,20 @@ def _result(text: str, structured: Any) -> CallToolResult:
     )
 
 
-def _read(memory: Memory, path: str, start: int | None, end: int | None) -> Lines | None:
+def _read_either_form(memory: Memory, path: str, start: int | None, end: int | None) -> Lines:
+    """The note named exactly `path` (as memory_search's data gives it); where there is none,
+    the note whose name memory_search's text shows so (`new\\nline.md` for a name holding a
+    newline). The exact name wins: it is the only reading that names one note for certain."""
     try:
         return memory.read(path, start, end)
-    except MemsyncError:
-        return None
-
-
-def _read_either_form(memory: Memory, path: str, start: int | None, end: int | None) -> Lines:
-    """A note named `path` as memory_search's data gives it, else as its text shows it escaped;
-    refused when the two forms name two different notes."""
-    escaped = output.unescape_name(path)
-    if escaped == path:
-        return memory.read(path, start, end)
-    literal = _read(memory, path, start, end)
-    other = _read(memory, escaped, start, end)
-    if literal is not None and other is not None:
-        raise MemsyncError(
-            f"{output.escape_name(path)} names two notes (as given and with its escapes read): "
-            "give the path exactly as memory_search's data shows it"
-        )
-    return literal or other or memory.read(path, start, end)
+    except NoSuchNote as missing:
+        escaped = output.unescape_name(path)
+        if escaped == path:
+            raise
+        try:
+            return memory.read(escaped, start, end)
+        except NoSuchNote:
+            raise missing from None
 
 
 class MemoryServer:

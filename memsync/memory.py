@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any
 from . import notes
 from .config import Config, data_dir, is_postgres
 from .embedders import Embedder, embedder_for_index, make_embedder, make_reranker, resolve_provider
-from .errors import ArgumentError, IndexNotFound, LockError, MemsyncError, StoreError, VaultTaken
+from .errors import (
+    ArgumentError,
+    IndexNotFound,
+    LockError,
+    MemsyncError,
+    NoSuchNote,
+    StoreError,
+    VaultTaken,
+)
 from .filters import note_filter, path_globs
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import checked_path, note_path, parse_location
@@ -278,7 +286,7 @@ class Memory:
                 return notes.read_lines(root, rel, start, end, max_bytes, capped=capped)
         indexed = self.store.indexed_text(rel)
         if indexed is None:
-            raise ArgumentError(
+            raise NoSuchNote(
                 f"no note at {rel} in the index of {self.location}: give its path inside the "
                 "vault, as query prints it"
             )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from . import confined, vault
-from .errors import ArgumentError, os_reason
+from .errors import ArgumentError, NoSuchNote, os_reason
 from .text import NOTE_SUFFIXES, as_text, fold, is_hidden
 from .vault import SkipFile, read_note
 
@@ -120,9 +120,7 @@ def checked_path(
     if verdict is not None:
         return clean
     if existing:
-        raise ArgumentError(
-            f"no note at {clean}: give its path inside the vault, as query prints it"
-        )
+        raise NoSuchNote(f"no note at {clean}: give its path inside the vault, as query prints it")
     reason = vault.why_not_creatable(root, clean)
     if reason:
         raise ArgumentError(f"{clean}: {reason}")

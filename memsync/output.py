@@ -107,18 +107,21 @@ def status_text(facts: dict[str, Any]) -> str:
     lines = [f"vault:    {facts['vault'] or '(unknown)'}{host}", f"index:    {facts['db']}"]
     if facts["model"]:
         lines.append(f"model:    {facts['provider']} {facts['model']} ({facts['dims']} dims)")
-    else:
-        lines.append("model:    none (keyword search only)")
-    lines.append(f"vectors:  {facts['vector_backend']}")
+        kept = "; this server searches its copy in memory" if facts["vectors_in_memory"] else ""
+        lines.append(f"vectors:  {facts['vector_backend']}{kept}")
+    else:  # the user's choice (--provider none), said here once rather than by every query
+        lines.append("model:    none")
+        lines.append("vectors:  none (indexed without an embedding model: keyword search only)")
     if facts["read_only"]:
         lines.append("access:   read-only for this user (queries are not refreshed)")
     if facts.get("schema_behind"):
         lines.append(f"schema:   {facts['schema_behind']}")
     lines.append(f"files:    {_files_status(facts, notes_on)}")
-    lines.append(
-        f"chunks:   {facts['chunks']} ({facts['chunks_embedded']} with vectors, "
-        f"{facts['chunks_pending']} waiting for embeddings)"
-    )
+    chunks = f"chunks:   {facts['chunks']}"
+    if facts["model"]:
+        chunks += f" ({facts['chunks_embedded']} with vectors, "
+        chunks += f"{facts['chunks_pending']} waiting for embeddings)"
+    lines.append(chunks)
     if "links" in facts:
         lines.append(f"links:    {facts['links']} ({facts['unresolved_links']} unresolved)")
     lines += _writer_status(facts["writer"])
@@ -166,7 +169,7 @@ def _sync_state(facts: dict[str, Any], notes_on: str) -> str:
     if facts["complete"]:
         return "up to date"
     if facts["text_up_to_date"] and not facts["model"]:
-        return "up to date for keyword search (no embedding model has run: memsync index VAULT)"
+        return "up to date"
     if disk.get("here") is False:
         return f"not compared here: the vault's notes are{notes_on}, where its writer runs"
     if not disk["present"]:
@@ -293,7 +296,7 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
     """Rank, score, path:start-end (editors jump there; with `links`, the vault, a terminal link
     to the file too), and the best-matching lines."""
     lines = []
-    if outcome.mode != outcome.requested_mode:
+    if outcome.mode != outcome.requested_mode and outcome.notices:  # the notices say why
         lines.append(f"({mode_ran(outcome.mode, outcome.requested_mode)})")
     for notice in outcome.notices:
         lines.append(f"note: {notice}")

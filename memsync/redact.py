@@ -56,6 +56,16 @@ def redact(text: str) -> str:
     return redacted(text).without_secrets
 
 
+def redact_login(text: str) -> str:
+    """redact(), the user name hidden too: for a URL an error says cannot be read, where what
+    reads as a user name may be a token, or part of a password cut at the wrong place."""
+    shown = redacted(text)
+    if shown.user is None:
+        return shown.without_secrets
+    scheme, _, rest = shown.without_secrets.partition("://")
+    return f"{scheme}://{HIDDEN}@{rest.partition('@')[2]}"
+
+
 def redacted(text: str) -> Redacted:
     """What redact() shows, whether it is certain, and the credentials it took out."""
     if is_conninfo(text):

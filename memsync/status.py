@@ -26,6 +26,7 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
         skips = store.skip_rows()
         warnings = store.file_warnings()
         backend = store.vector_backend
+        in_memory = store.keeps_mean_vectors
         read_only = store.read_only
         behind = store.behind
         links = store.link_counts() if store.has_links else None
@@ -53,7 +54,8 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
         "provider": meta.get("provider"),
         "model": meta.get("model"),
         "dims": int(meta["dims"]) if meta.get("dims") else None,
-        "vector_backend": backend,
+        "vector_backend": backend,  # the index's, as every reader reports it
+        "vectors_in_memory": in_memory,  # this reader (a server) searches its own copy instead
         "files_indexed": counts["files"],
         "chunks": counts["chunks"],
         "chunks_embedded": counts["embedded"],

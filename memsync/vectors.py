@@ -170,10 +170,6 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
 MEMORY_VECTOR_BYTES = 256 << 20
 
 
-# how `status` names a long-lived reader's search over the mean vectors it keeps
-KEPT_IN_MEMORY = "exact: this reader keeps the mean vectors in memory"
-
-
 def fit_in_memory(count: int, dims: int) -> bool:
     return count * dims * 4 <= MEMORY_VECTOR_BYTES
 

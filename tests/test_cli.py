@@ -34,7 +34,10 @@ def test_index_keyword_only_then_status_json(tmp_path: Path) -> None:
     assert facts["text_up_to_date"] and not facts["complete"]
     assert facts["model"] is None
     text = _invoke("status", "--vault", str(vault)).output
-    assert "state:    up to date for keyword search" in text
+    assert (
+        "state:    up to date\n" in text
+        and "vectors:  none (indexed without an embedding model" in text
+    )
 
 
 def test_index_of_a_vault_in_two_scripts_builds_the_glossary_once(tmp_path: Path) -> None:

@@ -64,10 +64,34 @@ def test_a_db_or_reranker_setting_is_refused_without_its_password() -> None:
     neither, and neither error shows the password."""
     assert is_postgres("host=db user=ana password=Kv-53cret dbname=notes")
     assert not is_postgres("notes.sqlite") and not is_postgres("/tmp/x=1.sqlite")
-    for bad in (
-        {"db": "postgresq://ana:Kv-53cret@db/notes"},
-        {"rerank_url": "htps://ana:Kv-53cret@rerank.example/rerank"},
-    ):
-        with pytest.raises(ConfigError) as refused:
-            load_config(**bad)
-        assert "Kv-53cret" not in str(refused.value) and "ana@" in str(refused.value)
+    with pytest.raises(ConfigError) as refused:
+        load_config(db="postgresq://ana:Kv-53cret@db/notes")
+    assert "Kv-53cret" not in str(refused.value) and "ana@" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "htps://ana:Kv-53cret@rerank.example/rerank",
+        "http://ana:Kv-53cret@[::1",
+        "http://ana:Kv-53cret@127.0.0.1:x/",
+    ],
+)
+def test_a_rerank_url_that_cannot_be_used_is_refused_without_its_login(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """Neither the password nor the user name (a token, for some servers) is shown, whether
+    the URL comes from the config file, the environment or a flag."""
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(f'rerank_url = "{url}"\n')
+    for source in ("file", "environment", "flag"):
+        with monkeypatch.context() as scope:
+            if source == "file":
+                scope.setenv("MEMSYNC_CONFIG", str(config_file))
+            elif source == "environment":
+                scope.setenv("MEMSYNC_RERANK_URL", url)
+            with pytest.raises(ConfigError) as refused:
+                load_config(**({"rerank_url": url} if source == "flag" else {}))
+        message = str(refused.value)
+        assert "rerank_url" in message and "***@" in message, message
+        assert "Kv-53cret" not in message and "ana" not in message, message

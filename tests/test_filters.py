@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from collections.abc import Iterator
@@ -139,6 +140,74 @@ def test_a_filtered_query_ranks_exactly_as_the_unfiltered_one_does(
             # the same scores in the same order; among equal scores any of the tied chunks
             assert [score for _, score in got] == [score for _, score in reference[:4]], mode
             assert set(got) <= set(reference), mode
+
+
+@pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
+def test_a_thousand_path_or_tag_filters_search_as_a_few_do(store: Store, mode: str) -> None:
+    """Each kind of filter is one argument however many there are: a chain of a thousand
+    conditions was an expression tree too deep for SQLite."""
+    elsewhere = [f"elsewhere-{n}/" for n in range(999)]
+    assert _paths(store, "heron deploy", mode, paths=[*elsewhere, "projects/"]) == [
+        "projects/heron.md",
+        "projects/kestrel.md",
+    ]
+    assert _paths(store, "heron deploy", mode, paths=elsewhere) == []
+    assert _paths(store, "heron deploy", mode, tags=[f"tag-{n}" for n in range(1000)]) == []
+    assert _paths(store, "heron deploy", mode, tags=["project", "ops", "project/heron"]) == [
+        "projects/heron.md"
+    ]
+
+
+def test_a_thousand_filters_answer_through_the_cli_the_http_api_and_mcp(
+    indexed: tuple[Path, Path],
+) -> None:
+    """Through a real process's CLI, a real server's JSON API and the MCP SDK's client."""
+    import httpx
+    from click.testing import CliRunner
+    from test_mcp import calls
+    from test_serve import serving
+
+    from memsync.cli import main
+    from memsync.config import load_config
+    from memsync.serve.tokens import Tokens
+
+    _, db = indexed
+    elsewhere = [f"elsewhere-{n}/" for n in range(999)]
+    unknown = [f"tag-{n}" for n in range(1000)]
+    tech = ["tech/redis.md", "tech/ssh.md"]
+
+    def found(results: list[dict[str, object]]) -> list[object]:
+        return sorted({hit["path"] for hit in results})
+
+    def cli(flag: str, values: list[str]) -> list[object]:
+        flags = [part for value in values for part in (flag, value)]
+        ask = ["query", "port", "--db", str(db), "--min-score", "0", "--json", *flags]
+        done = CliRunner().invoke(main, ask)
+        assert done.exit_code == 0, done.output
+        return found(json.loads(done.stdout)["results"])
+
+    assert cli("--path", [*elsewhere, "tech/"]) == tech
+    assert cli("--tag", unknown) == []
+    token = Tokens().add("filters")
+    with serving(load_config(db=str(db)), None) as url:
+
+        def api(name: str, values: list[str]) -> list[object]:
+            asked = [("q", "port"), ("min_score", "0"), *((name, value) for value in values)]
+            answer = httpx.get(
+                f"{url}/api/search", params=asked, headers={"Authorization": f"Bearer {token}"}
+            )
+            assert answer.status_code == 200, answer.text
+            return found(answer.json()["results"])
+
+        assert api("path", [*elsewhere, "tech/"]) == tech
+        assert api("tag", unknown) == []
+    (e1, _, none), (e2, _, some) = calls(
+        ["--db", str(db)],
+        ("memory_search", {"query": "port", "min_score": 0, "tags": unknown}),
+        ("memory_search", {"query": "port", "min_score": 0, "tags": ["ops", "ops/network"] * 500}),
+    )
+    assert not e1 and none["results"] == []
+    assert not e2 and found(some["results"]) == ["ops/runbook.md"]
 
 
 def test_vectors_in_memory_filter_like_sqlite_vec(tmp_path: Path) -> None:

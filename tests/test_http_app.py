@@ -4,6 +4,7 @@ value) is one short answer with no trace."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import write
+from conftest import EmbeddingServer, write
 from starlette.testclient import TestClient
 
 from memsync.cli import main
@@ -41,15 +42,26 @@ class Site:
         return self.client.get(url, headers=headers)
 
 
-@pytest.fixture
-def site(tmp_path: Path) -> Iterator[Site]:
+def _notes(tmp_path: Path, *flags: str, env: dict[str, str] | None = None) -> Path:
+    """Three notes indexed with `flags` (a provider): the index file."""
     vault = tmp_path / "notes"
     write(vault, "MEMORY.md", "# MEMORY\n\n- Coffee: flat white with oat milk.\n")
     write(vault, "tech/redis.md", "# Redis\n\nThe staging Redis listens on port 6380.\n")
     write(vault, "daily/2026-11-02.md", "---\ntags: [ops]\n---\n# Monday\n\nRedis restarted.\n")
     db = tmp_path / "i.sqlite"
-    done = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
+    done = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), *flags], env=env)
     assert done.exit_code == 0, done.output
+    return db
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[Site]:
+    with serving(_notes(tmp_path, "--provider", "none")) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serving(db: Path) -> Iterator[Site]:
     config = load_config(db=str(db))
     server = MemoryServer(config, lambda: Memory.open(config, long_lived=True), False, (), 2)
     tokens = Tokens()
@@ -85,6 +97,22 @@ def test_search_get_and_status_answer_as_the_cli_prints(site: Site) -> None:
     assert lines["text"] == "The staging Redis listens on port 6380." and lines["copy"] is None
     status = site.get("/api/status", site.reader).json()
     assert status["chunks"] == _cli_json("status", "--db", str(site.db), "--json")["chunks"]
+
+
+def test_api_status_reports_the_index_s_vector_backend_as_status_json_does(
+    tmp_path: Path, embedding_server: EmbeddingServer
+) -> None:
+    """The server's own copy of the vectors is a key of its own, not another backend."""
+    env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
+    db = _notes(tmp_path, "--provider", "openai", env=env)
+    cli = _cli_json("status", "--db", str(db), "--json")
+    with serving(db) as site:
+        api = site.get("/api/status", site.reader).json()
+    assert api["vector_backend"] == cli["vector_backend"]
+    assert cli["vector_backend"].startswith("sqlite-vec ")
+    assert api["vectors_in_memory"] is True and cli["vectors_in_memory"] is False
+    shown = CliRunner().invoke(main, ["status", "--db", str(db)]).stdout
+    assert f"vectors:  {cli['vector_backend']}\n" in shown
 
 
 @pytest.mark.parametrize(

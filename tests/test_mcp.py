@@ -300,25 +300,41 @@ def test_a_name_with_a_control_character_is_read_as_the_search_text_shows_it(
         assert error and "gone\\nline.md" in text and "\n" not in text  # one line
 
 
-def test_a_name_with_a_real_backslash_is_read_literally_and_two_readings_are_refused(
+def test_a_name_with_a_real_backslash_is_read_literally_beside_one_with_a_newline(
     tmp_path: Path,
 ) -> None:
+    """`new\\nline.md` (a backslash and `n`) beside a note whose name holds a real newline:
+    over the SDK's client, each name reads its own note; the exact name wins over the escaped
+    reading, even when the lines asked for are past its end."""
     vault = agent_vault(tmp_path / "notes")
     write(vault, "back\\x2e\\x2e.md", "# Wombats\n\nwombats dig\n")
     write(vault, "new\\nline.md", "# Real backslash\n\nbackslash note\n")
-    write(vault, "new\nline.md", "# Newline\n\nnewline note\n")
+    write(vault, "new\nline.md", "# Newline\n\nnewline note\n\nmore\n")
     db = tmp_path / "i.sqlite"
     result = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
     assert result.exit_code == 0, result.output
-    with in_process(db) as tool:
-        error, _, lines = tool("memory_get", path="back\\x2e\\x2e.md", start_line=3, end_line=3)
-        assert not error and lines["text"] == "wombats dig"
-        _, text, data = tool("memory_search", query="wombats")
-        assert "back\\\\x2e\\\\x2e.md" in text  # the text form doubles the backslashes
-        error, _, lines = tool("memory_get", path="back\\\\x2e\\\\x2e.md", start_line=3, end_line=3)
-        assert not error and lines["text"] == "wombats dig"
-        error, text, _ = tool("memory_get", path="new\\nline.md")
-        assert error and "two notes" in text and "\n" not in text
+    (
+        (e1, _, wombats),
+        (_, found, _),
+        (e2, _, doubled),
+        (e3, _, backslash),
+        (e4, _, newline),
+        (e5, past_end, _),
+    ) = calls(
+        ["--db", str(db)],
+        ("memory_get", {"path": "back\\x2e\\x2e.md", "start_line": 3, "end_line": 3}),
+        ("memory_search", {"query": "wombats"}),
+        ("memory_get", {"path": "back\\\\x2e\\\\x2e.md", "start_line": 3, "end_line": 3}),
+        ("memory_get", {"path": "new\\nline.md"}),
+        ("memory_get", {"path": "new\nline.md"}),
+        ("memory_get", {"path": "new\\nline.md", "start_line": 5, "end_line": 5}),
+    )
+    assert not e1 and wombats["text"] == "wombats dig"
+    assert "back\\\\x2e\\\\x2e.md" in found  # the text form doubles the backslashes
+    assert not e2 and doubled["text"] == "wombats dig"
+    assert not e3 and backslash["path"] == "new\\nline.md" and "backslash note" in backslash["text"]
+    assert not e4 and newline["path"] == "new\nline.md" and "newline note" in newline["text"]
+    assert e5 and "out of range" in past_end and "more" not in past_end
 
 
 @pytest.mark.parametrize(
@@ -438,9 +454,10 @@ def test_memory_status_is_what_status_json_says(indexed: tuple[Path, Path]) -> N
     assert not error and "state:" in text
     for key in ("vault", "files_indexed", "chunks", "text_up_to_date", "skipped"):
         assert facts[key] == cli[key], key
-    # the server searches the vectors it keeps, a query process through sqlite-vec: each says so
-    assert "keeps the mean vectors in memory" in facts["vector_backend"]
+    # the index's backend, the same for both; keyword-only, neither keeps vectors in memory
+    assert facts["vector_backend"] == cli["vector_backend"]
     assert cli["vector_backend"].startswith("sqlite-vec")
+    assert facts["vectors_in_memory"] is cli["vectors_in_memory"] is False
 
 
 def test_memory_write_appends_to_today_then_search_finds_it(indexed: tuple[Path, Path]) -> None:
@@ -634,7 +651,7 @@ def test_an_agent_reads_and_writes_a_vault_kept_in_postgresql(
     assert not found[0] and found[2]["results"][0]["path"] == "tech/ssh.md"
     assert not written[0] and again[2]["results"][0]["path"] == "inbox/new.md"
     assert status[2]["files_indexed"] == 8 and "pgvector" in status[2]["vector_backend"]
-    assert "keeps the mean vectors in memory" in status[2]["vector_backend"]
+    assert not status[2]["vectors_in_memory"]  # keyword-only: no vectors to keep
     assert name in status[2]["db"] and "@" in status[2]["db"]
 
 

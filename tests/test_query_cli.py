@@ -42,7 +42,7 @@ def test_json_output_shape_with_keyword_only_index(keyword_vault: Path) -> None:
     payload = json.loads(result.output)
     assert payload["query"] == "OPS-1432" and payload["mode"] == "keyword"
     assert payload["requested_mode"] == "hybrid"
-    assert any("vector search unavailable" in n for n in payload["notices"])
+    assert payload["notices"] == []  # keyword-only is the user's choice: status says it
     top = payload["results"][0]
     assert top["path"] == "tech/redis.md" and (top["start_line"], top["end_line"]) == (1, 4)
     assert top["vector_score"] is None and top["text_score"] > 0 and top["exact_match"]
@@ -366,7 +366,12 @@ def test_files_lists_unique_paths_best_first_and_notices_go_to_stderr(keyword_va
         _run("query", "heron postgres", "--vault", str(keyword_vault), "--json").stdout
     )
     assert listed[0] == best["results"][0]["path"]
-    assert "vector search unavailable" in result.stderr
+    assert result.stderr == ""  # keyword-only is the user's choice: nothing to warn about
+    vector = CliRunner().invoke(
+        main,
+        ["query", "heron postgres", "--vault", str(keyword_vault), "--files", "--mode", "vector"],
+    )
+    assert vector.stdout == "" and "vector search unavailable" in vector.stderr
 
 
 def test_explain_says_how_each_score_came_about(keyword_vault: Path) -> None:

@@ -231,6 +231,7 @@ def _endless(handler: BaseHTTPRequestHandler, documents: int, closing: threading
 
 MISBEHAVIOURS: dict[str, Answer] = {
     "a score of 1e400": _results(_fine, lambda i: "1e400" if i == 0 else "0.5"),
+    "a whole-number score past float's range": _results(_fine, lambda i: "1" + "0" * 400),
     "an index of 1e999": _results(lambda i: "1e999" if i == 0 else str(i), _rising),
     "a NaN score": _results(_fine, lambda i: "NaN" if i == 0 else "0.5"),
     "an infinite score": _results(_fine, lambda i: "Infinity" if i == 1 else "0.5"),
@@ -290,10 +291,32 @@ def test_a_misbehaving_reranker_leaves_the_results_in_fused_order_with_a_notice(
     assert shown.returncode == 0 and "note: results not reranked: " in shown.stdout
 
 
+def test_a_score_past_float_s_range_leaves_an_agent_s_search_unreranked_with_a_notice(
+    vault: Path, misbehaving: Callable[[Answer], MisbehavingReranker]
+) -> None:
+    """Over the MCP SDK's client: the search answers, in fused order, and says why."""
+    from test_mcp import call_each, with_server
+
+    server = misbehaving(_results(_fine, lambda i: "1" + "0" * 400))
+    env = {"MEMSYNC_RERANK_URL": server.url}
+    [(error, text, data)] = with_server(
+        ["--vault", str(vault)],
+        lambda session: call_each(session, (("memory_search", {"query": "deploy staging"}),)),
+        env,
+    )
+    assert not error, text
+    assert [r["path"] for r in data["results"]] == ["deploy.md", "runbook.md"]
+    [notice] = [n for n in data["notices"] if n.startswith("results not reranked: ")]
+    assert "not a finite number" in notice and "results not reranked" in text
+    assert server.requests
+
+
 @pytest.mark.parametrize(
     "url, problem",
     [
         ("http://user:secret@[::1/v1/rerank", "Invalid IPv6 URL"),
+        ("http://user:secret@[::1", "Invalid IPv6 URL"),
+        ("http://user:secret@127.0.0.1:x/", "Port could not be cast to integer"),
         ("ftp://127.0.0.1/v1/rerank", "http:// or https://"),
         ("http:///v1/rerank", "no host"),
         ("http://user:secret@127.0.0.1:99999/v1/rerank", "Port out of range"),
@@ -303,12 +326,16 @@ def test_a_misbehaving_reranker_leaves_the_results_in_fused_order_with_a_notice(
 def test_a_rerank_url_no_request_can_be_sent_to_is_refused_when_the_settings_are_read(
     vault: Path, url: str, problem: str
 ) -> None:
-    for command in (("query", "deploy", "--vault", str(vault)), ("status",)):
+    for command in (
+        ("query", "deploy", "--vault", str(vault)),
+        ("status",),
+        ("serve", str(vault), "--listen", "127.0.0.1:9"),  # refused before it listens
+    ):
         done = memsync(*command, env={"MEMSYNC_RERANK_URL": url})
         assert done.returncode == 2, done.stderr
         [line] = done.stderr.splitlines()
         assert line.startswith("memsync: error: rerank_url ") and problem in line
-        assert "secret" not in line and done.stdout == ""
+        assert "secret" not in line and "user" not in line and done.stdout == ""
 
 
 def test_a_url_httpx_refuses_later_leaves_the_results_unreranked_with_a_notice(

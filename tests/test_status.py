@@ -91,7 +91,34 @@ def test_status_counts_add_up_and_a_deleted_skipped_file_is_not_up_to_date(tmp_p
     assert "state:    behind: notes on disk differ from the index (1 removed)" in text
     assert _invoke("index", str(vault), "--provider", "none").exit_code == 0
     text = _invoke("status", "--vault", str(vault)).output
-    assert "binary.md" not in text and "state:    up to date for keyword search" in text
+    assert "binary.md" not in text and "state:    up to date\n" in text
+
+
+def test_an_index_made_with_provider_none_says_so_once_and_waits_for_nothing(
+    tmp_path: Path,
+) -> None:
+    """The user's choice is stated by status, not warned about by each query in the default
+    mode; a query asking for vectors only is told why there are none."""
+    vault = _vault(tmp_path / "notes")
+    assert _invoke("index", str(vault), "--provider", "none").exit_code == 0
+    text = _invoke("status", "--vault", str(vault)).output
+    assert "vectors:  none (indexed without an embedding model: keyword search only)\n" in text
+    assert "waiting for embeddings" not in text and "memsync index" not in text
+    for mode in ("hybrid", "rrf"):
+        asked = _invoke("query", "staging redis", "--vault", str(vault), "--mode", mode, "--json")
+        answer = json.loads(asked.stdout)
+        assert answer["mode"] == "keyword" and answer["notices"] == [], answer
+        assert answer["results"][0]["path"] == "a.md"
+        shown = _invoke("query", "staging redis", "--vault", str(vault), "--mode", mode).output
+        assert "asked for" not in shown and "note:" not in shown
+    vector = json.loads(
+        _invoke("query", "redis", "--vault", str(vault), "--mode", "vector", "--json").stdout
+    )
+    [notice] = vector["notices"]
+    assert (
+        notice
+        == "vector search unavailable: the index has no vectors (indexed without an embedding model)"
+    )
 
 
 def test_status_never_says_up_to_date_when_disk_differs(tmp_path: Path) -> None:

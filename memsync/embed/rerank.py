@@ -67,14 +67,27 @@ def checked_scores(body: object, api: str, count: int) -> list[float]:
                 f"the reranker sent index {_quoted(index)} for {count} candidates: each must "
                 "be a whole number in range, once"
             )
-        if type(score) not in (int, float) or not math.isfinite(score):
+        number = _finite(score)
+        if number is None:
             raise EmbeddingResponseError(
                 f"the reranker sent {_quoted(score)} as a score, not a finite number"
             )
-        found[index] = float(score)
+        found[index] = number
     if len(found) != count:
         raise EmbeddingResponseError(f"the reranker scored {len(found)} of {count} candidates")
     return [found[i] for i in range(count)]
+
+
+def _finite(value: object) -> float | None:
+    """A score as a float, or None for one that is not a finite number: JSON's integers have no
+    bound, and one past float's range (`1` and 400 zeros) cannot be converted."""
+    if type(value) not in (int, float):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _quoted(value: object) -> str:

@@ -103,6 +103,7 @@ class KeywordLeg:
 
 
 NOT_RUN = KeywordLeg()
+KEYWORD_ONLY = "the index has no vectors (indexed without an embedding model)"
 
 
 # -- the steps -----------------------------------------------------------------------------------
@@ -143,7 +144,10 @@ def ranked(
     candidates = _candidates(store, query, keyword, glossed, vector)
     limit = max(options.limit, options.rerank_top) if to_rerank else options.limit
     hits = _hits(candidates, query, replace(options, mode=mode, limit=limit), glossed)
-    unavailable_leg = [f"vector search unavailable: {why_not}"] if why_not else []
+    # an index made without a model is the user's choice, which `status` states: a search in
+    # the default mode quietly searches by keyword, one asking for vectors only is told why not
+    chosen = why_not == KEYWORD_ONLY and options.mode != "vector"
+    unavailable_leg = [f"vector search unavailable: {why_not}"] if why_not and not chosen else []
     legs_say = [*(vector.notices if vector else ()), *keyword.notices, *glossed.notices]
     return Answer(text, mode, options.mode, hits, unavailable_leg + legs_say)
 
@@ -405,7 +409,7 @@ def _vector_unavailable(store: StoreReader, embedder: Embedder | None, unavailab
     """Why the vector leg cannot run ("" when it can)."""
     key = store.model_key()
     if key is None:
-        return "the index has no vectors (indexed keyword-only)"
+        return KEYWORD_ONLY
     if embedder is None:
         return unavailable or f"cannot load {key.provider} {key.model}"
     if embedder.key != key:

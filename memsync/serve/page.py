@@ -170,7 +170,7 @@ def _hit(hit: dict[str, Any], terms: list[str]) -> str:
 def _results(result: dict[str, Any], terms: list[str]) -> str:
     """`memsync query --json`'s object: what ran, its notices, the results in rank order."""
     said = []
-    if result["mode"] != result["requested_mode"]:
+    if result["mode"] != result["requested_mode"] and result["notices"]:  # they say why
         said.append(mode_ran(result["mode"], result["requested_mode"]))
     said += [f"note: {notice}" for notice in result["notices"]]
     out = "".join(f'<p class="notice">{_text(line)}</p>\n' for line in said)

@@ -160,6 +160,9 @@ class PgStore(PgKeywords, PgVectors, VaultSchema):
             [_glob_regex(p) for p in globs]
         ]
 
+    def _any_of(self, column: str, values: Sequence[str]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY(?)", [list(values)]
+
     def cached_embeddings(self, key: ModelKey | None, hashes: Sequence[str]) -> dict[str, bytes]:
         """One index probe per hash: the cache is shared by every vault of the database, and
         with `hash IN (...)` the planner read all of a model's rows for each batch, a cost that

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import EF_SEARCH
 from ..filters import NoteFilter
-from ..vectors import KEPT_IN_MEMORY, MeanVectors, centroid, from_blob
+from ..vectors import MeanVectors, centroid, from_blob
 from .pg_connect import psycopg_sql, scalar
 from .protocols import ModelKey
 from .sql_reading import SharedReading
@@ -181,9 +181,7 @@ class PgVectors(SharedReading):
     @property
     def vector_backend(self) -> str:
         kind, dims, graph = self._centroid_column()
-        if self._keeps_means():
-            search = KEPT_IN_MEMORY
-        elif graph:
+        if graph:
             search = f"HNSW m {HNSW_M}, ef_search {self.ef_search}"
         elif dims > HNSW_MAX_DIMS[kind]:
             search = "exact scan"

@@ -133,7 +133,12 @@ class StoreReader(Protocol):
     read_only: bool
 
     @property
-    def vector_backend(self) -> str: ...
+    def vector_backend(self) -> str:
+        """The index's own vector search: its engine, version and kind, the same for every
+        reader."""
+
+    @property
+    def keeps_mean_vectors(self) -> bool: ...
 
     @property
     def behind(self) -> str:

@@ -172,6 +172,12 @@ class SharedReading(SharedTables):
         rows = self._rows_of("SELECT id, embedding FROM chunks", ids)
         return ((int(i), bytes(b)) for i, b in rows if b is not None)
 
+    @property
+    def keeps_mean_vectors(self) -> bool:
+        """Whether this reader searches the mean vectors it keeps in memory (a server's), not
+        through the index's own backend: `status` says so beside vector_backend."""
+        return self._keeps_means() and self.has_vectors()
+
     def _keeps_means(self) -> bool:
         """Whether this store keeps the vault's mean vectors in memory: a long-lived reader's,
         while they fit in MEMORY_VECTOR_BYTES."""

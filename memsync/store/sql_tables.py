@@ -86,7 +86,12 @@ class SharedTables(LinkTables):
         raise NotImplementedError
 
     def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:
-        """A condition on `path` true for any of the globs (SQLite's GLOB semantics)."""
+        """A condition on `path` true for any of the globs (SQLite's GLOB semantics), one
+        argument however many: a search may have a thousand filters."""
+        raise NotImplementedError
+
+    def _any_of(self, column: str, values: Sequence[str]) -> tuple[str, list[Any]]:
+        """A condition true where `column` is one of `values`, passed as one argument."""
         raise NotImplementedError
 
     # -- meta -------------------------------------------------------------------------------
@@ -361,9 +366,14 @@ class SharedTables(LinkTables):
         if only.until:
             conditions.append(f"path IN (SELECT path FROM files WHERE {day} <= ?)")
             args.append(only.until)
-        for tag in only.tags:
-            conditions.append(f"path IN (SELECT path FROM {self._tags()} WHERE tag = ?)")
-            args.append(tag)
+        if only.tags:  # the notes holding every tag: one list, however many (no deep tree)
+            wanted = sorted(set(only.tags))
+            any_tag, listed = self._any_of("tag", wanted)
+            conditions.append(
+                f"path IN (SELECT path FROM {self._tags()} WHERE {any_tag} "
+                "GROUP BY path HAVING count(*) = ?)"
+            )
+            args += [*listed, len(wanted)]
         return " AND ".join(conditions) or "TRUE", args
 
     def has_vectors(self) -> bool:

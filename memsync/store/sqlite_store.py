@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
+import re
 import secrets
 import time
 from collections.abc import Hashable, Iterable, Iterator, Sequence
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .. import fts
 from ..errors import StoreError, os_reason
 from ..filters import NoteFilter
-from ..vectors import KEPT_IN_MEMORY, centroid, window_rows
+from ..vectors import centroid, window_rows
 from .protocols import SOURCE, ModelKey, NoteWrite, translating
 from .sql_reading import Ranking, SharedReading
 from .sql_schema import (
@@ -141,6 +143,17 @@ def _first(cursor: Iterable[tuple]) -> tuple | None:  # type: ignore[type-arg]
     """The first row, with the statement run to its end (apsw cannot COMMIT over a live one)."""
     rows = list(cursor)
     return rows[0] if rows else None
+
+
+def _glob_range(glob: str) -> tuple[str, str | None]:
+    """Pure: the paths a GLOB can match lie in [start, end): its literal start, and that start
+    with its last character the next one (UTF-8 keeps the order of characters); None: no end
+    short of the last path."""
+    start = re.split(r"[*?\[]", glob, maxsplit=1)[0]
+    if not start or start[-1] == "\U0010ffff":
+        return start, None
+    following = ord(start[-1]) + 1
+    return start, start[:-1] + chr(0xE000 if 0xD800 <= following <= 0xDFFF else following)
 
 
 def _one(cursor: Iterable[tuple]) -> tuple:  # type: ignore[type-arg]
@@ -312,8 +325,6 @@ class SqliteStore(SharedReading):
 
     @property
     def vector_backend(self) -> str:
-        if self._keeps_means():
-            return f"numpy, {KEPT_IN_MEMORY}"
         if self.vec_version:
             return f"sqlite-vec {self.vec_version}"
         return "numpy (sqlite-vec extension could not be loaded)"
@@ -395,7 +406,20 @@ class SqliteStore(SharedReading):
         return stored
 
     def _paths_matching(self, globs: Sequence[str]) -> tuple[str, list[Any]]:
-        return "(" + " OR ".join("path GLOB ?" for _ in globs) + ")", list(globs)
+        """Matched against the notes, each glob within the range of paths its literal start
+        allows (an index search, not a scan, for `projects/*`); the globs as one JSON list,
+        however many (a chain of ORs deeper than 1,000 is an error). x'F5' is past every UTF-8
+        path: the end of a glob with no literal start."""
+        return (
+            "path IN (SELECT f.path FROM json_each(?) AS g CROSS JOIN files AS f "
+            "WHERE f.path >= g.value ->> 1 "
+            "AND f.path < coalesce(g.value ->> 2, CAST(x'F5' AS TEXT)) "
+            "AND f.path GLOB g.value ->> 0)",
+            [json.dumps([[glob, *_glob_range(glob)] for glob in globs])],
+        )
+
+    def _any_of(self, column: str, values: Sequence[str]) -> tuple[str, list[Any]]:
+        return f"{column} IN (SELECT value FROM json_each(?))", [json.dumps(list(values))]
 
     def _rows_of(
         self, select: str, ids: Sequence[int], tail: str = ""
