@@ -189,3 +189,26 @@ def test_token_add_never_writes_through_a_link_and_says_so_in_one_line(tmp_path:
             "none there: put the file itself in its place\n"
         )
     assert victim.read_text() == '{"tokens": {}}' and path.is_symlink()
+
+
+def test_folders_memsync_makes_are_private_whatever_the_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a umask of 002 (many desktops) the data folder an index made first would be
+    group-writable, and the token file in it refused: every folder memsync makes is 0700."""
+    monkeypatch.setenv("MEMSYNC_HOME", str(tmp_path / "new" / "memsync"))
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "note.md").write_text("# A note\n\nsome words\n", encoding="utf-8")
+    before = os.umask(0o002)
+    try:
+        runner = CliRunner()
+        indexed = runner.invoke(main, ["index", str(vault), "--provider", "none"])
+        added = runner.invoke(main, ["token", "add", "agent"])
+    finally:
+        os.umask(before)
+    assert indexed.exit_code == 0, indexed.output
+    assert added.exit_code == 0, added.output
+    home = data_dir()
+    for folder in (home.parent, home, home / "vaults"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder

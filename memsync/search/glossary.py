@@ -22,6 +22,7 @@ from collections.abc import Collection, Iterable, Sequence
 from contextlib import closing, suppress
 from pathlib import Path
 
+from ..folders import make_private_folder
 from ..fts import FUNCTION_WORDS, STOPWORDS
 
 log = logging.getLogger("memsync.glossary")
@@ -316,7 +317,7 @@ def build(path: Path) -> None:
     source = _source()
     if source is None:
         raise OSError(f"{_DICTIONARY} is not installed")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_folder(path.parent)
     _remove_abandoned(path.parent)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".cedict-", suffix=".tmp")
     os.close(handle)

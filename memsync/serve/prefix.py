@@ -16,6 +16,7 @@ import stat
 from pathlib import Path
 
 from ..errors import StoreError
+from ..folders import make_private_folder
 
 PREFIX_FILE = "page-prefix"
 SHAPE = re.compile(r"[A-Za-z0-9_-]{22,86}")  # token_urlsafe(16): 128 random bits
@@ -31,7 +32,7 @@ def page_prefix(folder: Path) -> str:
     except FileNotFoundError:
         pass
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        make_private_folder(folder)
         _make(path)
         return _read(path)
     except OSError as exc:

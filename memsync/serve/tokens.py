@@ -34,6 +34,7 @@ from typing import Any
 
 from ..config import data_dir
 from ..errors import ArgumentError, MemsyncError, StoreError, UnsafeFile, os_reason
+from ..folders import make_private_folder
 
 log = logging.getLogger("memsync.http")
 TOKEN_FILE = "tokens.json"
@@ -157,7 +158,7 @@ class Tokens:
         folder = self.path.parent
         try:
             if create:
-                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                make_private_folder(folder)
             descriptor = os.open(folder, FOLDER_FLAGS)
         except FileNotFoundError:
             if create:

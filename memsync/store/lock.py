@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import LockError, StoreError, os_reason
+from ..folders import make_private_folder
 from .origin import this_host
 
 # the file lock itself, behind one seam: flock on POSIX (per open file, dropped when its process
@@ -189,7 +190,7 @@ class FileLock(WriterLock):
     def _try(self) -> bool:
         if self._handle is None:
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                make_private_folder(self.path.parent)
                 self._handle = open(self.path, "a+")
             except OSError as exc:
                 raise self._failed(exc) from exc

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .. import fts
 from ..errors import StoreError, os_reason
 from ..filters import NoteFilter
+from ..folders import make_private_folder
 from ..vectors import centroid, window_rows
 from .protocols import SOURCE, ModelKey, NoteWrite, translating
 from .sql_reading import Ranking, SharedReading
@@ -233,7 +234,7 @@ class SqliteStore(SharedReading):
             raise StoreError(f"no index at {self.path}")
         try:
             if create:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                make_private_folder(self.path.parent)
             self.conn = self._connect(create)
             self._refuse_foreign()
             if create:  # an index is made WAL once, by its writer; readers find it so
