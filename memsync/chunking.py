@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import NamedTuple
 
+from . import metadata
+
 MAX_TOKENS = 400
 OVERLAP_TOKENS = 80
 # a chunk is embedded as windows of whole lines of at most this many tokens (a longer line alone):
@@ -40,7 +42,6 @@ CHUNKER = (
 # a chunk does not end before it holds this much: stops tiny chunks between close headings
 MIN_CORE_TOKENS = 64
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 # a line with a letter or digit says something; `---`, `***` or a fence alone does not, and
 # as a window of its own its vector sat near every short question (the `---` closing a page's
@@ -74,7 +75,7 @@ def windows(text: str, limit: int = WINDOW_TOKENS, skip: int = 0) -> list[Window
     said = False  # the run holds more than headings and lines with no letter or digit
     for number, line in enumerate(text.split("\n")):
         fence ^= bool(_FENCE.match(line))
-        heading = None if fence else _HEADING.match(line)
+        heading = None if fence else metadata.heading(line, indented=True)
         if number >= skip:
             tokens = count_tokens(line)
             if not runs or (said and size + tokens > limit):  # headings stay with what follows
@@ -84,8 +85,8 @@ def windows(text: str, limit: int = WINDOW_TOKENS, skip: int = 0) -> list[Window
             size += tokens
             said = said or (bool(_WORDY.search(line)) and not heading)
         if heading:
-            level = len(heading.group(1))
-            opened = [(lv, t) for lv, t in opened if lv < level] + [(level, heading.group(2))]
+            level = heading[0]
+            opened = [(lv, t) for lv, t in opened if lv < level] + [heading]
     found = [
         Window(opened_before, first, first + len(run), joined)
         for opened_before, first, run in runs
@@ -269,7 +270,7 @@ def _units(lines: Sequence[str]) -> list[_Unit]:
     for number, (line, tokens) in enumerate(zip(lines, counts), start=1):
         context = " > ".join(text for _, text in headings)
         fence_match = _FENCE.match(line)
-        heading = None if fence or fence_match else _HEADING.match(line)
+        heading = None if fence or fence_match else metadata.heading(line, indented=True)
         if fence_match:
             mark = fence_match.group(1)
             if fence is None:
@@ -279,8 +280,8 @@ def _units(lines: Sequence[str]) -> list[_Unit]:
         cut = _is_cut(line, previous_blank, heading is not None)
         units.append(_Unit(number, line, tokens, -1, cut, context))
         if heading is not None:
-            level = len(heading.group(1))
-            headings = [h for h in headings if h[0] < level] + [(level, heading.group(2).strip())]
+            level = heading[0]
+            headings = [h for h in headings if h[0] < level] + [(level, heading[1].strip())]
         previous_blank = not line.strip()
     return units
 

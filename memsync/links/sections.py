@@ -7,10 +7,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..metadata import front_matter_lines
+from ..metadata import front_matter_lines, heading
 from .resolve import key
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})")  # in a block quote or a callout too
 _NOT_IN_LINKS = re.compile(r"[#|^:\[\]%]")
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]")
@@ -38,9 +37,9 @@ def headings(text: str) -> list[Heading]:
         if opened:
             fence = opened.group(1)
             continue
-        match = _HEADING.match(line)
-        if match:
-            found.append(Heading(number, len(match.group(1)), match.group(2).strip()))
+        level_title = heading(line, titled=False)
+        if level_title:
+            found.append(Heading(number, level_title[0], level_title[1].strip()))
     return found
 
 
@@ -96,7 +95,9 @@ def block(text: str, block_id: str) -> tuple[int, int] | None:
         if _LIST_ITEM.match(line):
             return index + 1, index + 1
         first = index
-        while first > 0 and lines[first - 1].strip() and not _HEADING.match(lines[first - 1]):
+        while (
+            first > 0 and lines[first - 1].strip() and not heading(lines[first - 1], titled=False)
+        ):
             first -= 1
         return first + 1, index + 1
     return None
