@@ -244,6 +244,28 @@ def test_the_missing_message_is_one_line_listing_the_headings() -> None:
     assert no_headings == "plain.md has no heading 'X'; it has no headings"
 
 
+def test_an_empty_block_id_names_no_block() -> None:
+    """`[[Note#^]]` is not the line that ends in a lone `^` (it matched one before)."""
+    text = "intro\nan aside ending in a caret ^\nlast\n"
+    assert section(text, "^") is None
+    assert missing("a.md", "^", text) == (
+        "a.md#^ names no block: give the block's id after ^ ([[Note#^id]])"
+    )
+
+
+def test_the_missing_message_lists_a_few_thousand_characters_of_headings_and_the_count_left() -> (
+    None
+):
+    """A note of 10,000 headings once made a message of 100,000 characters."""
+    text = "".join(f"## Heading number {n}\n" for n in range(10_000))
+    said = missing("big.md", "Nope", text)
+    assert len(said) < 2_500
+    assert said.startswith("big.md has no heading 'Nope'; its headings: Heading number 0, ")
+    shown = said.split("; its headings: ")[1].split(", and ")[0].split(", ")
+    assert said.endswith(f", and {10_000 - len(shown):,} more")
+    assert shown[-1] == f"Heading number {len(shown) - 1}"
+
+
 def test_a_link_keeps_what_the_store_needs_to_write_it_again() -> None:
     """A moved note's links are written again from their rows: every field a Link has."""
     [link] = links_in("a.md", "x\n![[Heron#Conflicts|the part]]\n")
