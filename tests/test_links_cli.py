@@ -40,10 +40,9 @@ def linked(tmp_path: Path) -> Path:
 
 DAILY_LINE = "Read [[Heron sync design#Conflicts]] today."
 RUNBOOK_LINE = "See [design](../projects/Heron%20sync%20design.md) and ![[Heron sync design#^lww]]."
-BACKLINKS = [  # a backlink per link: the runbook's line links twice
-    "backlinks: 3",
+BACKLINKS = [  # the runbook's line links twice: listed once (the JSON has each link)
+    "backlinks: 3, on 2 lines",
     f"  daily/2026-11-20.md:3: {DAILY_LINE}",
-    f"  ops/runbook.md:3: {RUNBOOK_LINE}",
     f"  ops/runbook.md:3: {RUNBOOK_LINE}",
 ]
 
@@ -122,9 +121,35 @@ def test_unresolved_links_exit_0_as_text_and_json(linked: Path) -> None:
     assert cleared.returncode == 0 and cleared.stdout == "no unresolved links\n"
 
 
+def test_unresolved_lists_broken_links_and_ambiguous_the_names_left_to_a_tie_break(
+    tmp_path: Path,
+) -> None:
+    """A name two notes share is no broken link; it is ambiguous only where neither note
+    stands beside the linking note (a relative `[x](Overview.md)` beside its target is not)."""
+    vault = tmp_path / "notes"
+    write(vault, "a/Overview.md", "# A\n")
+    write(vault, "b/Overview.md", "# B\n")
+    write(vault, "a/index.md", "[x](Overview.md) [[Overview]] [[Gone]]\n")
+    write(vault, "c/index.md", "See [[Overview]].\n")
+    assert cli("index", str(vault), "--provider", "none").returncode == 0
+    broken = cli("links", "--unresolved", "--vault", str(vault))
+    assert broken.stdout.splitlines() == ["a/index.md:1: [[Gone]]"]
+    ambiguous = cli("links", "--ambiguous", "--vault", str(vault))
+    assert ambiguous.returncode == 0
+    assert ambiguous.stdout.splitlines() == ["c/index.md:1: [[Overview]] -> a/Overview.md"]
+    listed = json.loads(cli("links", "--ambiguous", "--vault", str(vault), "--json").stdout)
+    assert [(e["path"], e["line"], e["link"], e["resolved"]) for e in listed] == [
+        ("c/index.md", 1, "[[Overview]]", "a/Overview.md")
+    ]
+    (vault / "b/Overview.md").unlink()
+    assert cli("index", str(vault), "--provider", "none").returncode == 0
+    assert cli("links", "--ambiguous", "--vault", str(vault)).stdout == "no ambiguous links\n"
+
+
 def test_links_takes_a_note_or_unresolved_and_names_a_note_it_cannot_find(linked: Path) -> None:
     assert cli("links", "--vault", str(linked)).returncode == 2
     assert cli("links", DESIGN, "--unresolved", "--vault", str(linked)).returncode == 2
+    assert cli("links", "--unresolved", "--ambiguous", "--vault", str(linked)).returncode == 2
     unknown = cli("links", "[[Nobody]]", "--vault", str(linked))
     assert unknown.returncode == 1 and "no note named 'Nobody'" in unknown.stderr
     missing = cli("links", "ops/none.md", "--vault", str(linked))
