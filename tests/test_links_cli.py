@@ -4,10 +4,15 @@ indexed keyword-only; and what a reader of an index from before links says."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
+import httpx2
 import pytest
-from conftest import cli, memsync, older_index, write
+from conftest import cli, free_port, memsync, older_index, write
+from test_serve_cli import _wait_until_served, serve
+
+from memsync.serve.tokens import Tokens
 
 DESIGN = "projects/Heron sync design.md"
 
@@ -224,3 +229,28 @@ def test_a_reader_of_an_index_from_before_links_says_its_writer_must_index_it(
     backlinks = cli("links", "[[redis]]", "--db", str(db)).stdout.splitlines()
     assert backlinks[-2:] == ["backlinks: 1", "  log.md:1: [[Redis]]"]
     assert json.loads(cli("status", "--db", str(db), "--json").stdout)["links"] == 1
+
+
+def test_serve_answers_status_while_it_indexes_megabytes_of_hostile_notes(
+    tmp_path: Path,
+) -> None:
+    """One 60 KB note of backticks froze every request of `serve` for 26 s (the parser's regex
+    held the interpreter lock). Each /api/status asked while two such megabytes are indexed
+    answers (bench_links --hostile times it), and their links are counted once indexed."""
+    vault, port = tmp_path / "notes", free_port()
+    write(vault, "tech/ssh.md", "# SSH\n\nThe test server's SSH port is 2222.\n")
+    token = Tokens().add("agent")
+    url, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
+    with serve(str(vault), "--listen", f"127.0.0.1:{port}") as process:
+        assert _wait_until_served(url, token, process).status_code == 200
+        write(vault, "ticks.md", "See [[ssh]] " + "`" * (1 << 20) + "\n")
+        write(vault, "brackets.md", "[" + "\\[" * (1 << 19) + "\nSee [the port](tech/ssh.md).\n")
+        answers, facts = [], {}
+        while facts.get("files_indexed") != 3 and len(answers) < 10_000:
+            answer = httpx2.get(f"{url}/api/status", headers=headers, timeout=60)
+            answers.append(answer.status_code)
+            facts = answer.json()
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    assert set(answers) == {200} and facts["files_indexed"] == 3
+    assert (facts["links"], facts["unresolved_links"]) == (2, 0)
