@@ -212,8 +212,22 @@ def encoding():  # type: ignore[no-untyped-def]
         ) from None
 
 
+# tiktoken's pattern overflows its stack on a run of a million spaces before a word, and panics
+# (no Exception: `index` stopped with a traceback): longer text is encoded in pieces of this many
+# characters, which only a line of more than this counts differently, by a token or so a cut
+ENCODED_AT_ONCE = 100_000
+
+
+def encoded(text: str) -> list[int]:
+    enc = encoding()
+    if len(text) <= ENCODED_AT_ONCE:
+        return enc.encode_ordinary(text)  # type: ignore[no-any-return]
+    pieces = range(0, len(text), ENCODED_AT_ONCE)
+    return [t for at in pieces for t in enc.encode_ordinary(text[at : at + ENCODED_AT_ONCE])]
+
+
 def count_tokens(text: str) -> int:
-    return len(encoding().encode_ordinary(text))
+    return len(encoded(text))
 
 
 def split_lines(text: str) -> list[str]:
@@ -240,7 +254,7 @@ def _split_long_line(line: str, first: int, limit: int) -> list[tuple[str, int]]
     """Cut one over-long line into pieces, the first of <= `first` tokens and the others of <=
     `limit`, on character boundaries, losing nothing."""
     enc = encoding()
-    tokens = enc.encode_ordinary(line)
+    tokens = encoded(line)
     raw = line.encode("utf-8", "surrogatepass")
     pieces: list[tuple[str, int]] = []
     start_byte, start_tok, offset = 0, 0, 0
@@ -259,10 +273,9 @@ def _split_long_line(line: str, first: int, limit: int) -> list[tuple[str, int]]
 
 
 def _units(lines: Sequence[str]) -> list[_Unit]:
-    enc = encoding()
     # one call per line: encode_ordinary_batch starts a thread pool per call, which costs more
     # than encoding a short note
-    counts = [len(enc.encode_ordinary(line + "\n")) for line in lines]
+    counts = [len(encoded(line + "\n")) for line in lines]
     units: list[_Unit] = []
     headings: list[tuple[int, str]] = []
     fence: str | None = None
