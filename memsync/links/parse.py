@@ -18,8 +18,6 @@ from urllib.parse import unquote
 _FENCE_OPEN = re.compile(r"[ \t>]*(`{3,}|~{3,})")
 _BACKTICKS = re.compile(r"`+")
 _WIKILINK = re.compile(r"\[\[([^\[\]\n]+)\]\]")
-# where a Markdown link's text cannot run through: a line's end, a bracket not escaped
-_TEXT_ENDS = re.compile(r"\n|(?<!\\)[\[\]]")
 # what follows a Markdown link's `](`: a target without spaces unless in angle brackets, an
 # optional "title", then `)`
 _TARGET = re.compile(r"(?:<([^<>\n]+)>|([^\s()<>]+))(?:\s+\"[^\"\n]*\")?\)")
@@ -130,6 +128,8 @@ def _spans_on_line(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     of_length: dict[int, list[int]] = {}
     for index, (start, end) in enumerate(runs):
         of_length.setdefault(end - start, []).append(index)
+    if len(of_length) == 1:  # most lines: runs of one length close each other in turn
+        return [(runs[i][0], runs[i + 1][1]) for i in range(0, len(runs) - 1, 2)]
     lengths = sorted(of_length)
     spans: list[tuple[int, int]] = []
     done = 0  # the end of the last span: runs before it are inside it
@@ -149,9 +149,9 @@ def _spans_on_line(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def _markdown_links(text: str) -> Iterator[tuple[int, int, str]]:
     """(start, end, target as written) of each `[text](target)`, as a regex would find them: the
     text holds no line break and no bracket unless escaped; of the `](` that may end it, the
-    first followed by a target. Each `](` is read once, and the text before it searched once
-    for the first `[` after the last line break or bracket that the link text cannot cross."""
-    ends = [m.start() for m in _TEXT_ENDS.finditer(text)]
+    first followed by a target. Each `](` is read once, and the text between the last link and
+    the next `](` at most twice: back to the last line break or bracket that link text cannot
+    cross, then on from it to the first `[`."""
     done = 0  # where the last link ended, or where no `[` is left before the next `](`
     for closer in re.finditer(r"\]\(", text):
         at = closer.start()
@@ -160,13 +160,25 @@ def _markdown_links(text: str) -> Iterator[tuple[int, int, str]]:
         target = _TARGET.match(text, closer.end())
         if target is None:
             continue
-        crossed = bisect.bisect_left(ends, at) - 1  # the last end before the `](`
-        start = text.find("[", max(done, ends[crossed] if crossed >= 0 else 0), at)
+        start = text.find("[", _last_end(text, done, at), at)
         if start < 0:
             done = at
             continue
         done = target.end()
         yield start, done, target.group(1) if target.group(1) is not None else target.group(2)
+
+
+def _last_end(text: str, lo: int, hi: int) -> int:
+    """The last offset in [lo, hi) that link text cannot run through (a line break, a bracket
+    not escaped), else lo; each of the three searches moves only backwards."""
+    line_end = text.rfind("\n", lo, hi)
+    lo = max(lo, line_end)
+    found = {bracket: text.rfind(bracket, lo, hi) for bracket in "[]"}
+    while True:
+        bracket, at = max(found.items(), key=lambda item: item[1])
+        if at < 0 or text[at - 1 : at] != "\\":
+            return max(lo, at)
+        found[bracket] = text.rfind(bracket, lo, at)
 
 
 class _LineNumbers:
