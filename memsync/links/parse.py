@@ -17,6 +17,7 @@ from urllib.parse import unquote
 # a fence may stand in a block quote or a callout (`> ```md`)
 _FENCE_OPEN = re.compile(r"[ \t>]*(`{3,}|~{3,})")
 _BACKTICKS = re.compile(r"`+")
+# what stands before a link's bracket (an embed's `!`, an escaping backslash) is read by _before
 _WIKILINK = re.compile(r"\[\[([^\[\]\n]+)\]\]")
 # what follows a Markdown link's `](`: a target without spaces unless in angle brackets, an
 # optional "title", then `)`
@@ -54,7 +55,7 @@ def links_in(source: str, text: str) -> list[Link]:
     if not wiki and not markdown:  # most notes of most vaults: no regex runs
         return []
     visible = _without_fences(text) if "```" in text or "~~~" in text else text
-    spans = code_spans(visible) if "`" in text else []
+    spans = _code_spans(visible) if "`" in text else []
     starts = [start for start, _ in spans]
     lines = _LineNumbers(text)
 
@@ -104,7 +105,7 @@ def _without_fences(text: str) -> str:
     return "\n".join(lines)
 
 
-def code_spans(text: str) -> list[tuple[int, int]]:
+def _code_spans(text: str) -> list[tuple[int, int]]:
     """The code spans of the text, (start, end) in order: a run of backticks, to the next run of
     as many on its line; a run without one opens a span one backtick shorter, from its second
     backtick on (as the regex ``(`+)(?!`)[^\\n]*?(?<!`)\\1(?!`)`` finds them, in linear time)."""
