@@ -1,6 +1,7 @@
 """Links: resolution checked on a real linked vault, and what links cost; prints Markdown tables.
 
     python -m benchmarks.bench_links [--obsidian-help PATH] [--notes 10000] [--runs 3]
+    python -m benchmarks.bench_links --hostile [--megabytes 1] [--served-notes 4]
 
 With --obsidian-help (a checkout of github.com/obsidianmd/obsidian-help): its English pages are
 indexed keyword-only and every wikilink and Markdown link to a note is resolved twice, by memsync
@@ -13,6 +14,12 @@ On a generated vault of --notes notes, each linking to a few others by name, by 
 headings: a first keyword-only index with links against the same without them (link parsing and
 resolution disabled), --runs times in turn, the median of each; `links NOTE` in-process on the
 most linked-to note; and under a real watcher, a rename: the time until its backlinks follow it.
+
+With --hostile: notes of --megabytes of each hostile shape (a long run of backticks, `[` then
+many `\\[`, a heading of spaces, ...), each read by the link parser, the headings, metadata and
+the chunker: seconds per MB of each against plain words. Then a real `memsync serve VAULT` is
+given --served-notes such notes at once, and /api/status is asked every 50 ms while it indexes
+them: how long the slowest answer took, and how long indexing took.
 """
 
 from __future__ import annotations
@@ -24,18 +31,25 @@ import random
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 from urllib.parse import unquote
 
+import httpx2
+
+from benchmarks.bench_http import Served
 from benchmarks.bench_watch import start_watcher
-from benchmarks.common import WORDS, keep_option, timed, workspace
+from benchmarks.common import MEMSYNC, WORDS, fresh_home, keep_option, timed, workspace
+from memsync import chunking, metadata
 from memsync.config import Config, load_config
+from memsync.links import sections
+from memsync.links.parse import links_in
 from memsync.memory import Memory, search_options
 from memsync.store.sqlite_store import SqliteStore
 from memsync.sync.syncer import index_vault
@@ -273,14 +287,124 @@ def cost(notes: int, runs: int, workdir: Path) -> None:
           f"it, {broke} by path break; debounce 300 ms) | {moved * 1000:.0f} ms |")  # fmt: skip
 
 
+# --- hostile notes ----------------------------------------------------------------------------
+
+# name -> (what the note opens with, the unit repeated to its size, what ends its line); each
+# note ends in two links, so that the parser reads it all
+HOSTILE: dict[str, tuple[str, str, str]] = {
+    "backticks": ("", "`", ""),
+    "backtick runs `` ` ```": ("", "`` ` ```a", ""),
+    "[ then \\[": ("[", "\\[", ""),
+    "[": ("", "[", ""),
+    "\\[": ("", "\\[", ""),
+    "[[": ("", "[[", ""),
+    "](": ("", "](", ""),
+    "[a](": ("", "[a](", ""),
+    "[a](<": ("", "[a](<", ""),
+    "[a\\](x) escaped closers": ("", "[a\\](x ", ""),
+    "*": ("", "*", ""),
+    "_": ("", "_", ""),
+    "#": ("", "#", ""),
+    "pipes": ("", "|", ""),
+    "$": ("", "$", ""),
+    "<": ("", "<", ""),
+    "spaces": ("", " ", ""),
+    "spaces, then a word": ("", " ", "a"),
+    "heading of spaces": ("# a", " ", ""),
+    "heading of ` #`": ("# a", " #", ""),
+    "lines of ```x": ("", "```x\n", ""),
+    "lines of [\\[": ("", "[\\[\n", ""),
+    "lines ending in ^": ("", "a ^\n", ""),
+    "a 1 MB line of words": ("", "lorem ipsum dolor ", ""),
+}
+SERVED = ("backticks", "[ then \\[", "spaces", "lines of [\\[")  # the notes serve is given, in turn
+PLAIN = ("", "The quick brown fox jumps over the lazy dog [[Fox]].\n", "")
+READERS = {
+    "links": lambda text: links_in("a/note.md", text),
+    "headings": sections.headings,
+    "metadata": lambda text: metadata.parse("a/note.md", text),
+    "chunks": chunking.chunk_text,
+}
+
+
+def hostile_note(shape: tuple[str, str, str], size: int) -> str:
+    head, unit, tail = shape
+    return head + unit * ((size - len(head)) // len(unit)) + tail + "\n[[a]] [b](c.md)\n"
+
+
+def read_seconds(read: Callable[[str], object], text: str) -> str:
+    started = time.perf_counter()
+    try:
+        read(text)
+    except BaseException as exc:  # noqa: BLE001 - tiktoken's panic is no Exception
+        return f"fails: {type(exc).__name__}"
+    return f"{time.perf_counter() - started:.3f}"
+
+
+def hostile_table(megabytes: float) -> None:
+    size = int(megabytes * (1 << 20))
+    print(f"### Seconds to read a note of {megabytes:g} MB of each shape\n")
+    print("| shape | " + " | ".join(READERS) + " |")
+    print("|---|" + "---|" * len(READERS))
+    for name, shape in [("plain text, a link a line", PLAIN), *HOSTILE.items()]:
+        text = hostile_note(shape, size)
+        print(f"| {name} | " + " | ".join(read_seconds(r, text) for r in READERS.values()) + " |")
+
+
+def status_while_indexing(workdir: Path, notes: int, megabytes: float) -> None:
+    """A real `memsync serve VAULT`: --served-notes hostile notes dropped in its vault at once,
+    /api/status asked every 50 ms until `status` counts them: the slowest answer."""
+    vault = workdir / "served"
+    (vault / "notes").mkdir(parents=True)
+    (vault / "notes" / "start.md").write_text("# Start\n\nSee [[a]].\n")
+    home = fresh_home(workdir / "home")
+    env = {**os.environ, "MEMSYNC_HOME": str(home), "MEMSYNC_PROVIDER": "none"}
+    token = subprocess.run(
+        [*MEMSYNC, "token", "add", "bench"], env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    served = Served(env, token, [str(vault)], workdir / "serve.log")
+    headers = {"Authorization": f"Bearer {token}"}
+    shapes = [HOSTILE[name] for name in SERVED]
+    try:
+        for i in range(notes):
+            note = hostile_note(shapes[i % len(shapes)], int(megabytes * (1 << 20)))
+            (vault / "notes" / f"hostile{i}.md").write_text(note)
+        answers: list[float] = []
+        started = time.perf_counter()
+        while time.perf_counter() - started < 600:
+            asked = time.perf_counter()
+            facts = httpx2.get(f"{served.url}/api/status", headers=headers, timeout=600).json()
+            answers.append(time.perf_counter() - asked)
+            if facts.get("files_indexed", 0) + len(facts.get("skipped", [])) >= notes + 1:
+                break
+            time.sleep(0.05)
+        indexed = time.perf_counter() - started
+    finally:
+        served.stop()
+    print(f"\n### `memsync serve` given {notes} notes of {megabytes:g} MB of hostile shapes\n")
+    print("| measure | value |")
+    print("|---|---|")
+    print(f"| indexed after | {indexed:.1f} s |")
+    print(f"| /api/status asked meanwhile | {len(answers)} times |")
+    print(f"| /api/status, median / slowest answer | "
+          f"{statistics.median(answers) * 1000:.0f} ms / {max(answers) * 1000:.0f} ms |")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--obsidian-help", type=Path, help="a checkout of obsidianmd/obsidian-help")
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--hostile", action="store_true", help="hostile notes instead")
+    parser.add_argument("--megabytes", type=float, default=1.0, help="each hostile note's size")
+    parser.add_argument("--served-notes", type=int, default=4, help="hostile notes given to serve")
     keep_option(parser)
     args = parser.parse_args()
     with workspace("memsync-links-", args.keep) as workdir:
+        if args.hostile:
+            hostile_table(args.megabytes)
+            status_while_indexing(workdir, args.served_notes, args.megabytes)
+            return
         if args.obsidian_help:
             check_obsidian_help(args.obsidian_help, workdir, args.runs)
         cost(args.notes, args.runs, workdir)

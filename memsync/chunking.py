@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from typing import NamedTuple
 
+from . import metadata
+
 MAX_TOKENS = 400
 OVERLAP_TOKENS = 80
 # a chunk is embedded as windows of whole lines of at most this many tokens (a longer line alone):
@@ -40,7 +42,6 @@ CHUNKER = (
 # a chunk does not end before it holds this much: stops tiny chunks between close headings
 MIN_CORE_TOKENS = 64
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 # a line with a letter or digit says something; `---`, `***` or a fence alone does not, and
 # as a window of its own its vector sat near every short question (the `---` closing a page's
@@ -74,7 +75,7 @@ def windows(text: str, limit: int = WINDOW_TOKENS, skip: int = 0) -> list[Window
     said = False  # the run holds more than headings and lines with no letter or digit
     for number, line in enumerate(text.split("\n")):
         fence ^= bool(_FENCE.match(line))
-        heading = None if fence else _HEADING.match(line)
+        heading = None if fence else metadata.heading(line, indented=True)
         if number >= skip:
             tokens = count_tokens(line)
             if not runs or (said and size + tokens > limit):  # headings stay with what follows
@@ -84,8 +85,8 @@ def windows(text: str, limit: int = WINDOW_TOKENS, skip: int = 0) -> list[Window
             size += tokens
             said = said or (bool(_WORDY.search(line)) and not heading)
         if heading:
-            level = len(heading.group(1))
-            opened = [(lv, t) for lv, t in opened if lv < level] + [(level, heading.group(2))]
+            level = heading[0]
+            opened = [(lv, t) for lv, t in opened if lv < level] + [heading]
     found = [
         Window(opened_before, first, first + len(run), joined)
         for opened_before, first, run in runs
@@ -211,8 +212,22 @@ def encoding():  # type: ignore[no-untyped-def]
         ) from None
 
 
+# tiktoken's pattern overflows its stack on a run of a million spaces before a word, and panics
+# (no Exception: `index` stopped with a traceback): longer text is encoded in pieces of this many
+# characters, which only a line of more than this counts differently, by a token or so a cut
+ENCODED_AT_ONCE = 100_000
+
+
+def encoded(text: str) -> list[int]:
+    enc = encoding()
+    if len(text) <= ENCODED_AT_ONCE:
+        return enc.encode_ordinary(text)  # type: ignore[no-any-return]
+    pieces = range(0, len(text), ENCODED_AT_ONCE)
+    return [t for at in pieces for t in enc.encode_ordinary(text[at : at + ENCODED_AT_ONCE])]
+
+
 def count_tokens(text: str) -> int:
-    return len(encoding().encode_ordinary(text))
+    return len(encoded(text))
 
 
 def split_lines(text: str) -> list[str]:
@@ -239,7 +254,7 @@ def _split_long_line(line: str, first: int, limit: int) -> list[tuple[str, int]]
     """Cut one over-long line into pieces, the first of <= `first` tokens and the others of <=
     `limit`, on character boundaries, losing nothing."""
     enc = encoding()
-    tokens = enc.encode_ordinary(line)
+    tokens = encoded(line)
     raw = line.encode("utf-8", "surrogatepass")
     pieces: list[tuple[str, int]] = []
     start_byte, start_tok, offset = 0, 0, 0
@@ -258,10 +273,9 @@ def _split_long_line(line: str, first: int, limit: int) -> list[tuple[str, int]]
 
 
 def _units(lines: Sequence[str]) -> list[_Unit]:
-    enc = encoding()
     # one call per line: encode_ordinary_batch starts a thread pool per call, which costs more
     # than encoding a short note
-    counts = [len(enc.encode_ordinary(line + "\n")) for line in lines]
+    counts = [len(encoded(line + "\n")) for line in lines]
     units: list[_Unit] = []
     headings: list[tuple[int, str]] = []
     fence: str | None = None
@@ -269,7 +283,7 @@ def _units(lines: Sequence[str]) -> list[_Unit]:
     for number, (line, tokens) in enumerate(zip(lines, counts), start=1):
         context = " > ".join(text for _, text in headings)
         fence_match = _FENCE.match(line)
-        heading = None if fence or fence_match else _HEADING.match(line)
+        heading = None if fence or fence_match else metadata.heading(line, indented=True)
         if fence_match:
             mark = fence_match.group(1)
             if fence is None:
@@ -279,8 +293,8 @@ def _units(lines: Sequence[str]) -> list[_Unit]:
         cut = _is_cut(line, previous_blank, heading is not None)
         units.append(_Unit(number, line, tokens, -1, cut, context))
         if heading is not None:
-            level = len(heading.group(1))
-            headings = [h for h in headings if h[0] < level] + [(level, heading.group(2).strip())]
+            level = heading[0]
+            headings = [h for h in headings if h[0] < level] + [(level, heading[1].strip())]
         previous_blank = not line.strip()
     return units
 

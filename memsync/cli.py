@@ -298,6 +298,12 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
 @click.argument("note", required=False)
 @reader_options
 @click.option("--unresolved", is_flag=True, help="Every link in the vault that opens no note.")
+@click.option(
+    "--ambiguous",
+    is_flag=True,
+    help="Every link by a name several notes share, none beside the linking note, and the note "
+    "it opens.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def links(
     note: str | None,
@@ -305,24 +311,25 @@ def links(
     db: str | None,
     name: str | None,
     unresolved: bool,
+    ambiguous: bool,
     as_json: bool,
 ) -> None:
     """A note's links and the notes that link to it (NOTE: its path or '[[its name]]'), or
-    with --unresolved the vault's broken links."""
+    with --unresolved the vault's broken links, with --ambiguous its links by a shared name."""
 
     def action() -> None:
         from . import output
         from .memory import Memory
 
-        if (note is None) == (not unresolved):
-            raise click.UsageError("give a NOTE or --unresolved (one of them)")
+        if (note is not None) + unresolved + ambiguous != 1:
+            raise click.UsageError("give a NOTE, --unresolved or --ambiguous (one of them)")
         with Memory.open(_config(db=db, name=name), vault) as memory:
-            if unresolved:
-                broken = memory.unresolved_links()
-                data: object = [output.link_dict(link) for link in broken]
-                text = output.unresolved_text(broken)
+            if note is None:
+                listed = memory.unresolved_links() if unresolved else memory.ambiguous_links()
+                data: object = [output.link_dict(link) for link in listed]
+                text = output.vault_links_text(listed, "unresolved" if unresolved else "ambiguous")
             else:
-                found = memory.links(output.unescape_name(note or ""))
+                found = memory.links(output.unescape_name(note))
                 data, text = output.links_data(found), output.links_text(found)
         click.echo(output.as_json(data) if as_json else text)
 

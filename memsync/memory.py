@@ -342,12 +342,19 @@ class Memory:
         return NoteLinks(named.path, outgoing[:MOST_LINKS], listed, "; ".join(more))
 
     def unresolved_links(self) -> list[LinkRow]:
-        """Every link that opens no note, and every bare name several notes share (those show
-        the note chosen), by linking note and line."""
+        """Every link that opens no note, by linking note and line."""
         from .links.lookup import needs_links
 
         needs_links(self.store)
         return self.store.unresolved_links()
+
+    def ambiguous_links(self) -> list[LinkRow]:
+        """Every link by a bare name that several notes share, none in the linking note's
+        folder, with the note it opens, by linking note and line."""
+        from .links.lookup import needs_links
+
+        needs_links(self.store)
+        return self.store.ambiguous_links()
 
     def _indexed(self, note: str) -> str:
         rel = note_path(note)

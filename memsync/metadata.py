@@ -3,6 +3,7 @@ matter and its inline #tags; and the dates a user types (`7d`, `yesterday`, `202
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from dataclasses import dataclass
@@ -13,12 +14,16 @@ DAILY_NAME = re.compile(
     r"(?:^|/)(?:daily|memory)/(?:.*/)?(\d{4})-(\d{2})-(\d{2})\.(?:md|markdown)$"
 )
 _FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*\r?$", re.S | re.M)
-_FENCE = re.compile(r"^[ \t]*(```|~~~).*?^[ \t]*\1[ \t]*$", re.S | re.M)
+_FENCE_MARKS = ("```", "~~~")
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 # a tag starts after a space, a line start or an opening bracket (never inside a URL: page#part),
 # holds letters (any script), digits, _ - /, and at least one character that is not a digit
 _TAG = re.compile(r"(?:(?<=^)|(?<=[\s(\[{,;]))#([^\W\d_/-][\w/-]*|[\w/-]*[^\W\d][\w/-]*)", re.M)
-_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.M)
+# how a heading opens; its title is cut by heading() (the regex `[ \t]+(.+?)[ \t#]*$` took time
+# quadratic in a line of spaces or `#`s: 11 s for one line of 64 KB)
+_HEADING_OPENS = re.compile(r"(#{1,6})([ \t]+)")
+_INDENTED_HEADING_OPENS = re.compile(r" {0,3}(#{1,6})([ \t]+)")
+_HEADING_LINE = re.compile(r"^#{1,6}[ \t][^\n]*", re.M)
 # recorded with the index's rules: when these change, every note is read again
 RULES = "meta-3"
 
@@ -156,9 +161,59 @@ def _as_day(value: object) -> str | None:
     return None
 
 
+def heading(line: str, indented: bool = False, titled: bool = True) -> tuple[int, str] | None:
+    """A line's heading level and title as written (`## Title ##` -> (2, "Title")), None for
+    another line: what `^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$` takes (without ` {0,3}` unless
+    `indented`, `(.*?)` unless `titled`), in time linear in the line."""
+    opened = (_INDENTED_HEADING_OPENS if indented else _HEADING_OPENS).match(line)
+    if opened is None:
+        return None
+    body = line[opened.end() :]
+    title = body.rstrip(" \t#")
+    if not title and titled:  # `(.+?)` takes a character: the first `#`, or a space given back
+        if body:
+            title = body[0]
+        elif len(opened.group(2)) > 1:
+            title = opened.group(2)[-1]
+        else:
+            return None
+    return len(opened.group(1)), title
+
+
+def _first_heading(body: str) -> str | None:
+    for line in _HEADING_LINE.finditer(body):
+        found = heading(line.group())
+        if found is not None:
+            return found[1]
+    return None
+
+
+def _without_fences(body: str) -> str:
+    """The body with each fenced block (a line opening with ``` or ~~~ to the next line holding
+    that mark alone) as one space; an opening never closed is left as it is."""
+    lines = body.split("\n")
+    closing = {
+        mark: [n for n, line in enumerate(lines) if line.strip(" \t") == mark]
+        for mark in _FENCE_MARKS
+    }
+    kept: list[str] = []
+    number = 0
+    while number < len(lines):
+        closers = closing.get(lines[number].lstrip(" \t")[:3], [])
+        after = bisect.bisect_right(closers, number)
+        if after < len(closers):
+            kept.append(" ")
+            number = closers[after] + 1
+            continue
+        kept.append(lines[number])
+        number += 1
+    return "\n".join(kept)
+
+
 def inline_tags(body: str) -> list[str]:
     """#tags in the text, not in code (fenced or inline), not in URLs, not headings."""
-    text = _INLINE_CODE.sub(" ", _FENCE.sub(" ", body))
+    fenced = any(mark in body for mark in _FENCE_MARKS)
+    text = _INLINE_CODE.sub(" ", _without_fences(body) if fenced else body)
     return _TAG.findall(text)
 
 
@@ -168,15 +223,17 @@ def parse(path: str, text: str) -> NoteMeta:
     tags: list[str] = []
     for raw in _listed(data.get("tags")) + _listed(data.get("tag")) + inline_tags(body):
         tags += expand(raw)
-    heading = _HEADING.search(body)
+    first_heading = _first_heading(body)
     title = data.get("title")
     named = note_date(path)
     return NoteMeta(
-        title=str(title).strip() if title else (heading.group(1).strip() if heading else None),
+        title=str(title).strip()
+        if title
+        else (first_heading.strip() if first_heading is not None else None),
         date=named.isoformat() if named else _as_day(data.get("date")),
         tags=tuple(dict.fromkeys(t for t in tags if t)),
         warning=warning,
-        has_heading=heading is not None,
+        has_heading=first_heading is not None,
         aliases=tuple(dict.fromkeys(_aliases(data.get("aliases")) + _aliases(data.get("alias")))),
     )
 

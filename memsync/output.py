@@ -441,28 +441,32 @@ def links_data(found: NoteLinks) -> Links:
 
 def links_text(found: NoteLinks) -> str:
     """A note's links (line, as written, the note each opens) and backlinks (`path:line` and
-    that line), names and lines escaped as everywhere."""
+    that line, once for a line that links to it twice: the data lists each link), names and
+    lines escaped as everywhere."""
     lines = [f"{escape_name(found.path)}: {len(found.outgoing)} link(s)"]
     for link in found.outgoing:
         opens = escape_name(link.resolved) if link.resolved else "unresolved"
         lines.append(f"  {link.line}: {escape_controls(link.written)} -> {opens}")
-    lines.append(f"backlinks: {len(found.backlinks)}")
+    linking = {(b.link.source, b.link.line): b.text for b in found.backlinks}
+    lined = f"{len(linking)} line" + ("s" if len(linking) > 1 else "")
+    on = f", on {lined}" if len(linking) < len(found.backlinks) else ""
+    lines.append(f"backlinks: {len(found.backlinks)}{on}")
     lines += [
-        f"  {escape_name(b.link.source)}:{b.link.line}: {escape_controls(b.text.strip())}"
-        for b in found.backlinks
+        f"  {escape_name(source)}:{line}: {escape_controls(text.strip())}"
+        for (source, line), text in linking.items()
     ]
     if found.more:
         lines.append(f"({found.more})")
     return "\n".join(lines)
 
 
-def unresolved_text(links: list[LinkRow]) -> str:
-    """Every broken link as `path:line` and the link; a name several notes share says which
-    one it opens."""
+def vault_links_text(links: list[LinkRow], kind: str) -> str:
+    """`links --unresolved`: each broken link as `path:line` and the link; `--ambiguous`: each
+    link by a shared name, and the note it opens."""
     if not links:
-        return "no unresolved links"
+        return f"no {kind} links"
     return "\n".join(
         f"{escape_name(link.source)}:{link.line}: {escape_controls(link.written)}"
-        + (f" (ambiguous: opens {escape_name(link.resolved)})" if link.resolved else "")
+        + (f" -> {escape_name(link.resolved)}" if link.resolved else "")
         for link in links
     )

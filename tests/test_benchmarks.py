@@ -116,6 +116,13 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
                 r"\| a note moved under `watch` -> its backlinks settled .* \| \d+ ms \|",
             ],
         ),
+        "bench_links:hostile": (  # NAME:MODE runs benchmarks.NAME
+            ["--hostile", "--megabytes", "0.01", "--served-notes", "2"],
+            [
+                rf"\| backticks \| {f} \| {f} \| {f} \| {f} \|",
+                rf"\| /api/status, median / slowest answer \| {f} ms / {f} ms \|",
+            ],
+        ),
         "bench_query": (
             ["--chunks", "50", "--runs", "2", "--vault", vault],
             [
@@ -226,7 +233,7 @@ def test_every_script_runs_and_prints_its_figures(tmp_path: Path, pg_url: str) -
 def start(name: str, args: list[str], tmp: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """`python -m benchmarks.NAME ARGS` started, its output going to NAME.out and NAME.err."""
     with open(tmp / f"{name}.out", "wb") as out, open(tmp / f"{name}.err", "wb") as err:
-        command = [sys.executable, "-m", f"benchmarks.{name}", *args]
+        command = [sys.executable, "-m", f"benchmarks.{name.split(':')[0]}", *args]
         return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=err)
 
 

@@ -17,6 +17,8 @@ from memsync.chunking import (
     count_tokens,
     embed_input,
     embed_inputs,
+    encoded,
+    encoding,
     split_lines,
     windows,
 )
@@ -153,6 +155,16 @@ def test_a_line_longer_than_a_window_is_a_window_alone_and_blank_runs_are_none()
     long_line = "word " * 300
     assert [w.text for w in windows(f"short\n{long_line}\n\n\nend")] == ["short", long_line, "end"]
     assert [w.text for w in windows("\n\n")] == ["\n\n"]  # nothing but blanks: the text itself
+
+
+def test_a_megabyte_of_spaces_before_a_word_is_chunked_whole() -> None:
+    """tiktoken panicked on it (a stack overflow, which is no Exception: `index` stopped with a
+    traceback); a line under ENCODED_AT_ONCE is counted as before."""
+    text = " " * (1 << 20) + "word\n"
+    assert chunk_text(text)[-1].text.endswith(" word")
+    assert count_tokens(text) > 1_000
+    line = "a line of words " * 1_000
+    assert encoded(line) == encoding().encode_ordinary(line)
 
 
 def test_windows_never_exceed_their_numbering() -> None:

@@ -4,12 +4,15 @@ lines links.sections gives, and aliases from front matter."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import pytest
 
 from memsync.links.parse import Link, links_in, wikilink_location
 from memsync.links.resolve import NOWHERE, name_key, path_key, wanted
 from memsync.links.sections import headings, missing, section
-from memsync.metadata import parse
+from memsync.metadata import heading, parse
 
 NOTE = """# Heron
 [[Target]] [[Target.md]] [[Target|shown text]]
@@ -244,7 +247,89 @@ def test_the_missing_message_is_one_line_listing_the_headings() -> None:
     assert no_headings == "plain.md has no heading 'X'; it has no headings"
 
 
+def test_an_empty_block_id_names_no_block() -> None:
+    """`[[Note#^]]` is not the line that ends in a lone `^` (it matched one before)."""
+    text = "intro\nan aside ending in a caret ^\nlast\n"
+    assert section(text, "^") is None
+    assert missing("a.md", "^", text) == (
+        "a.md#^ names no block: give the block's id after ^ ([[Note#^id]])"
+    )
+
+
+def test_the_missing_message_lists_a_few_thousand_characters_of_headings_and_the_count_left() -> (
+    None
+):
+    """A note of 10,000 headings once made a message of 100,000 characters."""
+    text = "".join(f"## Heading number {n}\n" for n in range(10_000))
+    said = missing("big.md", "Nope", text)
+    assert len(said) < 2_500
+    assert said.startswith("big.md has no heading 'Nope'; its headings: Heading number 0, ")
+    shown = said.split("; its headings: ")[1].split(", and ")[0].split(", ")
+    assert said.endswith(f", and {10_000 - len(shown):,} more")
+    assert shown[-1] == f"Heading number {len(shown) - 1}"
+
+
 def test_a_link_keeps_what_the_store_needs_to_write_it_again() -> None:
     """A moved note's links are written again from their rows: every field a Link has."""
     [link] = links_in("a.md", "x\n![[Heron#Conflicts|the part]]\n")
     assert link == Link(2, "![[Heron#Conflicts|the part]]", "Heron", "Conflicts", "embed", "wiki")
+
+
+# (what a note opens with, the unit repeated to a megabyte, what ends that line): the shapes
+# that made a regex read on from each of many starts to one far end (bench_links --hostile
+# times each reader on them)
+HOSTILE = [
+    ("", "`", ""),
+    ("", "`` ` ```a", ""),
+    ("[", "\\[", ""),
+    ("", "[", ""),
+    ("", "[[a", ""),
+    ("", "](", ""),
+    ("", "[a](", ""),
+    ("", "[a](<", ""),
+    ("", "[a\\](x ", ""),
+    ("", '[a](b "', ""),
+    ("", "*_|$<", ""),
+    ("", " ", "a"),
+    ("# a", " ", "b"),
+    ("# a", " #", "b"),
+    ("", "```x\n", ""),
+    ("", "~~~x\n", ""),
+    ("", "[\\[\n", ""),
+    ("", "a ^\n", ""),
+]
+MB = 1 << 20
+
+
+def _megabyte(head: str, unit: str, tail: str) -> str:
+    return head + unit * ((MB - len(head)) // len(unit)) + tail + "\n[[a]] [b](c.md)\n"
+
+
+def _seconds(read: Callable[[str], object], text: str) -> float:
+    started = time.perf_counter()
+    read(text)
+    return time.perf_counter() - started
+
+
+READERS: list[Callable[[str], object]] = [
+    lambda text: links_in("a/note.md", text),
+    headings,
+    lambda text: section(text, "Nope#Sub"),
+    lambda text: section(text, "^x"),
+    lambda text: missing("a/note.md", "Nope", text),
+    lambda text: parse("a/note.md", text),
+    lambda text: [heading(line, indented=True) for line in text.split("\n")],
+]
+
+
+@pytest.mark.parametrize("head, unit, tail", HOSTILE)
+def test_a_megabyte_of_any_shape_is_read_in_time_linear_in_its_size(
+    head: str, unit: str, tail: str
+) -> None:
+    """A line of backticks, or `[` then many `\\[`, took 2 s for 16 KB and 35 s for 64 KB (a
+    megabyte: hours), holding the interpreter lock. The bound only catches such a blow-up: 50
+    times what a megabyte of plain text with links takes, and 2 s more."""
+    plain = "The quick brown fox jumps over the lazy dog [[Fox]] and [a](b.md).\n" * (MB // 68)
+    hostile = _megabyte(head, unit, tail)
+    for read in READERS:
+        assert _seconds(read, hostile) < 50 * _seconds(read, plain) + 2

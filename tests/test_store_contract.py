@@ -591,7 +591,8 @@ def test_links_are_written_with_their_note_and_follow_the_notes_that_come_and_go
         assert [row[2] for row in _links_of(store, "daily/log.md")] == [
             heron, "ops/kafka.md", heron, "daily/log.md", heron
         ]  # fmt: skip
-        ambiguous = [(link.written, link.resolved) for link in store.unresolved_links()]
+        assert store.unresolved_links() == []
+        ambiguous = [(link.written, link.resolved) for link in store.ambiguous_links()]
         assert ambiguous == [("[[Heron#Conflicts]]", heron), ("![[heron]]", heron)]
 
         (root / heron).unlink()
@@ -658,7 +659,8 @@ def test_names_of_notes_and_the_links_listed_as_unresolved(
     location: Location, tmp_path: Path
 ) -> None:
     """A note is named by its file name, its path and its aliases; a link written as an alias
-    opens nothing, and a name two notes share is listed with the note it opens."""
+    opens nothing, and a name two notes share is ambiguous, listed with the note it opens,
+    unless one of them stands in the linking note's folder."""
     with _indexed(
         location,
         tmp_path,
@@ -666,6 +668,7 @@ def test_names_of_notes_and_the_links_listed_as_unresolved(
             "a/n.md": "---\naliases: [Heron sync design, HSD]\n---\n# N\n",
             "b/n.md": "# N of b\n",
             "x.md": "[[missing]] [[N]]\n[[HSD]] [[a/n]]\n",
+            "b/y.md": "[[N]]\n",
         },
     ) as (store, root):
         assert store.has_links
@@ -683,9 +686,11 @@ def test_names_of_notes_and_the_links_listed_as_unresolved(
             ("title", "N"),
         ]
         assert named["b/n.md"] == [("title", "N of b")]
-        listed = [(link.line, link.written, link.resolved) for link in store.unresolved_links()]
-        assert listed == [(1, "[[missing]]", None), (1, "[[N]]", "a/n.md"), (2, "[[HSD]]", None)]
-        assert store.link_counts() == (4, 2)
+        listed = [(link.line, link.written) for link in store.unresolved_links()]
+        assert listed == [(1, "[[missing]]"), (2, "[[HSD]]")]
+        ambiguous = [(link.source, link.written, link.resolved) for link in store.ambiguous_links()]
+        assert ambiguous == [("x.md", "[[N]]", "a/n.md")]  # b/y.md's opens b/n.md beside it
+        assert store.link_counts() == (5, 2)
 
 
 def _before_links(store: Store) -> int:

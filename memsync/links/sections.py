@@ -7,12 +7,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..metadata import front_matter_lines
+from ..metadata import front_matter_lines, heading
 from .resolve import key
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})")  # in a block quote or a callout too
 _NOT_IN_LINKS = re.compile(r"[#|^:\[\]%]")
+LISTED = 2_000  # characters of headings a missing heading's message lists, at most
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]")
 
 
@@ -38,9 +38,9 @@ def headings(text: str) -> list[Heading]:
         if opened:
             fence = opened.group(1)
             continue
-        match = _HEADING.match(line)
-        if match:
-            found.append(Heading(number, len(match.group(1)), match.group(2).strip()))
+        level_title = heading(line, titled=False)
+        if level_title:
+            found.append(Heading(number, level_title[0], level_title[1].strip()))
     return found
 
 
@@ -74,15 +74,31 @@ def section(text: str, anchor: str) -> tuple[int, int] | None:
 
 
 def missing(path: str, anchor: str, text: str) -> str:
-    """One line: the note lacks that heading or block, and which headings it has."""
+    """One line: the note lacks that heading or block, and which headings it has (as many as
+    LISTED characters hold, then how many more)."""
+    if anchor == "^":
+        return f"{path}#^ names no block: give the block's id after ^ ([[Note#^id]])"
     if anchor.startswith("^"):
         return f"{path} has no block {anchor}"
     titles = [h.title for h in headings(text)]
-    has = "; its headings: " + ", ".join(titles) if titles else "; it has no headings"
-    return f"{path} has no heading {anchor!r}{has}"
+    if not titles:
+        return f"{path} has no heading {anchor!r}; it has no headings"
+    listed, size = [], 0
+    for title in titles:
+        size += len(title) + 2
+        if size > LISTED:
+            break
+        listed.append(title)
+    more = len(titles) - len(listed)
+    rest = f", and {more:,} more" if more else ""
+    return f"{path} has no heading {anchor!r}; its headings: {', '.join(listed)}{rest}"
 
 
 def block(text: str, block_id: str) -> tuple[int, int] | None:
+    """The lines of the block `^block_id` ends; None for an empty id, which names no block (a
+    line ending in a lone `^` is not one)."""
+    if not block_id:
+        return None
     lines = text.splitlines()
     marker = re.compile(rf"(?:^|\s)\^{re.escape(block_id)}\s*$")
     for index, line in enumerate(lines):
@@ -96,7 +112,9 @@ def block(text: str, block_id: str) -> tuple[int, int] | None:
         if _LIST_ITEM.match(line):
             return index + 1, index + 1
         first = index
-        while first > 0 and lines[first - 1].strip() and not _HEADING.match(lines[first - 1]):
+        while (
+            first > 0 and lines[first - 1].strip() and not heading(lines[first - 1], titled=False)
+        ):
             first -= 1
         return first + 1, index + 1
     return None

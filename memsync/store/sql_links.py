@@ -212,10 +212,17 @@ class LinkTables(Statements):
         return self._link_rows("resolved = ?", (path,))
 
     def unresolved_links(self) -> list[LinkRow]:
-        """Every link that opens no note, and every bare name that several notes share."""
+        """Every link that opens no note."""
+        return self._link_rows("resolved IS NULL", ())
+
+    def ambiguous_links(self) -> list[LinkRow]:
+        """Every bare name that several notes share, none of them beside the linking note: the
+        links whose note Obsidian's rules leave to a tie-break (shortest path, then first)."""
         return self._link_rows(
-            "resolved IS NULL OR (wants = 'name' AND want_key IN (SELECT key FROM names "
-            "WHERE kind = 'file' GROUP BY key HAVING count(*) > 1))",
+            "wants = 'name' AND resolved IS NOT NULL AND want_key IN (SELECT key FROM names "
+            "WHERE kind = 'file' GROUP BY key HAVING count(*) > 1) AND NOT EXISTS (SELECT 1 "
+            "FROM names AS n WHERE n.kind = 'file' AND n.key = links.want_key AND n.folder = "
+            "links.folder)",
             (),
         )
 
