@@ -24,6 +24,7 @@ import pytest
 from conftest import as_nobody, drop_vault, free_port, write
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 from memsync.serve import endpoint
 from memsync.serve.relay import Relay
@@ -329,6 +330,40 @@ def test_an_agents_stdio_server_is_relayed_and_answers_as_its_own_would(
     alone = anyio.run(answers, ["-c", IN_PROCESS, "mcp"])
     assert relayed == alone and "memory_search" in relayed[0]
     assert ("mcp", "0") in daemon.relayed()
+
+
+def test_an_agents_session_whose_daemon_stops_ends_with_one_line_and_exit_1(
+    daemon: Daemon, vault: Path, tmp_path: Path
+) -> None:
+    """The daemon stopped mid-session: the relayed `memsync mcp` says so in one line and exits
+    1; it used to abort at shutdown (a thread blocked on stdin's buffer: signal 6, exit 134)."""
+    code = tmp_path / "exit-code"
+    shell = f'{sys.executable} -m memsync mcp; echo $? > "{code}"'
+
+    async def session_outlived() -> str:
+        params = StdioServerParameters(command="/bin/sh", args=["-c", shell], env=_env(), cwd=vault)
+        with open(tmp_path / "relayed.err", "w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write_),
+                ClientSession(read, write_) as session,
+            ):
+                await session.initialize()
+                await session.list_tools()
+                daemon.stop()
+                with pytest.raises(MCPError):
+                    await session.call_tool("memory_search", {"query": "ssh port"})
+                while not code.exists():  # the client's process has ended, and the shell said how
+                    await anyio.sleep(0.05)
+        return (tmp_path / "relayed.err").read_text()
+
+    said = anyio.run(session_outlived)
+    assert code.read_text() == "1\n"
+    assert said.splitlines()[-1] == (
+        "memsync: the memsync watch or serve answering this MCP session stopped; "
+        "start the session again"
+    )
+    assert "Fatal" not in said and "Traceback" not in said
+    assert ("mcp", "0") not in daemon.relayed()  # served, not ended by its client
 
 
 # -- `memsync serve --db URL --name NAME`: a reader of a shared PostgreSQL vault, no watcher ----

@@ -272,9 +272,11 @@ def _exchange(connection: socket.socket, args: list[str], secret: str | None) ->
         frames, verdict = _answer(reader)
         if verdict is None or verdict.get("declined"):
             return None  # nothing printed yet: the command runs in this process
-        _write(frames)
         if verdict.get("serving"):  # an MCP session: from here on, a pipe
-            return _pipe(connection, reader)
+            stdin = sys.stdin.fileno()  # none (a test's stream): declined, run in-process
+            _write(frames)
+            return _pipe(connection, reader, stdin)
+        _write(frames)
         return int(verdict["exit"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -303,14 +305,17 @@ def _write(frames: list[tuple[int, bytes]]) -> None:
         stream.buffer.flush()
 
 
-def _pipe(connection: socket.socket, reader: BinaryIO) -> int:
-    """An MCP session relayed: stdin to the daemon, its stdout and stderr here, until it ends."""
+def _pipe(connection: socket.socket, reader: BinaryIO, stdin: int) -> int:
+    """An MCP session relayed: stdin to the daemon, its stdout and stderr here, until it ends.
+    A daemon that stops ends it with one line and exit 1."""
     import threading
 
     def forward() -> None:
+        # read from the descriptor, not sys.stdin's buffer: this thread is still blocked in the
+        # read when a stopped daemon ends the process, and a buffer's lock held then aborts the
+        # interpreter's shutdown ("Fatal Python error: _enter_buffered_busy", signal 6)
         with contextlib.suppress(OSError):
-            stdin = sys.stdin.buffer
-            while chunk := stdin.read1(65536):  # type: ignore[union-attr]
+            while chunk := os.read(stdin, 65536):
                 send(connection, STDIN, chunk)
             send(connection, STDIN, b"")  # stdin closed: the session ends
 
@@ -320,5 +325,9 @@ def _pipe(connection: socket.socket, reader: BinaryIO) -> int:
         if channel == EXIT:
             return int(json.loads(data)["exit"])
         _write([frame])
-    print("memsync: the daemon serving this index stopped", file=sys.stderr)
+    print(
+        "memsync: the memsync watch or serve answering this MCP session stopped; "
+        "start the session again",
+        file=sys.stderr,
+    )
     return 1
