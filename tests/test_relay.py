@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import signal
 import socket
@@ -606,7 +607,7 @@ def test_a_socket_name_too_long_moves_to_a_short_private_folder(
 
 
 def test_a_folder_others_may_enter_is_no_endpoints_home(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     folder = Path(endpoint.run_dir())
     folder.mkdir(parents=True)
@@ -617,3 +618,32 @@ def test_a_folder_others_may_enter_is_no_endpoints_home(
         assert endpoint.relayed(["query", "this"]) is None
     finally:
         started.stop()
+    assert caplog.messages == [
+        "not answering the shell (each command runs in its own process): "
+        f"{folder} may be entered by other users (mode 0755): chmod 700 {folder}"
+    ]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a folder to another user")
+def test_another_users_folder_in_tmpdir_is_named_with_its_owner_and_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another user made $TMPDIR/memsync-UID first: the warning names the folder, its owner,
+    and what to do; the commands run in their own processes."""
+    for setting in ("MEMSYNC_HOME", "XDG_RUNTIME_DIR"):
+        monkeypatch.delenv(setting, raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    taken = tmp_path / f"memsync-{os.getuid()}"
+    taken.mkdir(mode=0o700)
+    os.chown(taken, 65534, 65534)
+    started = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    try:
+        assert endpoint.relayed(["query", "this"]) is None
+    finally:
+        started.stop()
+    owner = f"{pwd.getpwuid(65534).pw_name} (uid 65534)"
+    assert caplog.messages == [
+        "not answering the shell (each command runs in its own process): "
+        f"{taken} belongs to {owner}, not to this user: remove it (its owner or root can), "
+        "or set TMPDIR to a folder of your own"
+    ]

@@ -34,11 +34,21 @@ def run_dir() -> str:
     """The folder of this user's daemon endpoints: beside the indexes where MEMSYNC_HOME sets
     them, else the runtime folder, else a folder of this user's in the temporary folder. (Paths
     are strings here: pathlib would be most of this module's import time.)"""
+    return _run_dir_chosen()[0]
+
+
+def run_dir_setting() -> str:
+    """The environment variable that places run_dir(), for a message on what to change."""
+    return _run_dir_chosen()[1]
+
+
+def _run_dir_chosen() -> tuple[str, str]:
     if os.environ.get("MEMSYNC_HOME"):
-        return os.path.join(os.path.expanduser(os.environ["MEMSYNC_HOME"]), "run")
+        home = os.path.expanduser(os.environ["MEMSYNC_HOME"])
+        return os.path.join(home, "run"), "MEMSYNC_HOME"
     if os.environ.get("XDG_RUNTIME_DIR"):
-        return os.path.join(os.environ["XDG_RUNTIME_DIR"], "memsync")
-    return _short_private_dir()
+        return os.path.join(os.environ["XDG_RUNTIME_DIR"], "memsync"), "XDG_RUNTIME_DIR"
+    return _short_private_dir(), "TMPDIR"
 
 
 def _short_private_dir() -> str:
@@ -48,19 +58,43 @@ def _short_private_dir() -> str:
 def private_dir(path: str, create: bool) -> bool:
     """True when `path` is a real folder of this user's that nobody else may enter; made so
     (mode 0700) when `create` and absent."""
+    return not_private(path, create) is None
+
+
+def not_private(path: str, create: bool) -> str | None:
+    """What keeps `path` from being a real folder of this user's that nobody else may enter
+    (None: nothing); made so (mode 0700) when `create` and absent."""
     if create:
-        with contextlib.suppress(FileExistsError):
+        try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            return f"cannot be made ({exc.strerror})"
     try:
         info = os.lstat(path)
-    except OSError:
-        return False
-    return (
-        info.st_uid == os.getuid()
-        and (info.st_mode & 0o170000) == 0o040000  # a folder, not a link to one
-        and info.st_mode & 0o077 == 0
-    )
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if (info.st_mode & 0o170000) == 0o120000:
+        return "is a symbolic link, not a folder"
+    if (info.st_mode & 0o170000) != 0o040000:
+        return "is not a folder"
+    if info.st_uid != os.getuid():
+        return f"belongs to {_user_name(info.st_uid)}, not to this user"
+    if info.st_mode & 0o077:
+        return f"may be entered by other users (mode {info.st_mode & 0o777:04o})"
+    return None
+
+
+def _user_name(uid: int) -> str:
+    """`nobody (uid 65534)`, or the uid alone where it names no account."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 def write_private(path: str, value: object) -> None:

@@ -34,11 +34,12 @@ from .endpoint import (
     endpoint_key,
     fingerprint,
     forget,
+    not_private,
     peer_uid,
-    private_dir,
     receive,
     registered,
     run_dir,
+    run_dir_setting,
     send_json,
     socket_path,
     write_private,
@@ -130,8 +131,7 @@ class Relay:
         private or another process answers for the index already (a second reader of a shared
         vault): then every command simply runs in its own process, or goes to that one."""
         folder = Path(run_dir())
-        if not private_dir(str(folder), create=True):
-            log.warning("not answering the shell: %s is not a private folder", folder)
+        if not _private(folder, run_dir_setting()):
             return self
         if self._answered_elsewhere():
             log.info("not answering the shell: another memsync process answers for %s", self.index)
@@ -168,9 +168,8 @@ class Relay:
         return False
 
     def _unix_listener(self, path: Path) -> tuple[socket.socket | None, str]:
-        if not private_dir(str(path.parent), create=True):
-            log.warning("not answering the shell: %s is not a private folder", path.parent)
-            return None, ""
+        if path.parent != Path(run_dir()) and not _private(path.parent, "TMPDIR"):
+            return None, ""  # a socket name too long for run_dir: in the temporary folder
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a daemon killed before it could clean up
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -279,6 +278,25 @@ class Relay:
             return None
         finally:
             serving_only.reset(only)
+
+
+def _private(folder: Path, setting: str) -> bool:
+    """Whether `folder` is this user's alone (made so where absent); if not, the log says what
+    is wrong with it and what to do, and every command runs in its own process."""
+    problem = not_private(str(folder), create=True)
+    if problem is None:
+        return True
+    if problem.startswith("may be entered"):
+        advice = f"chmod 700 {folder}"
+    else:
+        advice = f"remove it (its owner or root can), or set {setting} to a folder of your own"
+    log.warning(
+        "not answering the shell (each command runs in its own process): %s %s: %s",
+        folder,
+        problem,
+        advice,
+    )
+    return False
 
 
 def _exit_code(code: object, session: Session) -> int:
