@@ -5,6 +5,7 @@ gone, stale or another user's is passed over."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -585,6 +586,81 @@ def test_without_unix_sockets_a_loopback_port_wants_the_secret(
         assert "answered this" in capfd.readouterr().out
         entry.write_text(json.dumps(info | {"secret": "guessed"}))
         assert endpoint.relayed(["get", "this"]) is None
+    finally:
+        started.stop()
+
+
+class FakeListener:
+    """A process on a loopback port that a registry entry names but that does not know the
+    entry's secret (another user's, say): it answers a nonce with a made-up proof and keeps
+    every byte a client sends it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.heard = b""
+        self._server = socket.create_server(("127.0.0.1", 0))
+        entry = {"pid": os.getpid(), "index": "elsewhere", "port": self._server.getsockname()[1]}
+        endpoint.write_private(str(folder / "fake.json"), entry | {"secret": "a" * 64})
+        self._thread = threading.Thread(target=self._answer)
+        self._thread.start()
+
+    def _answer(self) -> None:
+        connection, _ = self._server.accept()
+        with connection:
+            reader = connection.makefile("rb")
+            frame = endpoint.receive(reader)
+            self.heard += frame[1] if frame else b""
+            endpoint.send_json(connection, endpoint.CONTROL, {"nonce": "n", "proof": "0" * 64})
+            connection.settimeout(2.0)  # long enough for a client's environment to arrive
+            with contextlib.suppress(OSError):
+                while chunk := connection.recv(65536):
+                    self.heard += chunk
+
+    def close(self) -> None:
+        self._thread.join()
+        self._server.close()
+
+
+def test_over_a_loopback_port_a_listener_without_the_secret_receives_nothing_of_the_client(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The listener proves it knows the secret before the client sends its arguments, folder
+    or environment; one that cannot gets a nonce alone, and the command runs in-process."""
+    monkeypatch.setenv("MEMSYNC_MARKER", "the-clients-environment")
+    folder = Path(endpoint.run_dir())
+    assert endpoint.private_dir(str(folder), create=True)
+    fake = FakeListener(folder)
+    try:
+        assert endpoint.relayed(["query", "a-secret-question"]) is None
+    finally:
+        fake.close()
+    (hello,) = [json.loads(fake.heard)]  # one frame, then the client hung up
+    assert list(hello) == ["nonce"] and len(hello["nonce"]) == 64
+    assert b"the-clients-environment" not in fake.heard and b"a-secret-question" not in fake.heard
+    assert capfd.readouterr() == ("", "")
+
+
+def test_over_a_loopback_port_a_client_without_the_secret_is_not_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listener proves itself to anyone, but answers only a client whose own proof (an
+    HMAC of both nonces, never the secret) holds; the listener's proof is no client's."""
+    monkeypatch.delattr(socket, "AF_UNIX")
+    started = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    try:
+        (entry,) = Path(endpoint.run_dir()).glob("*.json")
+        info = json.loads(entry.read_text())
+        for wrong in ("0" * 64, info["secret"], "listener-proof"):
+            with socket.create_connection(("127.0.0.1", info["port"]), timeout=10) as connection:
+                reader = connection.makefile("rb")
+                endpoint.send_json(connection, endpoint.CONTROL, {"nonce": "mine"})
+                said = endpoint.control(endpoint.receive(reader))
+                assert said is not None
+                mac = endpoint.proof(info["secret"], "listener", "mine", said["nonce"])
+                assert said["proof"] == mac
+                claim = said["proof"] if wrong == "listener-proof" else wrong
+                asked = endpoint.request(["query", "this"], claim)
+                endpoint.send_json(connection, endpoint.CONTROL, asked)
+                assert endpoint.receive(reader) is None  # closed unanswered
     finally:
         started.stop()
 

@@ -3,8 +3,9 @@
 Standard library only, and nothing else of memsync: the shell's `memsync query` imports this
 before anything heavy, so that a command a daemon answers costs an interpreter and a socket.
 A daemon listens on a Unix socket in a folder only this user can enter (the peer's uid checked
-both ways); where Unix sockets are missing, on a loopback port that wants a secret read from a
-file only this user can read. Each daemon leaves a registry file naming its endpoint.
+both ways); where Unix sockets are missing, on a loopback port, where both sides prove they know
+a secret read from a file only this user can read (the listener first: nothing of the client's
+is sent to a process that cannot). Each daemon leaves a registry file naming its endpoint.
 
 A message is a frame: one byte of channel, four of length, the bytes.
 """
@@ -174,6 +175,17 @@ def receive(stream: BinaryIO) -> tuple[int, bytes] | None:
     return (channel, data) if len(data) == length else None
 
 
+def control(frame: tuple[int, bytes] | None) -> dict[str, Any] | None:
+    """A control frame's object; None for anything else (the end of the stream included)."""
+    if frame is None or frame[0] != CONTROL:
+        return None
+    try:
+        said = json.loads(frame[1])
+    except ValueError:
+        return None
+    return said if isinstance(said, dict) else None
+
+
 def registered() -> Iterator[dict[str, Any]]:
     """The live daemons' registry entries; an entry whose daemon is gone is removed."""
     folder = run_dir()
@@ -248,11 +260,38 @@ def relayable(args: list[str]) -> bool:
     return bool(args) and args[0] in RELAYED and not {"-h", "--help"} & set(args)
 
 
-def request(args: list[str], secret: str | None) -> dict[str, Any]:
+def proof(secret: str, side: str, client_nonce: str, listener_nonce: str) -> str:
+    """What one side of a loopback connection shows to prove it knows the secret, never the
+    secret itself: an HMAC of both sides' fresh nonces, named for the side (so that neither
+    side's proof can be sent back as the other's)."""
+    import hmac
+
+    said = f"{side} {client_nonce} {listener_nonce}".encode()
+    return hmac.new(secret.encode(), said, "sha256").hexdigest()
+
+
+def _listener_proven(connection: socket.socket, reader: BinaryIO, secret: str) -> str | None:
+    """Over a loopback port, before anything of this process is sent: the listener proves it
+    knows the secret; then this side's proof, to send with the request. None when the listener
+    cannot prove it (a process of another user's that took the port)."""
+    import hmac
+
+    ours = os.urandom(32).hex()
+    send_json(connection, CONTROL, {"nonce": ours})
+    said = control(receive(reader))
+    if said is None or not isinstance(said.get("nonce"), str):
+        return None
+    theirs = said["nonce"]
+    if not hmac.compare_digest(str(said.get("proof")), proof(secret, "listener", ours, theirs)):
+        return None
+    return proof(secret, "client", ours, theirs)
+
+
+def request(args: list[str], proven: str | None) -> dict[str, Any]:
     streams = {"stdout": sys.stdout, "stderr": sys.stderr}
     return {
         "fingerprint": fingerprint(),
-        "secret": secret,
+        "proof": proven,
         "args": args,
         "program": program_name(),
         "cwd": os.getcwd(),
@@ -298,7 +337,12 @@ def _plain_streams() -> bool:
 def _exchange(connection: socket.socket, args: list[str], secret: str | None) -> int | None:
     reader = connection.makefile("rb")
     try:
-        send_json(connection, CONTROL, request(args, secret))
+        proven = None
+        if secret is not None:
+            proven = _listener_proven(connection, reader, secret)
+            if proven is None:
+                return None
+        send_json(connection, CONTROL, request(args, proven))
         hello = receive(reader)  # within HELLO_TIMEOUT: a stopped daemon is passed over
         if hello is None or json.loads(hello[1]).get("declined"):
             return None

@@ -13,7 +13,6 @@ then answers it itself.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import secrets
@@ -31,11 +30,13 @@ from .endpoint import (
     EXIT,
     STDIN,
     connect,
+    control,
     endpoint_key,
     fingerprint,
     forget,
     not_private,
     peer_uid,
+    proof,
     receive,
     registered,
     run_dir,
@@ -212,19 +213,33 @@ class Relay:
             if self._secret is None and peer_uid(connection) not in (None, os.getuid()):
                 return  # a Unix socket's peer is another user's process
             reader = connection.makefile("rb")
-            frame = receive(reader)
-            if frame is None or frame[0] != CONTROL:
+            expected = self._proven_to(connection, reader) if self._secret else None
+            if self._secret is not None and expected is None:
+                return  # no nonce: not a memsync client
+            wanted = control(receive(reader))
+            if wanted is None:
                 return
-            wanted = json.loads(frame[1])
-            if self._secret is not None and not secrets.compare_digest(
-                str(wanted.get("secret")), self._secret
+            if expected is not None and not secrets.compare_digest(
+                str(wanted.get("proof")), expected
             ):
-                return
+                return  # a client that does not know the secret
             if wanted.get("fingerprint") != self.fingerprint:
                 send_json(connection, CONTROL, {"declined": "another memsync"})
                 return
             send_json(connection, CONTROL, {"heard": True})
             self._run(connection, reader, wanted)
+
+    def _proven_to(self, connection: socket.socket, reader: BinaryIO) -> str | None:
+        """Over a loopback port: this listener's proof that it knows the secret, for the
+        client's nonce, and the proof the client must send back; None without a nonce."""
+        assert self._secret is not None
+        said = control(receive(reader))
+        if said is None or not isinstance(said.get("nonce"), str):
+            return None
+        ours = secrets.token_hex(32)
+        mine = proof(self._secret, "listener", said["nonce"], ours)
+        send_json(connection, CONTROL, {"nonce": ours, "proof": mine})
+        return proof(self._secret, "client", said["nonce"], ours)
 
     def _run(self, connection: socket.socket, reader: BinaryIO, wanted: dict[str, Any]) -> None:
         session = Session(connection, wanted["streams"])
