@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from conftest import as_nobody, drop_vault, free_port, write
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from memsync.serve import endpoint
@@ -366,6 +368,41 @@ def test_an_agents_session_whose_daemon_stops_ends_with_one_line_and_exit_1(
     )
     assert "Fatal" not in said and "Traceback" not in said
     assert ("mcp", "0") not in daemon.relayed()  # served, not ended by its client
+
+
+def test_while_serve_keeps_a_vault_in_step_its_writer_is_called_memsync_serve(
+    vault: Path, tmp_path: Path
+) -> None:
+    """status (relayed or in its own process), the JSON API, MCP's memory_status, the page and
+    a second writer's refusal name `memsync serve`, the command holding the writer lock."""
+    token = Tokens().add("agent")
+    port = free_port()
+    daemon = Daemon(["serve", str(vault), "--listen", f"127.0.0.1:{port}"], tmp_path / "s.log")
+    url, pid = f"http://127.0.0.1:{port}", daemon.process.pid
+    headers = {"Authorization": f"Bearer {token}"}
+
+    async def memory_status() -> Any:
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write_),
+            ClientSession(read, write_) as session,
+        ):
+            await session.initialize()
+            return (await session.call_tool("memory_status", {})).structured_content
+
+    try:
+        for relayed in (True, False):
+            code, out, _ = run(["status"], vault, relayed=relayed)
+            assert code == 0 and f"writer:   memsync serve running (pid {pid} " in out.decode()
+        api = httpx2.get(f"{url}/api/status", headers=headers).json()
+        assert api["writer"]["role"] == "serve" and api["writer"]["pid"] == pid
+        assert anyio.run(memory_status)["writer"]["role"] == "serve"
+        page = httpx2.get(f"{url}/", headers=headers).text
+        assert f"writer: memsync serve running (pid {pid}" in page
+        code, _, err = run(["watch", str(vault)], vault, relayed=False)
+        assert code == 1 and f"being written by memsync serve (pid {pid}".encode() in err
+    finally:
+        daemon.stop()
 
 
 # -- `memsync serve --db URL --name NAME`: a reader of a shared PostgreSQL vault, no watcher ----
