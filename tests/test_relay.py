@@ -627,6 +627,27 @@ def test_without_unix_sockets_a_loopback_port_wants_the_secret(
         started.stop()
 
 
+def test_an_endpoint_that_cannot_be_made_leaves_the_daemon_running_with_one_warning(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its socket's path taken by a folder (it cannot be replaced): one line in the log, no
+    traceback, no entry; every command runs in its own process."""
+    index = SqliteLocation(tmp_path / "index.sqlite")
+    folder = Path(endpoint.run_dir())
+    assert endpoint.private_dir(str(folder), create=True)
+    taken = Path(endpoint.socket_path(str(folder), endpoint.endpoint_key(str(index))))
+    taken.mkdir()
+    started = Relay(index, _fake_cli).start()
+    try:
+        assert endpoint.relayed(["query", "this"]) is None
+    finally:
+        started.stop()
+    assert caplog.messages == [
+        f"not answering the shell (each command runs in its own process): {taken}: Is a directory"
+    ]
+    assert sorted(folder.iterdir()) == [taken] and capfd.readouterr() == ("", "")
+
+
 class FakeListener:
     """A process on a loopback port that a registry entry names but that does not know the
     entry's secret (another user's, say): it answers a nonce with a made-up proof and keeps

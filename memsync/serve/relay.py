@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ..errors import os_reason
 from ..memory import NotServedHere, serving_only
 from ..store.locate import Location
 from .endpoint import (
@@ -137,6 +138,27 @@ class Relay:
         if self._answered_elsewhere():
             log.info("not answering the shell: another memsync process answers for %s", self.index)
             return self  # its endpoint's files are named after the index: they stay its own
+        try:
+            if not self._listen(folder):
+                return self
+        except OSError as exc:  # a socket path taken, a full disk: the daemon goes on without
+            self._unlisten()
+            where = f"{exc.filename}: " if exc.filename else ""
+            log.warning(
+                "not answering the shell (each command runs in its own process): %s%s",
+                where,
+                os_reason(exc),
+            )
+            return self
+        self._routing.enter_context(_routed_streams_and_log())
+        self._accepting = threading.Thread(target=self._accept, name="memsync-relay", daemon=True)
+        self._accepting.start()
+        log.info("answering this user's memsync commands for %s", self.index)
+        return self
+
+    def _listen(self, folder: Path) -> bool:
+        """The endpoint open and its registry entry written; False when the socket's folder
+        is not private."""
         key = endpoint_key(str(self.index))
         entry: dict[str, Any] = {"pid": os.getpid(), "index": str(self.index)}
         if hasattr(socket, "AF_UNIX"):
@@ -145,15 +167,21 @@ class Relay:
         else:
             self._listener, entry["port"], entry["secret"] = self._loopback_listener()
         if self._listener is None:
-            return self
+            return False
         registry = folder / f"{key}.json"
         write_private(str(registry), entry)
         self._registry = registry
-        self._routing.enter_context(_routed_streams_and_log())
-        self._accepting = threading.Thread(target=self._accept, name="memsync-relay", daemon=True)
-        self._accepting.start()
-        log.info("answering this user's memsync commands for %s", self.index)
-        return self
+        return True
+
+    def _unlisten(self) -> None:
+        """What a failed _listen made, gone: its listener and its socket file."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        if self._socket is not None:
+            with contextlib.suppress(OSError):
+                self._socket.unlink()
+            self._socket = None
 
     def _answered_elsewhere(self) -> bool:
         """Whether another live endpoint answers for this index: its entry names the index and
@@ -174,10 +202,14 @@ class Relay:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a daemon killed before it could clean up
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(str(path))
-        os.chmod(path, 0o600)
-        listener.listen(16)
-        self._socket = path
+        try:
+            listener.bind(str(path))
+            self._socket = path
+            os.chmod(path, 0o600)
+            listener.listen(16)
+        except OSError:
+            listener.close()
+            raise
         return listener, str(path)
 
     def _loopback_listener(self) -> tuple[socket.socket, int, str]:
