@@ -723,6 +723,23 @@ def test_over_a_loopback_port_a_client_without_the_secret_is_not_answered(
         started.stop()
 
 
+def test_over_a_loopback_port_a_peer_that_says_nothing_is_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memsync.serve import relay as relay_module
+
+    monkeypatch.setattr(relay_module, "HELLO_TIMEOUT", 0.2)
+    monkeypatch.delattr(socket, "AF_UNIX")
+    started = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    try:
+        (entry,) = Path(endpoint.run_dir()).glob("*.json")
+        port = json.loads(entry.read_text())["port"]
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as silent:
+            assert silent.recv(1) == b""  # the listener hung up
+    finally:
+        started.stop()
+
+
 def test_a_socket_name_too_long_moves_to_a_short_private_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

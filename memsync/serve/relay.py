@@ -29,6 +29,7 @@ from ..store.locate import Location
 from .endpoint import (
     CONTROL,
     EXIT,
+    HELLO_TIMEOUT,
     STDIN,
     connect,
     control,
@@ -244,6 +245,7 @@ class Relay:
         with connection, contextlib.suppress(OSError):
             if self._secret is None and peer_uid(connection) not in (None, os.getuid()):
                 return  # a Unix socket's peer is another user's process
+            connection.settimeout(HELLO_TIMEOUT)  # a peer that says nothing is not waited for
             reader = connection.makefile("rb")
             expected = self._proven_to(connection, reader) if self._secret else None
             if self._secret is not None and expected is None:
@@ -259,6 +261,7 @@ class Relay:
                 send_json(connection, CONTROL, {"declined": "another memsync"})
                 return
             send_json(connection, CONTROL, {"heard": True})
+            connection.settimeout(None)  # an MCP session's stdin may be quiet for hours
             self._run(connection, reader, wanted)
 
     def _proven_to(self, connection: socket.socket, reader: BinaryIO) -> str | None:
