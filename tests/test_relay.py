@@ -31,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from memsync.serve import endpoint
+from memsync.serve.prefix import page_prefix
 from memsync.serve.relay import Relay
 from memsync.serve.tokens import Tokens
 from memsync.store.locate import SqliteLocation
@@ -397,7 +398,8 @@ def test_while_serve_keeps_a_vault_in_step_its_writer_is_called_memsync_serve(
         api = httpx2.get(f"{url}/api/status", headers=headers).json()
         assert api["writer"]["role"] == "serve" and api["writer"]["pid"] == pid
         assert anyio.run(memory_status)["writer"]["role"] == "serve"
-        page = httpx2.get(f"{url}/", headers=headers).text
+        page_at = f"{url}{page_prefix(Tokens().path.parent)}/"
+        page = httpx2.get(page_at, headers=headers).text
         assert f"writer: memsync serve running (pid {pid}" in page
         code, _, err = run(["watch", str(vault)], vault, relayed=False)
         assert code == 1 and f"being written by memsync serve (pid {pid}".encode() in err
