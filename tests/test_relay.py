@@ -337,6 +337,43 @@ def test_an_agents_stdio_server_is_relayed_and_answers_as_its_own_would(
     assert ("mcp", "0") in daemon.relayed()
 
 
+def test_an_agents_relayed_session_ended_by_a_signal_exits_0_as_its_own_would(
+    daemon: Daemon, vault: Path
+) -> None:
+    """SIGINT or SIGTERM to a relayed `memsync mcp`: the session ends and it exits 0, as
+    `memsync mcp` in its own process does; no traceback, no death by the signal."""
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        client = subprocess.Popen(
+            [sys.executable, "-m", "memsync", "mcp"],
+            cwd=vault,
+            env=_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert client.stdin is not None and client.stdout is not None
+        client.stdin.write(json.dumps(hello).encode() + b"\n")
+        client.stdin.flush()
+        assert json.loads(client.stdout.readline())["id"] == 1  # served: the session is on
+        client.send_signal(signum)
+        _, err = client.communicate(timeout=60)
+        assert client.returncode == 0 and b"Traceback" not in err, err
+    deadline = time.monotonic() + 60
+    while daemon.relayed().count(("mcp", "0")) < 2:  # each session ended; the daemon goes on
+        assert time.monotonic() < deadline, daemon.text()
+        time.sleep(0.05)
+
+
 def test_an_agents_session_whose_daemon_stops_ends_with_one_line_and_exit_1(
     daemon: Daemon, vault: Path, tmp_path: Path
 ) -> None:
@@ -516,7 +553,13 @@ def test_a_server_of_an_index_not_found_leaves_the_shell_to_its_own_processes(
 # -- the endpoint in this process: a fake CLI behind it -----------------------------------------
 
 
+HELD, RELEASED = threading.Event(), threading.Event()  # a command the test holds in the daemon
+
+
 def _fake_cli(args: list[str], program: str) -> None:
+    if args[1] == "held":
+        HELD.set()
+        RELEASED.wait(60)
     if args[1] == "decline":
         from memsync.memory import NotServedHere
 
@@ -593,6 +636,28 @@ def test_an_entry_a_killed_daemon_left_is_replaced_though_its_pid_is_alive_again
             assert "answered this" in capfd.readouterr().out
         finally:
             started.stop()
+
+
+def test_ctrl_c_while_the_daemon_answers_ends_the_client_as_its_own_process_would(
+    relay: Relay, tmp_path: Path
+) -> None:
+    """`memsync: interrupted` and exit 130, as the CLI's boundary says it; no traceback."""
+    HELD.clear()
+    RELEASED.clear()
+    client = subprocess.Popen(
+        [sys.executable, "-m", "memsync", "query", "held"],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert HELD.wait(60)
+        client.send_signal(signal.SIGINT)
+        out, err = client.communicate(timeout=60)
+    finally:
+        RELEASED.set()
+    assert (client.returncode, out, err) == (130, b"", b"memsync: interrupted\n")
 
 
 def test_a_command_that_waits_too_long_for_its_turn_is_answered_by_its_own_process(

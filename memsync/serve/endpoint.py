@@ -323,6 +323,9 @@ def relayed(args: list[str]) -> int | None:
                 return code
     except OSError:
         return None
+    except KeyboardInterrupt:  # Ctrl-C while the daemon answers: as the CLI's own boundary says
+        print("memsync: interrupted", file=sys.stderr)
+        return 130
     return None
 
 
@@ -385,7 +388,8 @@ def _write(frames: list[tuple[int, bytes]]) -> None:
 
 def _pipe(connection: socket.socket, reader: BinaryIO, stdin: int) -> int:
     """An MCP session relayed: stdin to the daemon, its stdout and stderr here, until it ends.
-    A daemon that stops ends it with one line and exit 1."""
+    A daemon that stops ends it with one line and exit 1; SIGINT or SIGTERM here ends the
+    session and exits 0, as `memsync mcp` in its own process does."""
     import threading
 
     def forward() -> None:
@@ -398,14 +402,43 @@ def _pipe(connection: socket.socket, reader: BinaryIO, stdin: int) -> int:
             send(connection, STDIN, b"")  # stdin closed: the session ends
 
     threading.Thread(target=forward, daemon=True).start()
-    while (frame := receive(reader)) is not None:
-        channel, data = frame
-        if channel == EXIT:
-            return int(json.loads(data)["exit"])
-        _write([frame])
+    with _stopped_by_signals(connection) as stopped:
+        while (frame := receive(reader)) is not None:
+            channel, data = frame
+            if channel == EXIT:
+                return int(json.loads(data)["exit"])
+            _write([frame])
+    if stopped:
+        return 0
     print(
         "memsync: the memsync watch or serve answering this MCP session stopped; "
         "start the session again",
         file=sys.stderr,
     )
     return 1
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(connection: socket.socket) -> Iterator[list[int]]:
+    """While it lasts, SIGINT and SIGTERM end the connection (the daemon ends the session),
+    and the list it gives holds their numbers, rather than a traceback or death by signal.
+    Only the main thread may set handlers: elsewhere the signals keep theirs."""
+    import signal
+    import threading
+
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def end(number: int, _: object) -> None:
+        received.append(number)
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_RDWR)  # the read in progress sees the end
+
+    saved = {number: signal.signal(number, end) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)
