@@ -394,8 +394,9 @@ def test_an_agents_session_whose_daemon_stops_ends_with_one_line_and_exit_1(
                 daemon.stop()
                 with pytest.raises(MCPError):
                     await session.call_tool("memory_search", {"query": "ssh port"})
-                while not code.exists():  # the client's process has ended, and the shell said how
-                    await anyio.sleep(0.05)
+                with anyio.fail_after(60):  # the client's process ends, and the shell says how
+                    while not code.exists():
+                        await anyio.sleep(0.05)
         return (tmp_path / "relayed.err").read_text()
 
     said = anyio.run(session_outlived)
