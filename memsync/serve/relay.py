@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..errors import os_reason
 from ..memory import NotServedHere, serving_only
 from ..store.locate import Location
 from .endpoint import (
@@ -148,7 +147,7 @@ class Relay:
             log.warning(
                 "not answering the shell (each command runs in its own process): %s%s",
                 where,
-                os_reason(exc),
+                exc.strerror or exc,
             )
             return self
         self._routing.enter_context(_routed_streams_and_log())
