@@ -168,11 +168,12 @@ def test_status_says_when_an_older_memsync_chunked_the_index(tmp_path: Path) -> 
     assert facts["rules_current"] and facts["text_up_to_date"]
 
 
-def test_a_query_says_a_running_writer_is_embedding_what_waits_else_how_to_embed_it(
+def test_a_query_and_status_say_a_running_writer_is_embedding_what_waits(
     tmp_path: Path, embedding_server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Chunks without vectors yet: a query names the running watch or serve that embeds them;
-    with no writer that embeds (none, or an agent's write), it says how to."""
+    """Chunks without vectors yet: a query and status name the running watch or serve that
+    embeds them; with no writer that embeds (none, or an agent's write), the query says how
+    to."""
     monkeypatch.setenv("OPENAI_BASE_URL", f"{embedding_server.url}/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     vault, db = _vault(tmp_path / "notes"), tmp_path / "i.sqlite"
@@ -187,9 +188,16 @@ def test_a_query_says_a_running_writer_is_embedding_what_waits_else_how_to_embed
         with Memory.open(config) as memory:
             return memory.search("staging redis port", search_options(config)).notices
 
+    def state() -> str:
+        return status_text(gather(location)).split("\nstate:    ")[1].split("\n")[0]
+
     assert notices() == [f"{waiting}memsync index (or a running watch) embeds them"]
+    assert state() == "behind: 1 chunks without vectors"
     for role in ("watch", "serve"):
         with location.writer_lock(role):
             assert notices() == [f"{waiting}a running memsync {role} is embedding them"]
+            embedding = f"(a running memsync {role} is embedding them)"
+            assert state() == f"behind: 1 chunks without vectors {embedding}"
     with location.writer_lock("mcp-write"):
         assert notices() == [f"{waiting}memsync index (or a running watch) embeds them"]
+        assert state() == "behind: 1 chunks without vectors"

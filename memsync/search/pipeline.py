@@ -17,7 +17,7 @@ from .. import fts
 from ..config import data_dir
 from ..embedders import Embedder
 from ..errors import EmbeddingError, StoreError
-from ..store.lock import WATCHERS
+from ..store.lock import EMBEDDING_WRITERS
 from ..store.protocols import ChunkRow, StoreReader
 from .calibration import calibrate_bm25, coverage, glossed_coverage, is_exact, named
 from .glossary import segments, shared_glossary, translations, unavailable, written_in_capitals
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from .vector_side import VectorLeg
 
 log = logging.getLogger("memsync.search")
-EMBEDDING_WRITERS = (*WATCHERS, "index")  # writers' roles (store.lock) that embed as they go
 
 
 @dataclass(frozen=True)
