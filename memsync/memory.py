@@ -40,7 +40,7 @@ from .search.options import SAMPLE_CHUNKS, Options
 from .search.query import query_words
 from .status import gather, vaults_in
 from .store.locate import Location, check_writer, for_vault, locate, owner_of
-from .store.lock import QUERY_REFRESH
+from .store.lock import QUERY_REFRESH, WATCHERS
 from .store.origin import Origin, this_host
 from .store.protocols import LinkRow, ModelKey, StoreWriter
 from .sync.embedding import ProgressFactory
@@ -445,9 +445,14 @@ class Memory:
         from .search.pipeline import ranked  # the search side: an index never loads it
 
         to_rerank = options.rerank and self._reranker() is not None
-        answer = ranked(self.store, text, options, embedder, why, to_rerank)
+        answer = ranked(self.store, text, options, embedder, why, to_rerank, self._writer)
         index_notices = [notice for notice in (stale, self.store.behind) if notice]
         return replace(answer, notices=[*answer.notices, *index_notices])
+
+    def _writer(self) -> str | None:
+        """The command writing the index now (the writer lock's role), if any."""
+        holder = self.location.holder()
+        return holder.get("role") if holder else None
 
     def reranked(self, answer: Answer, options: Options) -> Answer:
         """`ranked`'s answer in the reranker's order, cut to the limit; it reads no index, so
@@ -485,7 +490,7 @@ class Memory:
         holds it, else by waiting (WRITE_SYNC_WAIT at most) for the watcher to see it. True when
         the index holds the note whose bytes hash to `digest`."""
         holder = self.location.holder()
-        if holder is None or holder.get("role") != "watch":
+        if holder is None or holder.get("role") not in WATCHERS:
             try:
                 with self.location.writer_lock("mcp-write"):
                     self.store.upgrade()

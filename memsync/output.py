@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .notes import citation
+from .store.lock import EMBEDDING_WRITERS
 
 # the faces print names and text through output: these are theirs to use
 from .text import escape_controls as escape_controls
@@ -187,7 +188,10 @@ def _sync_state(facts: dict[str, Any], notes_on: str) -> str:
     if behind:
         parts.append("notes on disk differ from the index (" + ", ".join(behind) + ")")
     if facts["chunks_pending"]:
-        parts.append(f"{facts['chunks_pending']} chunks without vectors")
+        role = (facts["writer"] or {}).get("role")
+        embedding = f" (a running memsync {role} is embedding them)"
+        waiting = f"{facts['chunks_pending']} chunks without vectors"
+        parts.append(waiting + (embedding if role in EMBEDDING_WRITERS else ""))
     return "behind: " + "; ".join(parts)
 
 

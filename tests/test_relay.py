@@ -5,8 +5,10 @@ gone, stale or another user's is passed over."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pwd
 import re
 import signal
 import socket
@@ -20,12 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from conftest import as_nobody, drop_vault, free_port, write
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from memsync.serve import endpoint
+from memsync.serve.prefix import page_prefix
 from memsync.serve.relay import Relay
 from memsync.serve.tokens import Tokens
 from memsync.store.locate import SqliteLocation
@@ -331,6 +337,114 @@ def test_an_agents_stdio_server_is_relayed_and_answers_as_its_own_would(
     assert ("mcp", "0") in daemon.relayed()
 
 
+def test_an_agents_relayed_session_ended_by_a_signal_exits_0_as_its_own_would(
+    daemon: Daemon, vault: Path
+) -> None:
+    """SIGINT or SIGTERM to a relayed `memsync mcp`: the session ends and it exits 0, as
+    `memsync mcp` in its own process does; no traceback, no death by the signal."""
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        client = subprocess.Popen(
+            [sys.executable, "-m", "memsync", "mcp"],
+            cwd=vault,
+            env=_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert client.stdin is not None and client.stdout is not None
+        client.stdin.write(json.dumps(hello).encode() + b"\n")
+        client.stdin.flush()
+        assert json.loads(client.stdout.readline())["id"] == 1  # served: the session is on
+        client.send_signal(signum)
+        _, err = client.communicate(timeout=60)
+        assert client.returncode == 0 and b"Traceback" not in err, err
+    deadline = time.monotonic() + 60
+    while daemon.relayed().count(("mcp", "0")) < 2:  # each session ended; the daemon goes on
+        assert time.monotonic() < deadline, daemon.text()
+        time.sleep(0.05)
+
+
+def test_an_agents_session_whose_daemon_stops_ends_with_one_line_and_exit_1(
+    daemon: Daemon, vault: Path, tmp_path: Path
+) -> None:
+    """The daemon stopped mid-session: the relayed `memsync mcp` says so in one line and exits
+    1; it used to abort at shutdown (a thread blocked on stdin's buffer: signal 6, exit 134)."""
+    code = tmp_path / "exit-code"
+    shell = f'{sys.executable} -m memsync mcp; echo $? > "{code}"'
+
+    async def session_outlived() -> str:
+        params = StdioServerParameters(command="/bin/sh", args=["-c", shell], env=_env(), cwd=vault)
+        with open(tmp_path / "relayed.err", "w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write_),
+                ClientSession(read, write_) as session,
+            ):
+                await session.initialize()
+                await session.list_tools()
+                daemon.stop()
+                with pytest.raises(MCPError):
+                    await session.call_tool("memory_search", {"query": "ssh port"})
+                with anyio.fail_after(60):  # the client's process ends, and the shell says how
+                    while not code.exists():
+                        await anyio.sleep(0.05)
+        return (tmp_path / "relayed.err").read_text()
+
+    said = anyio.run(session_outlived)
+    assert code.read_text() == "1\n"
+    assert said.splitlines()[-1] == (
+        "memsync: the memsync watch or serve answering this MCP session stopped; "
+        "start the session again"
+    )
+    assert "Fatal" not in said and "Traceback" not in said
+    assert ("mcp", "0") not in daemon.relayed()  # served, not ended by its client
+
+
+def test_while_serve_keeps_a_vault_in_step_its_writer_is_called_memsync_serve(
+    vault: Path, tmp_path: Path
+) -> None:
+    """status (relayed or in its own process), the JSON API, MCP's memory_status, the page and
+    a second writer's refusal name `memsync serve`, the command holding the writer lock."""
+    token = Tokens().add("agent")
+    port = free_port()
+    daemon = Daemon(["serve", str(vault), "--listen", f"127.0.0.1:{port}"], tmp_path / "s.log")
+    url, pid = f"http://127.0.0.1:{port}", daemon.process.pid
+    headers = {"Authorization": f"Bearer {token}"}
+
+    async def memory_status() -> Any:
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write_),
+            ClientSession(read, write_) as session,
+        ):
+            await session.initialize()
+            return (await session.call_tool("memory_status", {})).structured_content
+
+    try:
+        for relayed in (True, False):
+            code, out, _ = run(["status"], vault, relayed=relayed)
+            assert code == 0 and f"writer:   memsync serve running (pid {pid} " in out.decode()
+        api = httpx2.get(f"{url}/api/status", headers=headers).json()
+        assert api["writer"]["role"] == "serve" and api["writer"]["pid"] == pid
+        assert anyio.run(memory_status)["writer"]["role"] == "serve"
+        page_at = f"{url}{page_prefix(Tokens().path.parent)}/"
+        page = httpx2.get(page_at, headers=headers).text
+        assert f"writer: memsync serve running (pid {pid}" in page
+        code, _, err = run(["watch", str(vault)], vault, relayed=False)
+        assert code == 1 and f"being written by memsync serve (pid {pid}".encode() in err
+    finally:
+        daemon.stop()
+
+
 # -- `memsync serve --db URL --name NAME`: a reader of a shared PostgreSQL vault, no watcher ----
 
 
@@ -440,7 +554,13 @@ def test_a_server_of_an_index_not_found_leaves_the_shell_to_its_own_processes(
 # -- the endpoint in this process: a fake CLI behind it -----------------------------------------
 
 
+HELD, RELEASED = threading.Event(), threading.Event()  # a command the test holds in the daemon
+
+
 def _fake_cli(args: list[str], program: str) -> None:
+    if args[1] == "held":
+        HELD.set()
+        RELEASED.wait(60)
     if args[1] == "decline":
         from memsync.memory import NotServedHere
 
@@ -519,6 +639,28 @@ def test_an_entry_a_killed_daemon_left_is_replaced_though_its_pid_is_alive_again
             started.stop()
 
 
+def test_ctrl_c_while_the_daemon_answers_ends_the_client_as_its_own_process_would(
+    relay: Relay, tmp_path: Path
+) -> None:
+    """`memsync: interrupted` and exit 130, as the CLI's boundary says it; no traceback."""
+    HELD.clear()
+    RELEASED.clear()
+    client = subprocess.Popen(
+        [sys.executable, "-m", "memsync", "query", "held"],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert HELD.wait(60)
+        client.send_signal(signal.SIGINT)
+        out, err = client.communicate(timeout=60)
+    finally:
+        RELEASED.set()
+    assert (client.returncode, out, err) == (130, b"", b"memsync: interrupted\n")
+
+
 def test_a_command_that_waits_too_long_for_its_turn_is_answered_by_its_own_process(
     relay: Relay, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -553,6 +695,120 @@ def test_without_unix_sockets_a_loopback_port_wants_the_secret(
         started.stop()
 
 
+def test_an_endpoint_that_cannot_be_made_leaves_the_daemon_running_with_one_warning(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its socket's path taken by a folder (it cannot be replaced): one line in the log, no
+    traceback, no entry; every command runs in its own process."""
+    index = SqliteLocation(tmp_path / "index.sqlite")
+    folder = Path(endpoint.run_dir())
+    assert endpoint.private_dir(str(folder), create=True)
+    taken = Path(endpoint.socket_path(str(folder), endpoint.endpoint_key(str(index))))
+    taken.mkdir()
+    started = Relay(index, _fake_cli).start()
+    try:
+        assert endpoint.relayed(["query", "this"]) is None
+    finally:
+        started.stop()
+    assert caplog.messages == [
+        f"not answering the shell (each command runs in its own process): {taken}: Is a directory"
+    ]
+    out, err = capfd.readouterr()  # the log's own handler, where a test before set one
+    assert sorted(folder.iterdir()) == [taken] and out == "" and "Traceback" not in err
+
+
+class FakeListener:
+    """A process on a loopback port that a registry entry names but that does not know the
+    entry's secret (another user's, say): it answers a nonce with a made-up proof and keeps
+    every byte a client sends it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.heard = b""
+        self._server = socket.create_server(("127.0.0.1", 0))
+        entry = {"pid": os.getpid(), "index": "elsewhere", "port": self._server.getsockname()[1]}
+        endpoint.write_private(str(folder / "fake.json"), entry | {"secret": "a" * 64})
+        self._thread = threading.Thread(target=self._answer)
+        self._thread.start()
+
+    def _answer(self) -> None:
+        connection, _ = self._server.accept()
+        with connection:
+            reader = connection.makefile("rb")
+            frame = endpoint.receive(reader)
+            self.heard += frame[1] if frame else b""
+            endpoint.send_json(connection, endpoint.CONTROL, {"nonce": "n", "proof": "0" * 64})
+            connection.settimeout(2.0)  # long enough for a client's environment to arrive
+            with contextlib.suppress(OSError):
+                while chunk := connection.recv(65536):
+                    self.heard += chunk
+
+    def close(self) -> None:
+        self._thread.join()
+        self._server.close()
+
+
+def test_over_a_loopback_port_a_listener_without_the_secret_receives_nothing_of_the_client(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The listener proves it knows the secret before the client sends its arguments, folder
+    or environment; one that cannot gets a nonce alone, and the command runs in-process."""
+    monkeypatch.setenv("MEMSYNC_MARKER", "the-clients-environment")
+    folder = Path(endpoint.run_dir())
+    assert endpoint.private_dir(str(folder), create=True)
+    fake = FakeListener(folder)
+    try:
+        assert endpoint.relayed(["query", "a-secret-question"]) is None
+    finally:
+        fake.close()
+    (hello,) = [json.loads(fake.heard)]  # one frame, then the client hung up
+    assert list(hello) == ["nonce"] and len(hello["nonce"]) == 64
+    assert b"the-clients-environment" not in fake.heard and b"a-secret-question" not in fake.heard
+    assert capfd.readouterr() == ("", "")
+
+
+def test_over_a_loopback_port_a_client_without_the_secret_is_not_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listener proves itself to anyone, but answers only a client whose own proof (an
+    HMAC of both nonces, never the secret) holds; the listener's proof is no client's."""
+    monkeypatch.delattr(socket, "AF_UNIX")
+    started = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    try:
+        (entry,) = Path(endpoint.run_dir()).glob("*.json")
+        info = json.loads(entry.read_text())
+        for wrong in ("0" * 64, info["secret"], "listener-proof"):
+            with socket.create_connection(("127.0.0.1", info["port"]), timeout=10) as connection:
+                reader = connection.makefile("rb")
+                endpoint.send_json(connection, endpoint.CONTROL, {"nonce": "mine"})
+                said = endpoint.control(endpoint.receive(reader))
+                assert said is not None
+                mac = endpoint.proof(info["secret"], "listener", "mine", said["nonce"])
+                assert said["proof"] == mac
+                claim = said["proof"] if wrong == "listener-proof" else wrong
+                asked = endpoint.request(["query", "this"], claim)
+                endpoint.send_json(connection, endpoint.CONTROL, asked)
+                assert endpoint.receive(reader) is None  # closed unanswered
+    finally:
+        started.stop()
+
+
+def test_over_a_loopback_port_a_peer_that_says_nothing_is_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memsync.serve import relay as relay_module
+
+    monkeypatch.setattr(relay_module, "HELLO_TIMEOUT", 0.2)
+    monkeypatch.delattr(socket, "AF_UNIX")
+    started = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    try:
+        (entry,) = Path(endpoint.run_dir()).glob("*.json")
+        port = json.loads(entry.read_text())["port"]
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as silent:
+            assert silent.recv(1) == b""  # the listener hung up
+    finally:
+        started.stop()
+
+
 def test_a_socket_name_too_long_moves_to_a_short_private_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -571,7 +827,7 @@ def test_a_socket_name_too_long_moves_to_a_short_private_folder(
 
 
 def test_a_folder_others_may_enter_is_no_endpoints_home(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     folder = Path(endpoint.run_dir())
     folder.mkdir(parents=True)
@@ -582,3 +838,32 @@ def test_a_folder_others_may_enter_is_no_endpoints_home(
         assert endpoint.relayed(["query", "this"]) is None
     finally:
         started.stop()
+    assert caplog.messages == [
+        "not answering the shell (each command runs in its own process): "
+        f"{folder} may be entered by other users (mode 0755): chmod 700 {folder}"
+    ]
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a folder to another user")
+def test_another_users_folder_in_tmpdir_is_named_with_its_owner_and_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another user made $TMPDIR/memsync-UID first: the warning names the folder, its owner,
+    and what to do; the commands run in their own processes."""
+    for setting in ("MEMSYNC_HOME", "XDG_RUNTIME_DIR"):
+        monkeypatch.delenv(setting, raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    taken = tmp_path / f"memsync-{os.getuid()}"
+    taken.mkdir(mode=0o700)
+    os.chown(taken, 65534, 65534)
+    started = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    try:
+        assert endpoint.relayed(["query", "this"]) is None
+    finally:
+        started.stop()
+    owner = f"{pwd.getpwuid(65534).pw_name} (uid 65534)"
+    assert caplog.messages == [
+        "not answering the shell (each command runs in its own process): "
+        f"{taken} belongs to {owner}, not to this user: remove it (its owner or root can), "
+        "or set TMPDIR to a folder of your own"
+    ]

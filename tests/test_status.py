@@ -7,15 +7,17 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
-from conftest import write
+from conftest import EmbeddingServer, write
 
 from memsync.cli import main
 from memsync.config import load_config
-from memsync.memory import index
+from memsync.memory import Memory, index, search_options
 from memsync.output import status_text
 from memsync.status import gather, vaults_in
 from memsync.store.locate import PostgresLocation, SqliteLocation
+from memsync.store.sqlite_store import SqliteStore
 
 
 def _vault(root: Path) -> Path:
@@ -164,3 +166,38 @@ def test_status_says_when_an_older_memsync_chunked_the_index(tmp_path: Path) -> 
     _invoke("index", str(vault), "--provider", "none", "--db", str(db))
     facts = json.loads(_invoke("status", "--db", str(db), "--json").output)
     assert facts["rules_current"] and facts["text_up_to_date"]
+
+
+def test_a_query_and_status_say_a_running_writer_is_embedding_what_waits(
+    tmp_path: Path, embedding_server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks without vectors yet: a query and status name the running watch or serve that
+    embeds them; with no writer that embeds (none, or an agent's write), the query says how
+    to."""
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{embedding_server.url}/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    vault, db = _vault(tmp_path / "notes"), tmp_path / "i.sqlite"
+    config = load_config(db=str(db), provider="openai")
+    index(config, vault)
+    with SqliteStore(db) as store:
+        store.conn.execute("UPDATE chunks SET embedding = NULL WHERE path = 'a.md'")
+    location = SqliteLocation(db)
+    waiting = "1 chunks have no vector yet and are found by keyword only: "
+
+    def notices() -> list[str]:
+        with Memory.open(config) as memory:
+            return memory.search("staging redis port", search_options(config)).notices
+
+    def state() -> str:
+        return status_text(gather(location)).split("\nstate:    ")[1].split("\n")[0]
+
+    assert notices() == [f"{waiting}memsync index (or a running watch) embeds them"]
+    assert state() == "behind: 1 chunks without vectors"
+    for role in ("watch", "serve"):
+        with location.writer_lock(role):
+            assert notices() == [f"{waiting}a running memsync {role} is embedding them"]
+            embedding = f"(a running memsync {role} is embedding them)"
+            assert state() == f"behind: 1 chunks without vectors {embedding}"
+    with location.writer_lock("mcp-write"):
+        assert notices() == [f"{waiting}memsync index (or a running watch) embeds them"]
+        assert state() == "behind: 1 chunks without vectors"

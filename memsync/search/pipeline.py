@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -17,6 +17,7 @@ from .. import fts
 from ..config import data_dir
 from ..embedders import Embedder
 from ..errors import EmbeddingError, StoreError
+from ..store.lock import EMBEDDING_WRITERS
 from ..store.protocols import ChunkRow, StoreReader
 from .calibration import calibrate_bm25, coverage, glossed_coverage, is_exact, named
 from .glossary import segments, shared_glossary, translations, unavailable, written_in_capitals
@@ -130,9 +131,11 @@ def ranked(
     embedder: Embedder | None,
     unavailable: str = "",
     to_rerank: bool = False,
+    writer: Callable[[], str | None] = lambda: None,
 ) -> Answer:
     """search() without the rerank, all its work on the store; `to_rerank`: the results are
-    the candidates `reranked` orders and cuts to the limit, at least `rerank_top` of them."""
+    the candidates `reranked` orders and cuts to the limit, at least `rerank_top` of them;
+    `writer`: the command writing the index now (asked only when chunks wait for vectors)."""
     query = Query.of(text)
     asked = options.mode in ("hybrid", "vector", "rrf")
     why_not = _vector_unavailable(store, embedder, unavailable) if asked else ""
@@ -148,8 +151,19 @@ def ranked(
     # the default mode quietly searches by keyword, one asking for vectors only is told why not
     chosen = why_not == KEYWORD_ONLY and options.mode != "vector"
     unavailable_leg = [f"vector search unavailable: {why_not}"] if why_not and not chosen else []
-    legs_say = [*(vector.notices if vector else ()), *keyword.notices, *glossed.notices]
+    waiting = [waiting_notice(vector.waiting, writer())] if vector and vector.waiting else []
+    legs_say = [*waiting, *(vector.notices if vector else ()), *keyword.notices, *glossed.notices]
     return Answer(text, mode, options.mode, hits, unavailable_leg + legs_say)
+
+
+def waiting_notice(waiting: int, writer: str | None) -> str:
+    """Chunks with no vector yet, and who embeds them: the command writing the index now where
+    it is one that embeds, else how to."""
+    if writer in EMBEDDING_WRITERS:
+        who = f"a running memsync {writer} is embedding them"
+    else:
+        who = "memsync index (or a running watch) embeds them"
+    return f"{waiting} chunks have no vector yet and are found by keyword only: {who}"
 
 
 def reranked(answer: Answer, options: Options, reranker: Reranker) -> Answer:

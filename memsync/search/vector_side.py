@@ -40,6 +40,7 @@ class VectorLeg:
     cosines: Mapping[int, float] = field(default_factory=dict)
     sample_cosines: np.ndarray | None = None
     sampled_from: Sequence[tuple[str, str]] = ()
+    waiting: int = 0  # chunks with no vector yet, found by keyword only
 
     def scored(
         self, rows: Mapping[int, ChunkRow], found_by_keyword: Sequence[int], query_script: str
@@ -73,14 +74,6 @@ def vector_leg(store: StoreReader, query: Query, options: Options, embedder: Emb
     except EmbeddingError as exc:
         return VectorLeg(notices=(f"vector search unavailable: {exc}",))
     waiting = store.pending_count()
-    notices = (
-        (
-            f"{waiting} chunks have no vector yet and are found by keyword only: "
-            "memsync index (or a running watch) embeds them",
-        )
-        if waiting
-        else ()
-    )
     pool = pool_size(options.limit)
     sample = store.sample_vectors(SAMPLE_CHUNKS)
     probes = sample.probes(query_vector, query.script, MIN_NOTES)
@@ -90,7 +83,7 @@ def vector_leg(store: StoreReader, query: Query, options: Options, embedder: Emb
         query_vector, options.limit * 4, options.only, probes=probes, every=True
     )
     if not nearest:
-        return VectorLeg(ran=True, notices=notices)
+        return VectorLeg(ran=True, waiting=waiting)
     sample_cosines = sample.best_cosines(query_vector)
     # the pool is cut on the cosines as ranked: a chunk of another script, moved up by
     # calibrate_by_script, must not depend on how many results were asked for
@@ -99,9 +92,10 @@ def vector_leg(store: StoreReader, query: Query, options: Options, embedder: Emb
     hits = nearest[:pool] + [(i, d) for i, d in nearest[pool:] if d <= reach]
     return VectorLeg(
         True,
-        notices,
+        (),
         query_vector,
         {i: 1.0 - d for i, d in hits},
         sample_cosines,
         sample.sampled_from,
+        waiting,
     )

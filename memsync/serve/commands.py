@@ -167,7 +167,7 @@ def _serve(
 
     tokens = _tokens()
     tokens.all()  # a token file that cannot be trusted (or read) refuses the start, first
-    watcher = Watcher.for_vault(config, vault, replace) if vault is not None else None
+    watcher = Watcher.for_vault(config, vault, replace, "serve") if vault is not None else None
     root = watcher.root if watcher is not None else None
     slots = max(2, os.cpu_count() or 1)  # one slow call (a reranker, an embedding) waits alone
     server = MemoryServer(

@@ -3,8 +3,9 @@
 Standard library only, and nothing else of memsync: the shell's `memsync query` imports this
 before anything heavy, so that a command a daemon answers costs an interpreter and a socket.
 A daemon listens on a Unix socket in a folder only this user can enter (the peer's uid checked
-both ways); where Unix sockets are missing, on a loopback port that wants a secret read from a
-file only this user can read. Each daemon leaves a registry file naming its endpoint.
+both ways); where Unix sockets are missing, on a loopback port, where both sides prove they know
+a secret read from a file only this user can read (the listener first: nothing of the client's
+is sent to a process that cannot). Each daemon leaves a registry file naming its endpoint.
 
 A message is a frame: one byte of channel, four of length, the bytes.
 """
@@ -34,11 +35,21 @@ def run_dir() -> str:
     """The folder of this user's daemon endpoints: beside the indexes where MEMSYNC_HOME sets
     them, else the runtime folder, else a folder of this user's in the temporary folder. (Paths
     are strings here: pathlib would be most of this module's import time.)"""
+    return _run_dir_chosen()[0]
+
+
+def run_dir_setting() -> str:
+    """The environment variable that places run_dir(), for a message on what to change."""
+    return _run_dir_chosen()[1]
+
+
+def _run_dir_chosen() -> tuple[str, str]:
     if os.environ.get("MEMSYNC_HOME"):
-        return os.path.join(os.path.expanduser(os.environ["MEMSYNC_HOME"]), "run")
+        home = os.path.expanduser(os.environ["MEMSYNC_HOME"])
+        return os.path.join(home, "run"), "MEMSYNC_HOME"
     if os.environ.get("XDG_RUNTIME_DIR"):
-        return os.path.join(os.environ["XDG_RUNTIME_DIR"], "memsync")
-    return _short_private_dir()
+        return os.path.join(os.environ["XDG_RUNTIME_DIR"], "memsync"), "XDG_RUNTIME_DIR"
+    return _short_private_dir(), "TMPDIR"
 
 
 def _short_private_dir() -> str:
@@ -48,19 +59,43 @@ def _short_private_dir() -> str:
 def private_dir(path: str, create: bool) -> bool:
     """True when `path` is a real folder of this user's that nobody else may enter; made so
     (mode 0700) when `create` and absent."""
+    return not_private(path, create) is None
+
+
+def not_private(path: str, create: bool) -> str | None:
+    """What keeps `path` from being a real folder of this user's that nobody else may enter
+    (None: nothing); made so (mode 0700) when `create` and absent."""
     if create:
-        with contextlib.suppress(FileExistsError):
+        try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            return f"cannot be made ({exc.strerror})"
     try:
         info = os.lstat(path)
-    except OSError:
-        return False
-    return (
-        info.st_uid == os.getuid()
-        and (info.st_mode & 0o170000) == 0o040000  # a folder, not a link to one
-        and info.st_mode & 0o077 == 0
-    )
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if (info.st_mode & 0o170000) == 0o120000:
+        return "is a symbolic link, not a folder"
+    if (info.st_mode & 0o170000) != 0o040000:
+        return "is not a folder"
+    if info.st_uid != os.getuid():
+        return f"belongs to {_user_name(info.st_uid)}, not to this user"
+    if info.st_mode & 0o077:
+        return f"may be entered by other users (mode {info.st_mode & 0o777:04o})"
+    return None
+
+
+def _user_name(uid: int) -> str:
+    """`nobody (uid 65534)`, or the uid alone where it names no account."""
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 def write_private(path: str, value: object) -> None:
@@ -140,6 +175,17 @@ def receive(stream: BinaryIO) -> tuple[int, bytes] | None:
     return (channel, data) if len(data) == length else None
 
 
+def control(frame: tuple[int, bytes] | None) -> dict[str, Any] | None:
+    """A control frame's object; None for anything else (the end of the stream included)."""
+    if frame is None or frame[0] != CONTROL:
+        return None
+    try:
+        said = json.loads(frame[1])
+    except ValueError:
+        return None
+    return said if isinstance(said, dict) else None
+
+
 def registered() -> Iterator[dict[str, Any]]:
     """The live daemons' registry entries; an entry whose daemon is gone is removed."""
     folder = run_dir()
@@ -214,11 +260,38 @@ def relayable(args: list[str]) -> bool:
     return bool(args) and args[0] in RELAYED and not {"-h", "--help"} & set(args)
 
 
-def request(args: list[str], secret: str | None) -> dict[str, Any]:
+def proof(secret: str, side: str, client_nonce: str, listener_nonce: str) -> str:
+    """What one side of a loopback connection shows to prove it knows the secret, never the
+    secret itself: an HMAC of both sides' fresh nonces, named for the side (so that neither
+    side's proof can be sent back as the other's)."""
+    import hmac
+
+    said = f"{side} {client_nonce} {listener_nonce}".encode()
+    return hmac.new(secret.encode(), said, "sha256").hexdigest()
+
+
+def _listener_proven(connection: socket.socket, reader: BinaryIO, secret: str) -> str | None:
+    """Over a loopback port, before anything of this process is sent: the listener proves it
+    knows the secret; then this side's proof, to send with the request. None when the listener
+    cannot prove it (a process of another user's that took the port)."""
+    import hmac
+
+    ours = os.urandom(32).hex()
+    send_json(connection, CONTROL, {"nonce": ours})
+    said = control(receive(reader))
+    if said is None or not isinstance(said.get("nonce"), str):
+        return None
+    theirs = said["nonce"]
+    if not hmac.compare_digest(str(said.get("proof")), proof(secret, "listener", ours, theirs)):
+        return None
+    return proof(secret, "client", ours, theirs)
+
+
+def request(args: list[str], proven: str | None) -> dict[str, Any]:
     streams = {"stdout": sys.stdout, "stderr": sys.stderr}
     return {
         "fingerprint": fingerprint(),
-        "secret": secret,
+        "proof": proven,
         "args": args,
         "program": program_name(),
         "cwd": os.getcwd(),
@@ -250,6 +323,9 @@ def relayed(args: list[str]) -> int | None:
                 return code
     except OSError:
         return None
+    except KeyboardInterrupt:  # Ctrl-C while the daemon answers: as the CLI's own boundary says
+        print("memsync: interrupted", file=sys.stderr)
+        return 130
     return None
 
 
@@ -264,7 +340,12 @@ def _plain_streams() -> bool:
 def _exchange(connection: socket.socket, args: list[str], secret: str | None) -> int | None:
     reader = connection.makefile("rb")
     try:
-        send_json(connection, CONTROL, request(args, secret))
+        proven = None
+        if secret is not None:
+            proven = _listener_proven(connection, reader, secret)
+            if proven is None:
+                return None
+        send_json(connection, CONTROL, request(args, proven))
         hello = receive(reader)  # within HELLO_TIMEOUT: a stopped daemon is passed over
         if hello is None or json.loads(hello[1]).get("declined"):
             return None
@@ -272,9 +353,11 @@ def _exchange(connection: socket.socket, args: list[str], secret: str | None) ->
         frames, verdict = _answer(reader)
         if verdict is None or verdict.get("declined"):
             return None  # nothing printed yet: the command runs in this process
-        _write(frames)
         if verdict.get("serving"):  # an MCP session: from here on, a pipe
-            return _pipe(connection, reader)
+            stdin = sys.stdin.fileno()  # none (a test's stream): declined, run in-process
+            _write(frames)
+            return _pipe(connection, reader, stdin)
+        _write(frames)
         return int(verdict["exit"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -303,22 +386,59 @@ def _write(frames: list[tuple[int, bytes]]) -> None:
         stream.buffer.flush()
 
 
-def _pipe(connection: socket.socket, reader: BinaryIO) -> int:
-    """An MCP session relayed: stdin to the daemon, its stdout and stderr here, until it ends."""
+def _pipe(connection: socket.socket, reader: BinaryIO, stdin: int) -> int:
+    """An MCP session relayed: stdin to the daemon, its stdout and stderr here, until it ends.
+    A daemon that stops ends it with one line and exit 1; SIGINT or SIGTERM here ends the
+    session and exits 0, as `memsync mcp` in its own process does."""
     import threading
 
     def forward() -> None:
+        # read from the descriptor, not sys.stdin's buffer: this thread is still blocked in the
+        # read when a stopped daemon ends the process, and a buffer's lock held then aborts the
+        # interpreter's shutdown ("Fatal Python error: _enter_buffered_busy", signal 6)
         with contextlib.suppress(OSError):
-            stdin = sys.stdin.buffer
-            while chunk := stdin.read1(65536):  # type: ignore[union-attr]
+            while chunk := os.read(stdin, 65536):
                 send(connection, STDIN, chunk)
             send(connection, STDIN, b"")  # stdin closed: the session ends
 
     threading.Thread(target=forward, daemon=True).start()
-    while (frame := receive(reader)) is not None:
-        channel, data = frame
-        if channel == EXIT:
-            return int(json.loads(data)["exit"])
-        _write([frame])
-    print("memsync: the daemon serving this index stopped", file=sys.stderr)
+    with _stopped_by_signals(connection) as stopped:
+        while (frame := receive(reader)) is not None:
+            channel, data = frame
+            if channel == EXIT:
+                return int(json.loads(data)["exit"])
+            _write([frame])
+    if stopped:
+        return 0
+    print(
+        "memsync: the memsync watch or serve answering this MCP session stopped; "
+        "start the session again",
+        file=sys.stderr,
+    )
     return 1
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(connection: socket.socket) -> Iterator[list[int]]:
+    """While it lasts, SIGINT and SIGTERM end the connection (the daemon ends the session),
+    and the list it gives holds their numbers, rather than a traceback or death by signal.
+    Only the main thread may set handlers: elsewhere the signals keep theirs."""
+    import signal
+    import threading
+
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def end(number: int, _: object) -> None:
+        received.append(number)
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_RDWR)  # the read in progress sees the end
+
+    saved = {number: signal.signal(number, end) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)

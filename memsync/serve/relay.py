@@ -13,7 +13,6 @@ then answers it itself.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import secrets
@@ -29,16 +28,20 @@ from ..store.locate import Location
 from .endpoint import (
     CONTROL,
     EXIT,
+    HELLO_TIMEOUT,
     STDIN,
     connect,
+    control,
     endpoint_key,
     fingerprint,
     forget,
+    not_private,
     peer_uid,
-    private_dir,
+    proof,
     receive,
     registered,
     run_dir,
+    run_dir_setting,
     send_json,
     socket_path,
     write_private,
@@ -130,12 +133,32 @@ class Relay:
         private or another process answers for the index already (a second reader of a shared
         vault): then every command simply runs in its own process, or goes to that one."""
         folder = Path(run_dir())
-        if not private_dir(str(folder), create=True):
-            log.warning("not answering the shell: %s is not a private folder", folder)
+        if not _private(folder, run_dir_setting()):
             return self
         if self._answered_elsewhere():
             log.info("not answering the shell: another memsync process answers for %s", self.index)
             return self  # its endpoint's files are named after the index: they stay its own
+        try:
+            if not self._listen(folder):
+                return self
+        except OSError as exc:  # a socket path taken, a full disk: the daemon goes on without
+            self._unlisten()
+            where = f"{exc.filename}: " if exc.filename else ""
+            log.warning(
+                "not answering the shell (each command runs in its own process): %s%s",
+                where,
+                exc.strerror or exc,
+            )
+            return self
+        self._routing.enter_context(_routed_streams_and_log())
+        self._accepting = threading.Thread(target=self._accept, name="memsync-relay", daemon=True)
+        self._accepting.start()
+        log.info("answering this user's memsync commands for %s", self.index)
+        return self
+
+    def _listen(self, folder: Path) -> bool:
+        """The endpoint open and its registry entry written; False when the socket's folder
+        is not private."""
         key = endpoint_key(str(self.index))
         entry: dict[str, Any] = {"pid": os.getpid(), "index": str(self.index)}
         if hasattr(socket, "AF_UNIX"):
@@ -144,15 +167,21 @@ class Relay:
         else:
             self._listener, entry["port"], entry["secret"] = self._loopback_listener()
         if self._listener is None:
-            return self
+            return False
         registry = folder / f"{key}.json"
         write_private(str(registry), entry)
         self._registry = registry
-        self._routing.enter_context(_routed_streams_and_log())
-        self._accepting = threading.Thread(target=self._accept, name="memsync-relay", daemon=True)
-        self._accepting.start()
-        log.info("answering this user's memsync commands for %s", self.index)
-        return self
+        return True
+
+    def _unlisten(self) -> None:
+        """What a failed _listen made, gone: its listener and its socket file."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        if self._socket is not None:
+            with contextlib.suppress(OSError):
+                self._socket.unlink()
+            self._socket = None
 
     def _answered_elsewhere(self) -> bool:
         """Whether another live endpoint answers for this index: its entry names the index and
@@ -168,16 +197,19 @@ class Relay:
         return False
 
     def _unix_listener(self, path: Path) -> tuple[socket.socket | None, str]:
-        if not private_dir(str(path.parent), create=True):
-            log.warning("not answering the shell: %s is not a private folder", path.parent)
-            return None, ""
+        if path.parent != Path(run_dir()) and not _private(path.parent, "TMPDIR"):
+            return None, ""  # a socket name too long for run_dir: in the temporary folder
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a daemon killed before it could clean up
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(str(path))
-        os.chmod(path, 0o600)
-        listener.listen(16)
-        self._socket = path
+        try:
+            listener.bind(str(path))
+            self._socket = path
+            os.chmod(path, 0o600)
+            listener.listen(16)
+        except OSError:
+            listener.close()
+            raise
         return listener, str(path)
 
     def _loopback_listener(self) -> tuple[socket.socket, int, str]:
@@ -212,20 +244,36 @@ class Relay:
         with connection, contextlib.suppress(OSError):
             if self._secret is None and peer_uid(connection) not in (None, os.getuid()):
                 return  # a Unix socket's peer is another user's process
+            connection.settimeout(HELLO_TIMEOUT)  # a peer that says nothing is not waited for
             reader = connection.makefile("rb")
-            frame = receive(reader)
-            if frame is None or frame[0] != CONTROL:
+            expected = self._proven_to(connection, reader) if self._secret else None
+            if self._secret is not None and expected is None:
+                return  # no nonce: not a memsync client
+            wanted = control(receive(reader))
+            if wanted is None:
                 return
-            wanted = json.loads(frame[1])
-            if self._secret is not None and not secrets.compare_digest(
-                str(wanted.get("secret")), self._secret
+            if expected is not None and not secrets.compare_digest(
+                str(wanted.get("proof")), expected
             ):
-                return
+                return  # a client that does not know the secret
             if wanted.get("fingerprint") != self.fingerprint:
                 send_json(connection, CONTROL, {"declined": "another memsync"})
                 return
             send_json(connection, CONTROL, {"heard": True})
+            connection.settimeout(None)  # an MCP session's stdin may be quiet for hours
             self._run(connection, reader, wanted)
+
+    def _proven_to(self, connection: socket.socket, reader: BinaryIO) -> str | None:
+        """Over a loopback port: this listener's proof that it knows the secret, for the
+        client's nonce, and the proof the client must send back; None without a nonce."""
+        assert self._secret is not None
+        said = control(receive(reader))
+        if said is None or not isinstance(said.get("nonce"), str):
+            return None
+        ours = secrets.token_hex(32)
+        mine = proof(self._secret, "listener", said["nonce"], ours)
+        send_json(connection, CONTROL, {"nonce": ours, "proof": mine})
+        return proof(self._secret, "client", said["nonce"], ours)
 
     def _run(self, connection: socket.socket, reader: BinaryIO, wanted: dict[str, Any]) -> None:
         session = Session(connection, wanted["streams"])
@@ -279,6 +327,25 @@ class Relay:
             return None
         finally:
             serving_only.reset(only)
+
+
+def _private(folder: Path, setting: str) -> bool:
+    """Whether `folder` is this user's alone (made so where absent); if not, the log says what
+    is wrong with it and what to do, and every command runs in its own process."""
+    problem = not_private(str(folder), create=True)
+    if problem is None:
+        return True
+    if problem.startswith("may be entered"):
+        advice = f"chmod 700 {folder}"
+    else:
+        advice = f"remove it (its owner or root can), or set {setting} to a folder of your own"
+    log.warning(
+        "not answering the shell (each command runs in its own process): %s %s: %s",
+        folder,
+        problem,
+        advice,
+    )
+    return False
 
 
 def _exit_code(code: object, session: Session) -> int:

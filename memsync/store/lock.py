@@ -59,6 +59,8 @@ def lock_path(db: Path) -> Path:
 
 
 QUERY_REFRESH = "query-refresh"  # the role of a query that brings the text up to date
+WATCHERS = ("watch", "serve")  # the roles of a process that keeps the index in step
+EMBEDDING_WRITERS = (*WATCHERS, "index")  # the roles of a writer that embeds as it goes
 REFRESH_WAIT = 120.0  # seconds a writer waits for a query's refresh (text only: seconds at most)
 
 

@@ -78,6 +78,7 @@ class Watcher:
         embedder: Embedder | None,
         retry_base: float = 5.0,
         owner: Owner | None = None,
+        command: str = "watch",
     ) -> None:
         self.retry_base = retry_base
         self.owner = owner or owner_of(location)
@@ -87,7 +88,7 @@ class Watcher:
         self.embedder = embedder
         self.stop = threading.Event()
         self.changes: queue.Queue[Item] = queue.Queue()
-        self.lock = location.writer_lock("watch")
+        self.lock = location.writer_lock(command)  # status names the command that writes
         self._observer: object | None = None
         self._watches: dict[tuple[str, bool], Any] = {}  # (folder, recursive) -> watchdog's watch
         self._watched_vault: tuple[int, int] | None = None  # the folder the watches are on
@@ -96,13 +97,15 @@ class Watcher:
         self.ready = threading.Event()
 
     @classmethod
-    def for_vault(cls, config: Config, vault: Path, replace: bool = False) -> Watcher:
-        """`memsync watch VAULT`: its index, refused (VaultTaken) before anything is written when
-        it belongs to another folder; the configured embedder."""
+    def for_vault(
+        cls, config: Config, vault: Path, replace: bool = False, command: str = "watch"
+    ) -> Watcher:
+        """`memsync watch VAULT` (or `serve VAULT`: `command`): its index, refused (VaultTaken)
+        before anything is written when it belongs to another folder; the configured embedder."""
         root = vault_root(vault)
         location = for_vault(root, config)
         owner = check_writer(location, root, replace)
-        return cls(root, location, config, make_embedder(config), owner=owner)
+        return cls(root, location, config, make_embedder(config), owner=owner, command=command)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
