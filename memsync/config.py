@@ -214,6 +214,23 @@ def data_dir() -> Path:
     return Path(platformdirs.user_data_dir("memsync"))
 
 
+def make_private_folder(path: Path) -> None:
+    """Make `path` and every missing folder above it, each this user's alone whatever the umask
+    (they hold the notes' text and the token file, which a folder others may write would void);
+    folders that exist are left as they are."""
+    missing: list[Path] = []
+    while not path.is_dir():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:  # made at the same moment by another process
+            pass
+
+
 def default_db_path(vault: Path) -> Path:
     """One database per vault, named after the folder and a hash of its real path."""
     real = os.path.realpath(vault)

@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable, Sequence
 from contextlib import closing, suppress
 from pathlib import Path
 
-from ..folders import make_private_folder
+from ..config import make_private_folder
 from ..fts import FUNCTION_WORDS, STOPWORDS
 
 log = logging.getLogger("memsync.glossary")

@@ -15,8 +15,8 @@ import secrets
 import stat
 from pathlib import Path
 
+from ..config import make_private_folder
 from ..errors import StoreError
-from ..folders import make_private_folder
 
 PREFIX_FILE = "page-prefix"
 SHAPE = re.compile(r"[A-Za-z0-9_-]{22,86}")  # token_urlsafe(16): 128 random bits

@@ -32,9 +32,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import data_dir
+from ..config import data_dir, make_private_folder
 from ..errors import ArgumentError, MemsyncError, StoreError, UnsafeFile, os_reason
-from ..folders import make_private_folder
 
 log = logging.getLogger("memsync.http")
 TOKEN_FILE = "tokens.json"

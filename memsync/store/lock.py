@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from ..config import make_private_folder
 from ..errors import LockError, StoreError, os_reason
-from ..folders import make_private_folder
 from .origin import this_host
 
 # the file lock itself, behind one seam: flock on POSIX (per open file, dropped when its process
