@@ -386,8 +386,13 @@ class Watcher:
                     return
                 log.warning("%s; opening the index again", exc)  # the database failed
                 self._reopen(syncer)
-            except Exception:  # noqa: BLE001 - the daemon must survive anything
-                log.exception("unexpected error; will reconcile on the next cycle")
+            except Exception as exc:  # noqa: BLE001 - the daemon must survive anything
+                # one line: a traceback in the daemon's log helps no user
+                log.error(
+                    "unexpected error (%s: %s); will reconcile on the next cycle",
+                    exc.__class__.__name__,
+                    escape_controls(str(exc)),
+                )
                 return
 
     def _reopen(self, syncer: Syncer) -> None:
