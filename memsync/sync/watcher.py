@@ -359,6 +359,7 @@ class Watcher:
         """Too many events wait inside watchdog: watch anew (its queue goes with the old
         observer) and reconcile everything, which the events would only have told sooner."""
         self._say_flood("events come faster than the observer reads them")
+        self._check_lock()
         self._stop_observer()
         self._start_observer(sink)
         self._guarded(self._reconcile, syncer, "flood of events")
