@@ -540,7 +540,11 @@ def test_the_embedding_worker_survives_a_size_change_and_any_error_and_says_so(
             )
         finally:
             embedding_module.embed_pending = real
-        assert any("embedding failed unexpectedly" in m for m in caplog.messages)
+        assert any(
+            "embedding failed unexpectedly (RuntimeError: a bug nobody foresaw)" in m
+            for m in caplog.messages
+        )
+        assert [r.getMessage() for r in caplog.records if r.exc_info] == []  # no traceback
         assert r.watcher._embedding.is_alive()  # type: ignore[union-attr]
     finally:
         r.stop()
@@ -860,3 +864,32 @@ def test_past_max_pending_paths_a_batch_is_a_full_reconcile_that_ends_as_a_fresh
         running.stop()
     assert len(expected) == 60
     assert any("reconcile (flood of events)" in m for m in caplog.messages)
+
+
+def test_an_unexpected_error_in_a_batch_is_one_log_line_and_a_reconcile_finds_its_changes(
+    running: Running, vault: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    from memsync.sync.syncer import Syncer
+
+    caplog.set_level(logging.INFO, logger="memsync")
+    real = Syncer.sync_changes
+    calls: list[int] = []
+
+    def broken_once(self: Syncer, changes: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(22, "Invalid argument")
+        return real(self, changes)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Syncer, "sync_changes", broken_once)
+    write(vault, "first.md", "# First\n\nlima\n")
+    wait_until(lambda: any("unexpected error" in m for m in caplog.messages))
+    write(vault, "second.md", "# Second\n\nmike\n")
+    wait_until(lambda: {"first.md", "second.md"} <= set(running.files()))  # not 10 minutes later
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+    assert any(
+        "unexpected error (OSError: [Errno 22] Invalid argument); will reconcile" in m
+        for m in caplog.messages
+    )

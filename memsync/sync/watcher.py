@@ -344,7 +344,8 @@ class Watcher:
             self._guarded(self._reconcile, syncer, "memsync index", asked)
             return
         changes = [c for c in batch if isinstance(c, Change)]
-        self._guarded(self._apply, syncer, changes)
+        if not self._guarded(self._apply, syncer, changes):
+            self.changes.put(RESCAN)  # the batch's changes are not lost: a reconcile finds them
 
     def _observer_backlog(self) -> int:
         """inotify reads that watchdog holds and has not turned into events yet. watchdog 7 drains
@@ -415,18 +416,18 @@ class Watcher:
                 "never write one vault: start memsync watch again"
             )
 
-    def _guarded(self, work: Callable[..., None], syncer: Syncer, *args: object) -> None:
+    def _guarded(self, work: Callable[..., None], syncer: Syncer, *args: object) -> bool:
         """Bad input or a passing database error never stops the daemon. After a database error
         the index is opened again (a server may have dropped the connection) and the work tried
-        once more."""
+        once more. False when it failed."""
         for attempt in (1, 2):
             try:
                 work(syncer, *args)
-                return
+                return True
             except MemsyncError as exc:
                 if not (isinstance(exc, StoreError) and exc.reopen) or attempt == 2:
                     log.error("%s; will reconcile on the next cycle", exc)
-                    return
+                    return False
                 log.warning("%s; opening the index again", exc)  # the database failed
                 self._reopen(syncer)
             except Exception as exc:  # noqa: BLE001 - the daemon must survive anything
@@ -436,7 +437,8 @@ class Watcher:
                     exc.__class__.__name__,
                     escape_controls(str(exc)),
                 )
-                return
+                return False
+        return False
 
     def _reopen(self, syncer: Syncer) -> None:
         try:
