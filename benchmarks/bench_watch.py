@@ -11,15 +11,20 @@ On a copy of sample_vault/ (or of --vault):
 - a burst of 1,000 new notes (--burst): from the first write until all are in the index.
 - idle CPU of `memsync watch` on a 10k-note vault (--idle-notes), and its RSS with the local model
   loaded.
+- a folder moved out to a hidden folder and back in a loop (--swap-seconds, at most --swaps times),
+  each run in a fresh process: the watcher's RSS with watchdog's queue of unread events bounded
+  (the default) and unbounded, halfway, at the end of the loop and after it settles.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -39,7 +44,7 @@ from memsync.embed.local import LocalEmbedder
 from memsync.store.locate import SqliteLocation
 from memsync.store.protocols import StoreWriter as Store
 from memsync.store.sqlite_store import SqliteStore
-from memsync.sync.watcher import Watcher
+from memsync.sync.watcher import MAX_BACKLOG, Watcher
 
 
 def start_watcher(root: Path, db: Path, embedder: object) -> tuple[Watcher, threading.Thread]:
@@ -160,6 +165,62 @@ def loaded(db: Path) -> None:
             time.sleep(0.1)
 
 
+def swap_probe(workdir: Path, seconds: float, swaps: int, max_backlog: int) -> dict[str, float]:
+    """In this process: a watcher of a vault whose folder `sub` is moved to `.swap/` and back
+    (two lone moves for watchdog) until `seconds` or `swaps`; RSS before, halfway, at the end,
+    and after a settling pause as long as half the loop."""
+    root = make_vault(workdir / "swap", 20)
+    (root / "sub").mkdir()
+    (root / "sub" / "deep.md").write_text("# Deep\n\nswapped in and out\n")
+    (root / ".swap").mkdir()
+    location = SqliteLocation(workdir / "swap.sqlite")
+    watcher = Watcher(root, location, load_config(), None, max_backlog=max_backlog)
+    thread = threading.Thread(target=watcher.run)
+    thread.start()
+    got: dict[str, float] = {}
+    try:
+        watcher.ready.wait(600)
+        time.sleep(1.0)
+        got["before"] = rss_mb(os.getpid())
+        done, started = 0, time.monotonic()
+        for half in ("half", "end"):
+            deadline = started + seconds * (0.5 if half == "half" else 1.0)
+            while done < swaps * (0.5 if half == "half" else 1.0) and time.monotonic() < deadline:
+                os.rename(root / "sub", root / ".swap" / "sub")
+                os.rename(root / ".swap" / "sub", root / "sub")
+                done += 1
+            got[half], got[f"swaps_{half}"] = rss_mb(os.getpid()), done
+        time.sleep(max(seconds / 2, 1.0))
+        got["settled"] = rss_mb(os.getpid())
+    finally:
+        watcher.request_stop()
+        thread.join()
+    return got
+
+
+def swap_growth(seconds: float, swaps: int) -> list[str]:
+    """Table rows: each bound measured by swap_probe in a process of its own."""
+    rows = []
+    for what, bound in (("bounded", MAX_BACKLOG), ("unbounded (before)", 1 << 62)):
+        probe = subprocess.run(
+            [sys.executable, "-m", "benchmarks.bench_watch", "--swap-probe", str(bound)]
+            + ["--swap-seconds", str(seconds), "--swaps", str(swaps)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        got = json.loads(probe.stdout.splitlines()[-1])
+        late = max(got["swaps_end"] - got["swaps_half"], 1)
+        per_swap = (got["end"] - got["half"]) * 1048576 / late
+        rows.append(
+            f"| RSS of `memsync watch` while a folder is swapped {got['swaps_end']:,.0f} times in "
+            f"{seconds:g} s, watchdog's queue {what}: before, halfway, at the end, settled "
+            f"(growth per swap in the second half) | {got['before']:.0f} / {got['half']:.0f} / "
+            f"{got['end']:.0f} / {got['settled']:.0f} MB ({per_swap:.0f} B) |"
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--edits", type=int, default=50)
@@ -168,8 +229,15 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=1000, help="new notes written at once")
     parser.add_argument("--idle-notes", type=int, default=10_000, help="the idle vault's notes")
     parser.add_argument("--vault", type=Path, default=SAMPLE_VAULT, help="the vault copied")
+    parser.add_argument("--swap-seconds", type=float, default=30, help="the folder swap loop")
+    parser.add_argument("--swaps", type=int, default=2_000_000, help="at most this many swaps")
+    parser.add_argument("--swap-probe", type=int, help=argparse.SUPPRESS)  # the child process
     keep_option(parser)
     args = parser.parse_args()
+    if args.swap_probe is not None:
+        with workspace("memsync-swap-", False) as workdir:
+            print(json.dumps(swap_probe(workdir, args.swap_seconds, args.swaps, args.swap_probe)))
+        return
     with workspace("memsync-wbench-", args.keep) as workdir:
         vault = shutil.copytree(args.vault, workdir / "vault")
         (vault / "edits.md").write_text("# Edits\n")
@@ -177,6 +245,7 @@ def main() -> None:
         vector = edit_latency(vault, workdir / "vec.sqlite", args.vector_edits, LocalEmbedder())
         burst_s = burst(vault, workdir / "kw.sqlite", args.burst)
         idle, rss_plain, rss_model = idle_and_rss(workdir, args.idle_seconds, args.idle_notes)
+        swapping = swap_growth(args.swap_seconds, args.swaps)
 
     print("| measure | value |")
     print("|---|---|")
@@ -197,6 +266,7 @@ def main() -> None:
         f"| RSS of `memsync watch`, keyword-only / with the local model loaded | "
         f"{rss_plain:.0f} MB / {rss_model:.0f} MB |"
     )
+    print("\n".join(swapping))
 
 
 if __name__ == "__main__":

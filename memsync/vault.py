@@ -168,11 +168,12 @@ def scan(root: Path, rules: IgnoreRules | None = None, under: str = "") -> Scan:
     root_real = os.path.realpath(root)
     seen_dirs: set[str] = set()  # real paths walked: ends loops and second ways to a folder
     start = root / under if under else root
-    if not start.is_dir():
-        return result
+    start_real = _realpath(str(start))
+    if not start.is_dir() or start_real is None or not confined.inside(start_real, root_real):
+        return result  # gone, swapped while resolved, or a symlink out: no note of the vault there
     # (path, relative path, real path); folders reached through a symlink are walked last, so the
     # real path of a folder wins over an alias of it
-    stack: list[tuple[str, str, str]] = [(str(start), under, os.path.realpath(start))]
+    stack: list[tuple[str, str, str]] = [(str(start), under, start_real)]
     linked: list[tuple[str, str, str]] = []
     while stack or linked:
         folder, rel_folder, folder_real = stack.pop() if stack else linked.pop(0)

@@ -179,13 +179,16 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
         ),
         "bench_watch": (
             ["--edits", "2", "--vector-edits", "1", "--idle-seconds", "0.5", "--burst", "20"]
-            + ["--idle-notes", "20", "--vault", vault],
+            + ["--idle-notes", "20", "--swap-seconds", "0.5", "--swaps", "200", "--vault", vault],
             [
                 r"\| edit -> keyword-queryable, p50 / p95 over 2 edits .* \| \d+ ms / \d+ ms \|",
                 r"\| edit -> vector-queryable .* over 1 edits \| \d+ ms / \d+ ms \|",
                 rf"\| burst of 20 new notes, all indexed \(text\) \| {f} s \|",
                 rf"\| idle CPU of `memsync watch` on a 21-note vault, over 0 s \| {f}% \|",
                 r"\| RSS of `memsync watch`, .* \| \d+ MB / \d+ MB \|",
+                r"\| RSS of `memsync watch` while a folder is swapped \d+ times in 0\.5 s, watchdog's "
+                rf"queue bounded: .* \| {f} / {f} / {f} / {f} MB \(-?\d+ B\) \|",
+                r"\| RSS of .* queue unbounded \(before\): .* MB \(-?\d+ B\) \|",
             ],
         ),
         "eval_retrieval": (

@@ -69,3 +69,28 @@ def test_an_urgent_item_ends_its_batch_at_once() -> None:
     assert time.monotonic() - started < 1.0
     batches.put("!")
     assert batches.next_batch(1.0) == ["b", "!"]
+
+
+def test_a_burst_naming_one_item_many_times_keeps_it_once() -> None:
+    batches: Debouncer[str] = Debouncer(queue.Queue(), 0.05, 5.0)
+    for item in ["a", "b", "a", "a", "c", "b"]:
+        batches.put(item)
+    assert batches.next_batch(1.0) == ["a", "b", "c"]
+
+
+def test_past_max_items_what_collapses_becomes_one_overflow_item_and_the_rest_is_kept() -> None:
+    batches: Debouncer[str] = Debouncer(
+        queue.Queue(), 0.05, 5.0, max_items=5, overflow="ALL", collapses=str.islower
+    )
+    for item in ["a", "KEEP", "b", "c", "d", "e", "f", "AGAIN", "g"]:
+        batches.put(item)
+    assert batches.next_batch(1.0) == ["KEEP", "ALL", "AGAIN"]
+    batches.put("h")
+    assert batches.next_batch(1.0) == ["h"]  # the next batch starts afresh
+
+
+def test_past_max_items_without_an_overflow_item_the_batch_ends_and_nothing_is_lost() -> None:
+    batches: Debouncer[int] = Debouncer(queue.Queue(), 0.05, 5.0, max_items=3)
+    for item in range(7):
+        batches.put(item)
+    assert [batches.next_batch(1.0) for _ in range(3)] == [[0, 1, 2], [3, 4, 5], [6]]

@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import itertools
+import logging
 import os
 import threading
 import time
@@ -17,10 +18,13 @@ from pathlib import Path
 import pytest
 from conftest import write
 
+from memsync.config import load_config
 from memsync.errors import ArgumentError
 from memsync.notes import checked_path, read_lines, write_note
-from memsync.store.locate import Location
-from memsync.sync.syncer import index_vault
+from memsync.store.locate import Location, SqliteLocation
+from memsync.store.sqlite_store import SqliteStore
+from memsync.sync.syncer import Syncer, index_vault
+from memsync.sync.watcher import Watcher
 from memsync.vault import IgnoreRules, SkipFile, read_note
 
 SECONDS = 2.0  # each race: long enough for thousands of swaps against hundreds of calls
@@ -172,3 +176,69 @@ def test_index_never_stores_outside_text(vault: Vault, location: Location) -> No
 
         calls, leaks = race(vault, index)
     assert leaks == [] and calls > 5
+
+
+def test_a_batch_naming_the_swapped_folder_never_raises(vault: Vault, tmp_path: Path) -> None:
+    """What the watcher does with a folder's event: list the notes below it. realpath failed
+    with EINVAL when the folder became a symlink while it was resolved, and the traceback
+    reached the watcher's log."""
+    with SqliteLocation(tmp_path / "index.sqlite").open(create=True) as store:
+        syncer = Syncer(store, vault.root, 1 << 20)
+
+        def batch() -> str | None:
+            syncer.sync_changes([("sub", True), ("note.md", False)])
+            texts = (store.indexed_text(row[0]) for row in store.listing())
+            return "\n".join(text for text, _ in filter(None, texts))
+
+        calls, leaks = race(vault, batch)
+    assert leaks == [] and calls > 50
+
+
+def test_a_watcher_under_the_race_keeps_a_bounded_backlog_and_logs_no_traceback(
+    vault: Vault, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each swap is a lone move out and a lone move in, which watchdog pairs slower than they
+    come: its queue of unread events grew by ~65 bytes a swap, without end (1 GB in a day of
+    swaps). Past the bound the watcher drops that queue and reconciles; the index then ends as
+    a fresh index of the vault."""
+    caplog.set_level(logging.INFO)
+    db = tmp_path / "index.sqlite"
+    watcher = Watcher(
+        vault.root, SqliteLocation(db), load_config(debounce_ms=20), None, max_backlog=8
+    )
+    thread = threading.Thread(target=watcher.run)
+    thread.start()
+    flood = "events come faster than the observer reads them"
+    try:
+        assert watcher.ready.wait(15)
+        with vault.swapping():
+            wait_until(lambda: any(flood in r.getMessage() for r in caplog.records))
+        write(vault.root, "after.md", "# After\n\nthe race is over\n")
+        fresh = tmp_path / "fresh.sqlite"
+        with SqliteLocation(fresh).open(create=True) as store:
+            index_vault(store, vault.root, 1 << 20, None)
+        wait_until(lambda: _files(db) == _files(fresh))
+    finally:
+        watcher.request_stop()
+        thread.join(15)
+    assert not thread.is_alive()
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+    assert not any("\n" in r.getMessage() or "unexpected" in r.getMessage() for r in caplog.records)
+    assert SECRET not in "".join(_texts(db))
+
+
+def _files(db: Path) -> dict[str, str]:
+    with SqliteStore(db) as store:
+        return {path: row.hash for path, row in store.file_rows().items()}
+
+
+def _texts(db: Path) -> list[str]:
+    with SqliteStore(db) as store:
+        return [found[0] for row in store.listing() if (found := store.indexed_text(row[0]))]
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)

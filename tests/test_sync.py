@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -288,6 +289,24 @@ def test_sync_paths_applies_only_the_named_paths(
     report = Syncer(store, root, MB).sync_paths(["notes/new.md", ".obsidian/x.md"])
     assert report.added == 1
     assert "notes/unnamed.md" not in store.file_rows()
+
+
+def test_a_move_named_by_its_new_path_alone_is_a_move(
+    indexed: tuple[Path, Store], hash_embedder: HashEmbedder
+) -> None:
+    """watchdog pairs a move only within one watch: between two, the create comes half a second
+    before the delete, and the note was listed under both paths meanwhile."""
+    root, store = indexed
+    os.makedirs(root / "archive")
+    os.rename(root / "notes/n0.md", root / "archive/n0.md")
+    shutil.copy2(
+        root / "notes/n1.md", root / "archive/copy.md"
+    )  # same stats, the first still there
+    report = Syncer(store, root, MB).sync_paths(["archive/n0.md", "archive/copy.md"])
+    assert (report.moved, report.added, report.removed) == (1, 1, 0)
+    assert sorted(store.file_rows()) == ["archive/copy.md", "archive/n0.md", "notes/n1.md"]
+    late = Syncer(store, root, MB).sync_paths(["notes/n0.md"])  # the delete, when it comes
+    assert (late.moved, late.added, late.removed) == (0, 0, 0)
 
 
 def test_a_vanished_vault_folder_leaves_the_index_alone(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -35,16 +36,24 @@ def wait_until(check: Callable[[], bool], timeout: float = 15.0) -> None:
 
 
 class Running:
-    def __init__(self, root: Path, db: Path, embedder: object = None, **config: object) -> None:
+    def __init__(
+        self,
+        root: Path,
+        db: Path,
+        embedder: object = None,
+        limits: dict[str, int] | None = None,
+        **config: object,
+    ) -> None:
         self.db = db
         self.location = SqliteLocation(db)
         self.watcher = Watcher(
             root,
             self.location,
             load_config(**{"debounce_ms": 100, **config}),
-            embedder,
+            embedder,  # type: ignore[arg-type]
             retry_base=0.2,
-        )  # type: ignore[arg-type]
+            **(limits or {}),
+        )
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run)
         self.thread.start()
@@ -531,7 +540,11 @@ def test_the_embedding_worker_survives_a_size_change_and_any_error_and_says_so(
             )
         finally:
             embedding_module.embed_pending = real
-        assert any("embedding failed unexpectedly" in m for m in caplog.messages)
+        assert any(
+            "embedding failed unexpectedly (RuntimeError: a bug nobody foresaw)" in m
+            for m in caplog.messages
+        )
+        assert [r.getMessage() for r in caplog.records if r.exc_info] == []  # no traceback
         assert r.watcher._embedding.is_alive()  # type: ignore[union-attr]
     finally:
         r.stop()
@@ -769,3 +782,114 @@ def test_an_embedding_worker_that_cannot_open_its_index_answers_a_wait_and_backs
         worker.join(timeout=5)
     worker.failures = 5000
     assert worker._backoff() == 300.0  # no overflow however long it fails
+
+
+_BATCH_COUNTS = re.compile(r"(\d+) new, (\d+) changed, (\d+) moved, (\d+) removed")
+
+
+def test_a_note_moved_to_another_folder_is_one_move_and_never_listed_twice(
+    vault: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hidden folder splits the watches: the vault's own, and one per folder. A move between two
+    of them reached the watcher as a create, then half a second later a delete: it was logged "1
+    new" then "1 removed", and meanwhile the index listed the note under both paths."""
+    import logging
+
+    write(vault, ".obsidian/app.json", "{}")
+    write(vault, "inbox/idea.md", "# Idea\n\nhotel india\n")
+    write(vault, "projects/plan.md", "# Plan\n\njuliet\n")
+    caplog.set_level(logging.INFO, logger="memsync")
+    running = Running(vault, tmp_path / "i.sqlite")
+    both: list[set[str]] = []
+    polling = threading.Event()
+
+    def poll() -> None:
+        while not polling.is_set():
+            paths = set(running.files())
+            if {"inbox/idea.md", "projects/idea.md"} <= paths or {
+                "projects/idea.md",
+                "projects/kept.md",
+            } <= paths:
+                both.append(paths)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        os.rename(vault / "inbox/idea.md", vault / "projects/idea.md")
+        wait_until(lambda: "projects/idea.md" in running.files())
+        os.rename(vault / "projects/idea.md", vault / "projects/kept.md")
+        wait_until(lambda: "projects/kept.md" in running.files())
+        # the late half of the move comes before this note's event: both are in the inbox's watch
+        write(vault, "inbox/later.md", "# Later\n\nkilo\n")
+        wait_until(lambda: "inbox/later.md" in running.files())
+    finally:
+        polling.set()
+        poller.join()
+        running.stop()
+    assert both == []
+    assert set(running.files()) == {
+        "start.md",
+        "projects/plan.md",
+        "projects/kept.md",
+        "inbox/later.md",
+    }
+    batches = [
+        tuple(map(int, m.groups())) for m in map(_BATCH_COUNTS.search, caplog.messages[1:]) if m
+    ]
+    new, changed, moved, removed = (sum(column) for column in zip(*batches[1:]))
+    assert (new, changed, moved, removed) == (1, 0, 2, 0)  # the later note, and the two moves
+
+
+def test_past_max_pending_paths_a_batch_is_a_full_reconcile_that_ends_as_a_fresh_index(
+    vault: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A flood of events kept every path it named until its batch was applied: past the bound
+    the batch is the reconcile the watcher already knows how to do."""
+    import logging
+
+    from memsync.sync.syncer import index_vault
+
+    caplog.set_level(logging.INFO, logger="memsync")
+    running = Running(vault, tmp_path / "i.sqlite", limits={"max_pending": 10})
+    try:
+        for i in range(60):
+            write(vault, f"flood/n{i}.md", f"# Note {i}\n\nflooded {i}\n")
+        os.remove(vault / "start.md")
+        wait_until(lambda: any("paths changed at once" in m for m in caplog.messages))
+        with SqliteLocation(tmp_path / "fresh.sqlite").open(create=True) as fresh:
+            index_vault(fresh, vault, 1 << 20, None)
+            expected = {p: r.hash for p, r in fresh.file_rows().items()}
+        wait_until(lambda: running.files() == expected)
+    finally:
+        running.stop()
+    assert len(expected) == 60
+    assert any("reconcile (flood of events)" in m for m in caplog.messages)
+
+
+def test_an_unexpected_error_in_a_batch_is_one_log_line_and_a_reconcile_finds_its_changes(
+    running: Running, vault: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    from memsync.sync.syncer import Syncer
+
+    caplog.set_level(logging.INFO, logger="memsync")
+    real = Syncer.sync_changes
+    calls: list[int] = []
+
+    def broken_once(self: Syncer, changes: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(22, "Invalid argument")
+        return real(self, changes)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Syncer, "sync_changes", broken_once)
+    write(vault, "first.md", "# First\n\nlima\n")
+    wait_until(lambda: any("unexpected error" in m for m in caplog.messages))
+    write(vault, "second.md", "# Second\n\nmike\n")
+    wait_until(lambda: {"first.md", "second.md"} <= set(running.files()))  # not 10 minutes later
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+    assert any(
+        "unexpected error (OSError: [Errno 22] Invalid argument); will reconcile" in m
+        for m in caplog.messages
+    )

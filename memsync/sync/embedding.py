@@ -212,8 +212,11 @@ class EmbeddingWorker(threading.Thread):
                 self._backoff(),
             )
         else:
-            log.error(
-                "embedding failed unexpectedly; retry in %.0fs", self._backoff(), exc_info=exc
+            log.error(  # one line: a traceback in the daemon's log helps no user
+                "embedding failed unexpectedly (%s: %s); retry in %.0fs",
+                exc.__class__.__name__,
+                exc,
+                self._backoff(),
             )
         # logged first: whoever sees the error in `status` finds it in the log too (a test that
         # waited for the one and read the other failed on a busy machine)

@@ -24,6 +24,7 @@ RESCAN = "\0rescan"  # a queue item meaning: events were lost, reconcile everyth
 RELOAD = "\0reload"  # a queue item meaning: .memsyncignore changed, apply its rules
 REWATCH = "\0rewatch"  # a queue item meaning: folders appeared or went, plan the watches again
 VAULT_LOST = "\0vault lost"  # a queue item meaning: the vault folder itself was deleted
+FLOOD = "\0flood"  # a batch item meaning: too many paths changed at once, reconcile everything
 
 
 @dataclass(frozen=True)

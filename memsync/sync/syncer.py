@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -267,6 +268,7 @@ class Syncer:
         work = plan(disk, {p: index[p] for p in disk if p in index}, skips)
         report.skipped.extend((p, skips[p].reason) for p in work.still_skipped)
         removed = [p for p in candidates if p in index and p not in disk]
+        removed += self._moved_away(disk, index, candidates)
         forget = [
             as_text(p) for p in candidates if as_text(p) in skips and p not in work.still_skipped
         ]
@@ -276,6 +278,23 @@ class Syncer:
         if self._apply(work.to_read, removed, index, disk, report, None):
             self.store.mark_synced()
         return report
+
+    def _moved_away(
+        self, disk: Mapping[str, FileStat], index: Mapping[str, tuple[int, int]], named: list[str]
+    ) -> list[str]:
+        """Indexed notes no event named, gone from disk, with a new note's (mtime, size): the
+        first half of a move whose other event comes later (watchdog pairs a move only within
+        one watch, and sends the lone delete half a second after the create). Taken in now, the
+        move is one move, never a note listed under both paths."""
+        new_stats = {(st.mtime_ns, st.size) for path, st in disk.items() if path not in index}
+        if not new_stats:
+            return []
+        others = set(named)
+        return [
+            path
+            for path, stats in index.items()
+            if stats in new_stats and path not in others and not os.path.lexists(self.root / path)
+        ]
 
     def _apply(
         self,

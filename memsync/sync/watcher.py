@@ -31,6 +31,7 @@ from ..vault import IGNORE_FILE, vault_root
 from .debounce import Debouncer
 from .embedding import EmbeddingWorker
 from .events import (
+    FLOOD,
     RELOAD,
     RESCAN,
     REWATCH,
@@ -49,6 +50,9 @@ log = logging.getLogger("memsync.watch")
 MAX_BATCH_WAIT = 2.0  # seconds: a steady stream of events still gets applied this often
 STOP_CHECK = 0.25  # seconds between looks at the stop flag while idle
 STOP_GRACE = 1.0  # seconds a stopping watcher waits for the embedding batch in flight
+MAX_PENDING = 10_000  # distinct paths a batch keeps; past that it is a full reconcile
+MAX_BACKLOG = 256  # inotify reads watchdog may hold unparsed; past that they are dropped
+FLOOD_LOG_EVERY = 60.0  # seconds between two log lines about a flood of events
 
 # this process's running watchers, by the index each writes
 _ANSWERING: dict[Location, Watcher] = {}
@@ -79,8 +83,13 @@ class Watcher:
         retry_base: float = 5.0,
         owner: Owner | None = None,
         command: str = "watch",
+        max_pending: int = MAX_PENDING,
+        max_backlog: int = MAX_BACKLOG,
     ) -> None:
         self.retry_base = retry_base
+        self.max_pending = max_pending
+        self.max_backlog = max_backlog
+        self._flood_logged = float("-inf")  # when a flood was last logged
         self.owner = owner or owner_of(location)
         self.root = root
         self.location = location
@@ -282,12 +291,17 @@ class Watcher:
             self.config.debounce_ms / 1000.0,
             MAX_BATCH_WAIT,
             urgent=lambda item: isinstance(item, Reconcile),  # a relayed index waits for it
+            max_items=self.max_pending,
+            overflow=FLOOD,
+            collapses=lambda item: isinstance(item, Change),
         )
         next_reconcile = time.monotonic() + self._interval()
         while not self.stop.is_set():
             if self._vault_missing(syncer, sink):
                 self.stop.wait(STOP_CHECK)
                 continue
+            if self._observer_backlog() > self.max_backlog:
+                self._drop_backlog(syncer, sink)
             if time.monotonic() >= next_reconcile:  # also under a steady stream of events
                 self._check_lock()
                 self._guarded(self._reconcile, syncer, "periodic")
@@ -314,6 +328,10 @@ class Watcher:
             log.info("%s changed: applying its rules", IGNORE_FILE)
             self._apply_rules(syncer, sink, IGNORE_FILE, asked)
             return
+        if VAULT_LOST in batch:
+            self._watched_vault = None
+        if REWATCH in batch:
+            self._rewatch(sink)
         if RESCAN in batch or (self._observer is not None and not self._observer.is_alive()):  # type: ignore[attr-defined]
             log.warning("events may have been lost: full reconcile")
             if self._observer is not None and not self._observer.is_alive():  # type: ignore[attr-defined]
@@ -321,15 +339,41 @@ class Watcher:
                 self._start_observer(sink)
             self._guarded(self._reconcile, syncer, "events lost", asked)
             return
-        if VAULT_LOST in batch:
-            self._watched_vault = None
-        if REWATCH in batch:
-            self._rewatch(sink)
+        if FLOOD in batch:
+            self._say_flood(f"more than {self.max_pending} paths changed at once")
+            self._guarded(self._reconcile, syncer, "flood of events", asked)
+            return
         if asked:
             self._guarded(self._reconcile, syncer, "memsync index", asked)
             return
         changes = [c for c in batch if isinstance(c, Change)]
-        self._guarded(self._apply, syncer, changes)
+        if not self._guarded(self._apply, syncer, changes):
+            self.changes.put(RESCAN)  # the batch's changes are not lost: a reconcile finds them
+
+    def _observer_backlog(self) -> int:
+        """inotify reads that watchdog holds and has not turned into events yet. watchdog 7 drains
+        the kernel's queue (whose overflow the watcher hears of) into a queue of its own without
+        bound, and pairs moves slower than a folder swapped in a loop fills it: ~65 bytes a swap,
+        1 GB after 7.6 million. 0 when this watchdog keeps no such queue."""
+        reader = getattr(self._observer, "_inotify_fd", None)
+        pending = getattr(reader, "_raw_queue", None)
+        return int(pending.qsize()) if pending is not None else 0
+
+    def _drop_backlog(self, syncer: Syncer, sink: EventSink) -> None:
+        """Too many events wait inside watchdog: watch anew (its queue goes with the old
+        observer) and reconcile everything, which the events would only have told sooner."""
+        self._say_flood("events come faster than the observer reads them")
+        self._check_lock()
+        self._stop_observer()
+        self._start_observer(sink)
+        self._guarded(self._reconcile, syncer, "flood of events")
+
+    def _say_flood(self, what: str) -> None:
+        """One line a minute while a flood lasts, not one per reconcile."""
+        now = time.monotonic()
+        if now - self._flood_logged >= FLOOD_LOG_EVERY:
+            log.warning("%s: reconciling the whole vault instead", what)
+            self._flood_logged = now
 
     def _vault_missing(self, syncer: Syncer, sink: EventSink) -> bool:
         """True while no folder is at the vault's path. A vault folder deleted and made again,
@@ -375,23 +419,29 @@ class Watcher:
                 "never write one vault: start memsync watch again"
             )
 
-    def _guarded(self, work: Callable[..., None], syncer: Syncer, *args: object) -> None:
+    def _guarded(self, work: Callable[..., None], syncer: Syncer, *args: object) -> bool:
         """Bad input or a passing database error never stops the daemon. After a database error
         the index is opened again (a server may have dropped the connection) and the work tried
-        once more."""
+        once more. False when it failed."""
         for attempt in (1, 2):
             try:
                 work(syncer, *args)
-                return
+                return True
             except MemsyncError as exc:
                 if not (isinstance(exc, StoreError) and exc.reopen) or attempt == 2:
                     log.error("%s; will reconcile on the next cycle", exc)
-                    return
+                    return False
                 log.warning("%s; opening the index again", exc)  # the database failed
                 self._reopen(syncer)
-            except Exception:  # noqa: BLE001 - the daemon must survive anything
-                log.exception("unexpected error; will reconcile on the next cycle")
-                return
+            except Exception as exc:  # noqa: BLE001 - the daemon must survive anything
+                # one line: a traceback in the daemon's log helps no user
+                log.error(
+                    "unexpected error (%s: %s); will reconcile on the next cycle",
+                    exc.__class__.__name__,
+                    escape_controls(str(exc)),
+                )
+                return False
+        return False
 
     def _reopen(self, syncer: Syncer) -> None:
         try:
