@@ -14,6 +14,7 @@ import click
 
 from .cli_common import (
     DEFAULTS,
+    MCP_INSTALL,
     _config,
     _log_handler,
     _log_to,
@@ -428,7 +429,7 @@ def mcp(
             from .mcp_server import MemoryServer, serve
         except ImportError as exc:
             raise MemsyncError(
-                f"memsync mcp needs the MCP SDK ({exc.name} is missing): pip install 'memsync[mcp]'"
+                f"memsync mcp needs the MCP SDK ({exc.name} is missing): {MCP_INSTALL}"
             ) from exc
 
         from .memory import Memory

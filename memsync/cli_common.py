@@ -15,6 +15,10 @@ import click
 from .config import RANGES, Config
 from .errors import AmbiguousIndex, ConfigError, MemsyncError
 
+# what `mcp` and `serve` need, as a command that works wherever memsync came from (a clone, not a
+# package index): the SDK that the mcp extra pins in pyproject.toml
+MCP_INSTALL = "pip install 'mcp>=2.3,<3'"
+
 if TYPE_CHECKING:
     from .serve.relay import Relay
     from .store.locate import Location

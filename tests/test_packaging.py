@@ -45,3 +45,27 @@ def test_the_wheel_ships_every_module_and_each_imports(tmp_path: Path) -> None:
         [sys.executable, "-I", "-c", check, *modules], capture_output=True, text=True, cwd=tmp_path
     )
     assert imported.returncode == 0, imported.stderr
+
+
+def test_the_install_hint_for_mcp_names_the_sdk_the_extra_pins() -> None:
+    """memsync is not on a package index, so `mcp` and `serve` name the SDK itself."""
+    from memsync.cli_common import MCP_INSTALL
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    pinned = extras["mcp"][0]
+    assert MCP_INSTALL.endswith(f"'{pinned}'")
+
+
+def test_ruff_is_pinned_in_the_test_extra_and_run_by_ci() -> None:
+    project = (ROOT / "pyproject.toml").read_text()
+    assert '"ruff==' in project
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "ruff check" in ci and "ruff format --check" in ci
+    assert not list(ROOT.glob("*.whl")), "wheels are not kept in the repository"

@@ -254,7 +254,7 @@ def test_without_the_mcp_extra_serve_says_what_to_install(
     assert done.exit_code == 1
     assert done.output == (
         "memsync: error: memsync serve needs the MCP SDK (uvicorn is missing): "
-        "pip install 'memsync[mcp]'\n"
+        "pip install 'mcp>=2.3,<3'\n"
     )
 
 

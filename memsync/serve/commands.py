@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..cli_common import _config, _log_to, answer_the_shell, run, watch_options, writer_flags
+from ..cli_common import (
+    MCP_INSTALL,
+    _config,
+    _log_to,
+    answer_the_shell,
+    run,
+    watch_options,
+    writer_flags,
+)
 from ..config import Config
 from ..errors import ConfigError, MemsyncError
 from ..redact import redact
@@ -53,8 +61,7 @@ def _web_stack() -> None:
     for library in ("mcp", "starlette", "uvicorn"):
         if importlib.util.find_spec(library) is None:
             raise MemsyncError(
-                f"memsync serve needs the MCP SDK ({library} is missing): "
-                "pip install 'memsync[mcp]'"
+                f"memsync serve needs the MCP SDK ({library} is missing): {MCP_INSTALL}"
             )
 
 

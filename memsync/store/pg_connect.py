@@ -87,7 +87,7 @@ def connect(url: str) -> psycopg.Connection[Any]:
     except ImportError as exc:
         raise MemsyncError(
             f"a postgresql:// index needs psycopg and pgvector ({exc.name} is missing): "
-            "pip install 'memsync[postgres]'"
+            "pip install 'psycopg[binary]>=3.1' 'pgvector>=0.2'"
         ) from exc
     safe = redacted(url)
     try:
