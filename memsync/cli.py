@@ -279,14 +279,12 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
 
     def action() -> None:
         from . import output
-        from .memory import Memory, parse_location
+        from .memory import Memory, note_request
 
-        path, start, end = parse_location(output.unescape_name(location))
+        asked = note_request(location)
         config = _config(db=db, name=name)
         with Memory.open(config, vault) as memory:
-            lines = memory.read_named(location, capped=False) or memory.read(
-                path, start, end, capped=False
-            )
+            lines = memory.read_location(asked, capped=False)
         if lines.copy:
             click.echo(f"memsync: note: {output.escape_name(lines.path)}: {lines.copy}", err=True)
         if lines.end_line >= lines.start_line:

@@ -26,8 +26,8 @@ from .agent import results, stdio
 from .agent.lending import Connections
 from .agent.results import Links, NoteLines, SearchResult, Tree, Written
 from .config import RANGES, Config
-from .errors import IndexNotFound, MemsyncError, NoSuchNote
-from .memory import MAX_QUERY_CHARS, Lines, Memory, search_options
+from .errors import IndexNotFound, MemsyncError
+from .memory import MAX_QUERY_CHARS, Memory, note_request, search_options
 
 log = logging.getLogger("memsync.mcp")
 T = TypeVar("T")
@@ -45,22 +45,6 @@ def _result(text: str, structured: Any) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=structured
     )
-
-
-def _read_either_form(memory: Memory, path: str, start: int | None, end: int | None) -> Lines:
-    """The note named exactly `path` (as memory_search's data gives it); where there is none,
-    the note whose name memory_search's text shows so (`new\\nline.md` for a name holding a
-    newline). The exact name wins: it is the only reading that names one note for certain."""
-    try:
-        return memory.read(path, start, end)
-    except NoSuchNote as missing:
-        escaped = output.unescape_name(path)
-        if escaped == path:
-            raise
-        try:
-            return memory.read(escaped, start, end)
-        except NoSuchNote:
-            raise missing from None
 
 
 class MemoryServer:
@@ -205,9 +189,9 @@ class MemoryServer:
         path: Annotated[
             str,
             Field(
-                description="The note's path relative to the vault, as search returns it, or a "
-                "link as notes write it: [[Note]], [[Note#Heading]] (that section), "
-                "[[Note#^block]]."
+                description="The note's path relative to the vault, as search returns it "
+                "(path:N-M reads those lines), or a link as notes write it: [[Note]], "
+                "[[Note#Heading]] (that section), [[Note#^block]]."
             ),
         ],
         start_line: Annotated[
@@ -222,8 +206,7 @@ class MemoryServer:
         relative to the vault, as memory_search returns it."""
 
         def work(memory: Memory) -> CallToolResult:
-            lines = memory.read_named(path) if start_line is None and end_line is None else None
-            lines = lines or _read_either_form(memory, path, start_line, end_line)
+            lines = memory.read_location(note_request(path, start_line, end_line))
             text, data = output.lines_result(lines)
             return _result(text, data)
 

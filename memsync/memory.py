@@ -35,7 +35,8 @@ from .errors import (
 )
 from .filters import note_filter, path_globs
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
-from .notes import checked_path, note_path, parse_location
+from .notes import NoteRequest as NoteRequest  # re-exported: the faces parse with it
+from .notes import checked_path, note_path, note_request
 from .search.options import SAMPLE_CHUNKS, Options
 from .search.query import query_words
 from .status import gather, vaults_in
@@ -56,7 +57,7 @@ __all__ = [
     "Indexed",
     "Memory",
     "index",
-    "parse_location",
+    "note_request",
     "query_words",
     "search_options",
     "vaults",
@@ -296,6 +297,27 @@ class Memory:
         if root is not None and not root.is_dir():
             copy += f"; the vault folder {root} is not there now"
         return notes.lines_of(rel, text, start, end, capped, copy)
+
+    def read_location(self, request: NoteRequest, *, capped: bool = True) -> Lines:
+        """The lines a request for a note asks for, the same on every face: a link's note, section
+        or block; else the first reading of its path that names a note (NoteRequest.readings),
+        or why the likeliest one cannot be read."""
+        if request.is_link:
+            named = self.read_named(request.written, capped=capped)
+            if named is not None:
+                return named
+        missing: NoSuchNote | None = None
+        for number, (path, start, end) in enumerate(request.readings()):
+            try:
+                return self.read(path, start, end, capped=capped)
+            except NoSuchNote as refused:
+                missing = missing or refused
+            except MemsyncError:
+                if number == 0:  # the likeliest reading names a note that refuses: say why
+                    raise
+                # a later reading is a guess: its refusal says less than the first "no note"
+        assert missing is not None  # else the first reading returned or raised
+        raise missing
 
     def read_named(self, location: str, *, capped: bool = True) -> Lines | None:
         """`[[Note]]`, `[[Note#Heading]]` or `[[Note#^block]]`, an alias accepted: the note's

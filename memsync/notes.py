@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from . import confined, vault
 from .errors import ArgumentError, NoSuchNote, os_reason
-from .text import NOTE_SUFFIXES, as_text, fold, is_hidden
+from .text import NOTE_SUFFIXES, as_text, fold, is_hidden, unescape_name
 from .vault import SkipFile, read_note
 
 MAX_LINES = 400  # lines one read returns
@@ -134,6 +134,60 @@ def parse_location(location: str) -> tuple[str, int | None, int | None]:
         return location, None, None
     first, _, last = lines.partition("-")
     return path, int(first), int(last) if last else int(first)
+
+
+@dataclass(frozen=True)
+class NoteRequest:
+    """One read of a note as any face is asked it (`memsync get`, memory_get, /api/get, the
+    page), made by `note_request`: a link (`[[Note]]`, `[[Note#Heading]]`, `[[Note#^block]]`, an
+    alias in brackets) or a path, with lines given apart (an agent's start_line, end_line) or
+    written after it as query prints them (`path:N`, `path:N-M`)."""
+
+    written: str
+    start: int | None = None
+    end: int | None = None
+
+    @property
+    def is_link(self) -> bool:
+        return "[[" in self.written and self.written.rstrip().endswith("]]")
+
+    @property
+    def whole_note(self) -> bool:
+        """Asks for a whole note: no lines, no section."""
+        if self.is_link:
+            return "#" not in self.written
+        return self.start is None and self.end is None and parse_location(self.written)[1] is None
+
+    def readings(self) -> list[tuple[str, int | None, int | None]]:
+        """The (path, start, end) a path may mean, the likeliest first: lines written after it
+        before the name taken whole, and each name as given before its reading as query's text
+        escapes names (`new\\nline.md` for a name holding a newline)."""
+        written = [(self.written, self.start, self.end)]
+        if self.start is None and self.end is None:
+            path, first, last = parse_location(self.written)
+            if first is not None:
+                written.insert(0, (path, first, last))
+        found: list[tuple[str, int | None, int | None]] = []
+        for path, first, last in written:
+            for name in (path, unescape_name(path)):
+                if (name, first, last) not in found:
+                    found.append((name, first, last))
+        return found
+
+
+def note_request(location: str, start: int | None = None, end: int | None = None) -> NoteRequest:
+    """The one parse of a request for a note's lines, with one set of messages for every face."""
+    if not location:
+        raise ArgumentError(
+            "give a note: PATH, PATH:N or PATH:N-M as query prints it, or [[Note]], "
+            "[[Note#Heading]], [[Note#^block]]"
+        )
+    request = NoteRequest(location, start, end)
+    if request.is_link and (start is not None or end is not None):
+        raise ArgumentError(
+            f"{location} names its own lines: give start and end lines with a note's path"
+        )
+    return request
 
 
 def read_lines(

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import EmbeddingServer, write
+from mcp.server.mcpserver.exceptions import ToolError
 from starlette.testclient import TestClient
 
 from memsync.cli import main
@@ -126,7 +129,7 @@ def test_api_status_reports_the_index_s_vector_backend_as_status_json_does(
         ("/api/search?q=", "the query is empty"),
         ("/api/search?q=" + "word " * 400, "(at most 1,000)"),
         ("/api/get?location=../etc/passwd", ".."),
-        ("/api/get", "give location="),
+        ("/api/get", "give a note: PATH"),
         ("/api/get?location=nothing.md", "no note at nothing.md"),
     ],
 )
@@ -341,3 +344,63 @@ def test_starlette_s_own_refusals_are_json_for_the_api_too(site: Site) -> None:
     assert missing.status_code == 404 and missing.json() == {"error": "nothing at /api/nothing"}
     posted = site.client.post("/api/search", headers=headers)
     assert posted.status_code == 405 and posted.json() == {"error": "Method Not Allowed"}
+
+
+def _marked(page: str) -> list[int]:
+    """The line numbers the note page marks as asked for."""
+    return [int(number) for number in re.findall(r'id="L(\d+)" class="line hit"', page)]
+
+
+@pytest.mark.parametrize(
+    "location, lines",
+    [
+        ("tech/redis.md", None),
+        ("tech/redis.md:3", (3, 3)),
+        ("tech/redis.md:1-3", (1, 3)),
+        ("[[redis]]", None),
+        ("[[tech/redis]]", None),
+        ("[[Redis#Redis]]", (1, 3)),
+        ("[[2026-11-02#Monday]]", (4, 6)),
+    ],
+)
+def test_a_note_location_means_the_same_lines_on_every_face(
+    site: Site, location: str, lines: tuple[int, int] | None
+) -> None:
+    """`get`, /api/get, memory_get and the page parse a location once, the same way: a path,
+    `path:N-M` as query prints it, a [[link]] with its section."""
+    cli = CliRunner().invoke(main, ["get", location, "--db", str(site.db), "--raw"])
+    assert cli.exit_code == 0, cli.output
+    api = site.get(f"/api/get?location={urllib.parse.quote(location)}", site.reader)
+    assert api.status_code == 200, api.text
+    assert api.json()["text"] == cli.stdout.rstrip("\n")
+    config = load_config(db=str(site.db))
+    server = MemoryServer(config, lambda: Memory.open(config, long_lived=True), False, ())
+    try:
+        tool = server.memory_get(path=location).structured_content
+    finally:
+        server.close()
+    assert {key: tool[key] for key in ("path", "start_line", "end_line", "text")} == {
+        key: api.json()[key] for key in ("path", "start_line", "end_line", "text")
+    }
+    page = site.get(f"{PAGE}/note?location={urllib.parse.quote(location)}", site.reader)
+    assert page.status_code == 200
+    assert _marked(page.text) == ([] if lines is None else list(range(lines[0], lines[1] + 1)))
+
+
+@pytest.mark.parametrize("location", ["[[Nowhere]]", "nowhere.md", "tech/redis.md:7-9", ""])
+def test_a_location_that_names_nothing_is_the_same_message_on_every_face(
+    site: Site, location: str
+) -> None:
+    cli = CliRunner().invoke(main, ["get", location, "--db", str(site.db)])
+    assert cli.exit_code == 1
+    message = cli.stderr.strip().removeprefix("memsync: error: ")
+    api = site.get(f"/api/get?location={urllib.parse.quote(location)}", site.reader)
+    assert api.status_code == 400 and api.json() == {"error": message}
+    config = load_config(db=str(site.db))
+    server = MemoryServer(config, lambda: Memory.open(config, long_lived=True), False, ())
+    try:
+        with pytest.raises(ToolError) as refused:
+            server.memory_get(path=location)
+    finally:
+        server.close()
+    assert message in str(refused.value)

@@ -28,9 +28,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import output
 from ..config import overridden
-from ..errors import ArgumentError, MemsyncError
+from ..errors import MemsyncError
 from ..mcp_server import MemoryServer, build
-from ..memory import Memory, parse_location, search_options
+from ..memory import Memory, NoteRequest, note_request, search_options
 from . import page_routes
 from .guard import Guard, Visitor, refusal
 from .page_routes import status_of
@@ -118,9 +118,13 @@ class Api:
         def search(text: str, **filters: Any) -> Any:
             return self.borrowing(self.searching(text, **filters))
 
-        def get(path: str, start: int | None, end: int | None) -> Any:
+        def get(asked: NoteRequest) -> Any:
             def read(memory: Memory) -> Any:
-                return memory.read(path, start, end, capped=False).as_dict()
+                found = memory.read_location(asked, capped=False)
+                if asked.whole_note:
+                    return found.as_dict(), None, None
+                whole = memory.read(found.path, capped=False)
+                return whole.as_dict(), found.start_line, found.end_line
 
             return self.borrowing(read)
 
@@ -133,10 +137,7 @@ class Api:
         location = request.query_params.get("location", "")
 
         def work(memory: Memory) -> Any:
-            if not location:
-                raise ArgumentError("give location=PATH, PATH:N or PATH:N-M, as query prints it")
-            path, start, end = parse_location(output.unescape_name(location))
-            return memory.read(path, start, end, capped=False).as_dict()
+            return memory.read_location(note_request(location), capped=False).as_dict()
 
         return await self.answer(request, work)
 

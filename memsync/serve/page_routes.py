@@ -6,8 +6,9 @@ every HTML answer carries a strict Content-Security-Policy.
 
 The calls (synchronous: they run in Starlette's thread pool), each raising MemsyncError:
     search(text, *, paths, since, until, tags, mode) -> the object `memsync query --json` prints
-    get(path, start, end) -> one note's lines as memory_get's data (NoteLines): the page asks
-        for the whole note (None, None) and marks the lines of its location
+    get(request) -> a note's lines as memory_get's data (NoteLines), the whole note, and the
+        first and last line the request asked for (a path's lines, a link's section), to mark,
+        or None for both
     status() -> the object `memsync status --json` prints
 """
 
@@ -23,11 +24,11 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ..errors import ArgumentError, ConfigError, IndexNotFound, MemsyncError
-from ..memory import parse_location, query_words
+from ..memory import NoteRequest, note_request, query_words
 from . import page
 
 Search = Callable[..., dict[str, Any]]
-Get = Callable[[str, int | None, int | None], dict[str, Any]]
+Get = Callable[[NoteRequest], tuple[dict[str, Any], int | None, int | None]]
 Status = Callable[[], dict[str, Any]]
 
 # no script, no frame, no foreign origin: a note's text that slipped past escaping could not run
@@ -103,9 +104,8 @@ def routes(search: Search, get: Get, status: Status) -> list[BaseRoute]:
 
     async def note_page(request: Request) -> Response:
         location = request.query_params.get("location", "")
-        path, first, last = parse_location(location)
         try:
-            lines = await run_in_threadpool(get, path, None, None)
+            lines, first, last = await run_in_threadpool(get, note_request(location))
         except MemsyncError as exc:
             return html(page.note_page(location, None, None, None, str(exc)), status_of(exc))
         return html(page.note_page(location, lines, first, last))
