@@ -15,6 +15,7 @@ import click
 from .cli_common import (
     DEFAULTS,
     MCP_INSTALL,
+    Setting,
     _config,
     _log_handler,
     _log_to,
@@ -167,7 +168,7 @@ def status(vault: Path | None, db: str | None, name: str | None, as_json: bool) 
 @number_option("--min-score", help="Drop results below this calibrated score", with_range=True)
 @click.option(
     "--mode",
-    type=click.Choice(MODES),
+    type=Setting("mode", "mode", MODES),
     help=f"Which legs to run (default {DEFAULTS.mode}).",
 )
 @click.option(
@@ -281,7 +282,7 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
         from . import output
         from .memory import Memory, note_request
 
-        asked = note_request(location)
+        asked = note_request(location, as_printed=True)
         config = _config(db=db, name=name)
         with Memory.open(config, vault) as memory:
             lines = memory.read_location(asked, capped=False)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .config import RANGES, Config
+from .config import RANGES, Config, read_setting
 from .errors import AmbiguousIndex, ConfigError, MemsyncError
 
 # what `mcp` and `serve` need, as a command that works wherever memsync came from (a clone, not a
@@ -71,24 +71,28 @@ def _config(**flags: Any):  # type: ignore[no-untyped-def]
     return config
 
 
-class Number(click.ParamType):  # type: ignore[type-arg]
-    """A numeric flag checked at parse time against the setting's documented range (exit 2)."""
+class Setting(click.ParamType):  # type: ignore[type-arg]
+    """A flag that sets a setting, read and checked at parse time as every face reads it
+    (config.read_setting): a bad one exits 2 with the message the API and MCP give."""
 
-    def __init__(self, setting: str, kind: type) -> None:
+    def __init__(self, setting: str, name: str, choices: tuple[str, ...] = ()) -> None:
         self.setting = setting
-        self.kind = kind
-        self.name = "integer" if kind is int else "number"
+        self.name = name
+        self.choices = choices
+
+    def get_metavar(self, param: Any, ctx: Any = None) -> str | None:
+        return f"[{'|'.join(self.choices)}]" if self.choices else None
+
+    def shell_complete(self, ctx: Any, param: Any, incomplete: str) -> list[Any]:
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(c) for c in self.choices if c.startswith(incomplete)]
 
     def convert(self, value: Any, param: Any, ctx: Any) -> Any:
         try:
-            number = self.kind(value)
-        except (TypeError, ValueError):
-            what = "a whole number" if self.kind is int else "a number"
-            self.fail(f"{value!r} is not {what}", param, ctx)
-        allowed = RANGES[self.setting]
-        if not allowed.admits(number):
-            self.fail(f"{value} is out of range: it must be {allowed}", param, ctx)
-        return number
+            return read_setting(self.setting, value)
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 class _Message(logging.Handler):
@@ -147,7 +151,9 @@ def number_option(
     span = RANGES[setting]
     bounds = f", {span.low:g}-{span.high:g}" if with_range else ""
     text = f"{help}{bounds} (default {getattr(DEFAULTS, setting):g})."
-    return click.option(*decls, type=Number(setting, kind), help=text)
+    return click.option(
+        *decls, type=Setting(setting, "integer" if kind is int else "number"), help=text
+    )
 
 
 def watch_options(command: Callable[..., None]) -> Callable[..., None]:

@@ -239,6 +239,10 @@ def default_db_path(vault: Path) -> Path:
     return data_dir() / "vaults" / f"{slug}-{digest}.sqlite"
 
 
+# how a message names what a setting's value must be
+KIND_WORDS = {"int": "a whole number", "float": "a number", "bool": "true or false"}
+
+
 def _coerce(name: str, raw: Any, kind: Any) -> Any:
     kind = str(kind)
     try:
@@ -261,7 +265,8 @@ def _coerce(name: str, raw: Any, kind: Any) -> Any:
             return tuple(utf8_text(t, f"setting {name}:", (name,)) for t in texts if t)
         return utf8_text(str(raw), f"setting {name}:", (name,))
     except ValueError as exc:
-        raise ConfigError(f"setting {name}: cannot read {raw!r} as {kind.split()[0]}") from exc
+        wanted = KIND_WORDS.get(kind.split()[0].rstrip(" |"), kind.split()[0])
+        raise ConfigError(f"setting {name}: cannot read {raw!r} as {wanted}") from exc
 
 
 def utf8_text(value: str, what: str, settings: tuple[str, ...] = ()) -> str:
@@ -305,6 +310,13 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+
+
+def read_setting(name: str, written: object) -> Any:
+    """One setting as a flag, a query parameter, a form field or a tool's argument gives it,
+    read and checked as the config file's are: a bad value is the same ConfigError, and so the
+    same message, on every face."""
+    return getattr(overridden(Config(), **{name: str(written)}), name)
 
 
 def overridden(config: Config, **texts: str | None) -> Config:

@@ -4,6 +4,7 @@ store applies inside both legs, before the top k."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -42,11 +43,13 @@ def note_filter(
         except ValueError as exc:
             raise ArgumentError(f"--{name}: {exc}") from None
     wanted = []
-    for tag in tags:
-        expanded = expand(tag)
-        if not expanded:
-            raise ArgumentError(f"--tag {tag!r} names no tag")
-        wanted.append(expanded[0])
+    for written in tags:
+        # a tag holds no space or comma, so a value holding some is several tags, on every face
+        for tag in [t for t in re.split(r"[\s,]+", written) if t] or [written]:
+            expanded = expand(tag)
+            if not expanded:
+                raise ArgumentError(f"--tag {tag!r} names no tag")
+            wanted.append(expanded[0])
     return NoteFilter(path_globs(paths), days[0], days[1], tuple(dict.fromkeys(wanted)))
 
 

@@ -25,8 +25,8 @@ from . import __version__, output
 from .agent import results, stdio
 from .agent.lending import Connections
 from .agent.results import Links, NoteLines, SearchResult, Tree, Written
-from .config import RANGES, Config
-from .errors import IndexNotFound, MemsyncError
+from .config import Config, read_setting
+from .errors import ConfigError, IndexNotFound, MemsyncError
 from .memory import MAX_QUERY_CHARS, Memory, note_request, search_options
 
 log = logging.getLogger("memsync.mcp")
@@ -160,8 +160,11 @@ class MemoryServer:
         Defaults (limit, mode, min_score, decay, mmr) come from the user's memsync
         configuration."""
         for name, value in (("limit", limit), ("min_score", min_score)):
-            if value is not None and not RANGES[name].admits(value):
-                raise ToolError(f"{name} must be {RANGES[name]}")
+            if value is not None:
+                try:
+                    read_setting(name, value)
+                except ConfigError as exc:
+                    raise ToolError(str(exc)) from None
 
         def work(memory: Memory) -> CallToolResult:
             options = search_options(

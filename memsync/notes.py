@@ -146,6 +146,9 @@ class NoteRequest:
     written: str
     start: int | None = None
     end: int | None = None
+    # the location as query's text printed it (the CLI's, which escapes names), not as its data
+    # gives it (the API's, MCP's): an escaped name is then the likelier reading
+    as_printed: bool = False
 
     @property
     def is_link(self) -> bool:
@@ -161,7 +164,7 @@ class NoteRequest:
     def readings(self) -> list[tuple[str, int | None, int | None]]:
         """The (path, start, end) a path may mean, the likeliest first: lines written after it
         before the name taken whole, and each name as given before its reading as query's text
-        escapes names (`new\\nline.md` for a name holding a newline)."""
+        escapes names (`new\\nline.md` for a name holding a newline), or after it `as_printed`."""
         written = [(self.written, self.start, self.end)]
         if self.start is None and self.end is None:
             path, first, last = parse_location(self.written)
@@ -169,20 +172,23 @@ class NoteRequest:
                 written.insert(0, (path, first, last))
         found: list[tuple[str, int | None, int | None]] = []
         for path, first, last in written:
-            for name in (path, unescape_name(path)):
+            names = (path, unescape_name(path))
+            for name in reversed(names) if self.as_printed else names:
                 if (name, first, last) not in found:
                     found.append((name, first, last))
         return found
 
 
-def note_request(location: str, start: int | None = None, end: int | None = None) -> NoteRequest:
+def note_request(
+    location: str, start: int | None = None, end: int | None = None, *, as_printed: bool = False
+) -> NoteRequest:
     """The one parse of a request for a note's lines, with one set of messages for every face."""
     if not location:
         raise ArgumentError(
             "give a note: PATH, PATH:N or PATH:N-M as query prints it, or [[Note]], "
             "[[Note#Heading]], [[Note#^block]]"
         )
-    request = NoteRequest(location, start, end)
+    request = NoteRequest(location, start, end, as_printed)
     if request.is_link and (start is not None or end is not None):
         raise ArgumentError(
             f"{location} names its own lines: give start and end lines with a note's path"

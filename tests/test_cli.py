@@ -202,7 +202,7 @@ def test_every_command_has_help_and_is_in_the_readme() -> None:
         (["query", "x", "--half-life", "-3"], "above 0"),
         (["query", "x", "--mmr-lambda", "nan"], "between 0 and 1"),
         (["query", "x", "--vector-weight", "0", "--text-weight", "0"], "cannot both be 0"),
-        (["query", "x", "-n", "many"], "not a whole number"),
+        (["query", "x", "-n", "many"], "cannot read 'many' as a whole number"),
         (["index", ".", "--max-file-mb", "nan"], "above 0"),
         (["index", ".", "--max-file-mb", "0"], "above 0"),
         (["watch", ".", "--debounce", "-1"], "between 0 and 60000"),

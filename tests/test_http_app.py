@@ -404,3 +404,43 @@ def test_a_location_that_names_nothing_is_the_same_message_on_every_face(
     finally:
         server.close()
     assert message in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "setting, value, message",
+    [
+        ("mode", "bogus", "unknown mode 'bogus': choose one of hybrid, vector, keyword, rrf"),
+        ("limit", "0", "limit must be between 1 and 1000, not 0"),
+        ("limit", "many", "setting limit: cannot read 'many' as a whole number"),
+        ("min_score", "2", "min_score must be between 0 and 1, not 2.0"),
+    ],
+)
+def test_a_bad_search_setting_is_the_same_message_on_every_face(
+    site: Site, setting: str, value: str, message: str
+) -> None:
+    flag = {"mode": "--mode", "limit": "--limit", "min_score": "--min-score"}[setting]
+    cli = CliRunner().invoke(main, ["query", "redis", "--db", str(site.db), flag, value])
+    assert cli.exit_code == 2 and message in cli.output
+    parameter = {"limit": "n"}.get(setting, setting)
+    api = site.get(f"/api/search?q=redis&{parameter}={value}", site.reader)
+    assert api.status_code == 400 and api.json() == {"error": message}
+    if setting != "mode":  # MCP's schema offers the modes as an enum: a client sends one of them
+        config = load_config(db=str(site.db))
+        server = MemoryServer(config, lambda: Memory.open(config, long_lived=True), False, ())
+        number = float(value) if setting == "min_score" else value
+        try:
+            with pytest.raises(ToolError, match=re.escape(message)):
+                server.memory_search(query="redis", **{setting: number})
+        finally:
+            server.close()
+
+
+def test_a_tag_field_holding_two_tags_means_both_on_every_face(site: Site) -> None:
+    cli = CliRunner().invoke(
+        main, ["query", "redis", "--db", str(site.db), "--tag", "ops other", "--json"]
+    )
+    api = site.get("/api/search?q=redis&tag=ops+other&mode=keyword", site.reader).json()
+    both = site.get("/api/search?q=redis&tag=ops&tag=other&mode=keyword", site.reader).json()
+    assert json.loads(cli.stdout)["results"] == api["results"] == both["results"] == []
+    one = site.get("/api/search?q=redis&tag=ops,&mode=keyword", site.reader).json()
+    assert [hit["path"] for hit in one["results"]] == ["daily/2026-11-02.md"]

@@ -788,7 +788,7 @@ def test_a_configured_limit_reaches_the_agent_unless_it_asks_for_another(
         assert len(tool("memory_search", query="otters sleep")[2]["results"]) == 2
         assert len(tool("memory_search", query="otters sleep", limit=3)[2]["results"]) == 3
         error, text, _ = tool("memory_search", query="otters", limit=0)
-        assert error and text == "limit must be between 1 and 1000"
+        assert error and text == "limit must be between 1 and 1000, not 0"  # as the API says
 
 
 def test_connections_are_lent_in_the_order_calls_asked_for_them() -> None:

@@ -153,18 +153,18 @@ def test_the_form_keeps_what_was_typed_and_each_path_in_a_field_of_its_own() -> 
         ]
     )
     assert form == page.Form(
-        "a b", ("projects/", "daily/*.md"), "7d", "", ("ops", "project/heron", "x"), "keyword"
+        "a b", ("projects/", "daily/*.md"), "7d", "", ("ops, project/heron", "x"), "keyword"
     )
     assert form.search_args() == {
         "paths": ["projects/", "daily/*.md"],
         "since": "7d",
         "until": None,
-        "tags": ["ops", "project/heron", "x"],
+        "tags": ["ops, project/heron", "x"],  # split where every face's tags are
         "mode": "keyword",
     }
     html = page.search_page(form, "")
     assert 'name="path" value="projects/"' in html and 'name="path" value="daily/*.md"' in html
-    assert 'name="tag" value="ops project/heron x"' in html
+    assert 'name="tag" value="ops, project/heron x"' in html
     assert '<option value="keyword" selected>' in html
     assert '<ol class="results">' not in html  # no search yet: the form alone
 

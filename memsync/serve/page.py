@@ -5,7 +5,6 @@ from a note or a request is escaped, so a note holding markup shows it as text."
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -52,8 +51,8 @@ class Form:
 
 
 def form_of(items: Iterable[tuple[str, str]]) -> Form:
-    """The form from a query string's (name, value) pairs: `path` may repeat, `tag` may repeat
-    or hold several tags apart by spaces or commas."""
+    """The form from a query string's (name, value) pairs: `path` and `tag` may repeat (a tag
+    field holding several tags apart by spaces or commas is split where every face's are)."""
     values: dict[str, list[str]] = {}
     for name, value in items:
         values.setdefault(name, []).append(value)
@@ -61,7 +60,7 @@ def form_of(items: Iterable[tuple[str, str]]) -> Form:
     def one(name: str) -> str:
         return values.get(name, [""])[0].strip()
 
-    tags = [tag for value in values.get("tag", []) for tag in re.split(r"[\s,]+", value) if tag]
+    tags = [value.strip() for value in values.get("tag", []) if value.strip()]
     return Form(
         q=values.get("q", [""])[0],
         paths=tuple(p.strip() for p in values.get("path", []) if p.strip()),
