@@ -39,7 +39,7 @@ from .notes import NoteRequest as NoteRequest  # re-exported: the faces parse wi
 from .notes import checked_path, note_path, note_request
 from .search.options import SAMPLE_CHUNKS, Options
 from .search.query import query_words
-from .status import gather, vaults_in
+from .status import gather, glance, vaults_in
 from .store.locate import Location, check_writer, for_vault, locate, owner_of
 from .store.lock import QUERY_REFRESH, WATCHERS
 from .store.origin import Origin, this_host
@@ -408,6 +408,11 @@ class Memory:
     def status(self) -> dict[str, Any]:
         """What `memsync status --json` says."""
         return gather(self.location, self.store)
+
+    def glance(self) -> dict[str, Any]:
+        """A few of status's facts (notes, chunks, the writer, the last sync), without a walk of
+        the vault: what a page's header shows."""
+        return glance(self.location, self.store)
 
     def write(
         self, content: object, path: str | None, mode: str, protect: Sequence[str] = ()

@@ -37,7 +37,7 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
         if vault is not None and here and vault.is_dir():
             disk = {"present": True, "here": True, **asdict(drift(vault, store))}
     holder = location.holder()
-    last_sync = float(meta["last_sync"]) if meta.get("last_sync") else None
+    last_sync = _last_sync(meta)
     # an index chunked by an older memsync's rules: `index` (or `watch`) chunks every note again
     current = rules_current(meta) or not counts["files"]
     in_step = (
@@ -66,7 +66,7 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
         "text_up_to_date": in_step,
         "complete": in_step and counts["pending"] == 0,
         "last_sync": last_sync,
-        "last_sync_age_s": round(time.time() - last_sync, 1) if last_sync else None,
+        "last_sync_age_s": _age(last_sync),
         "writer": holder,
         "read_only": read_only,
         "warnings": [{"path": p, "warning": w} for p, w in warnings],
@@ -75,6 +75,30 @@ def gather(location: Location, opened: StoreReader | None = None) -> dict[str, A
             for s in sorted(skips.values(), key=lambda s: s.path)
         ],
     }
+
+
+def glance(location: Location, store: StoreReader) -> dict[str, Any]:
+    """The facts a page's header shows on every render, as `gather` gives them, read without
+    walking the vault (a walk of every note on each page would cost more than the page)."""
+    meta = store.meta()
+    counts = store.counts()
+    last_sync = _last_sync(meta)
+    return {
+        "files_indexed": counts["files"],
+        "chunks": counts["chunks"],
+        "chunks_pending": counts["pending"],
+        "last_sync": last_sync,
+        "last_sync_age_s": _age(last_sync),
+        "writer": location.holder(),
+    }
+
+
+def _last_sync(meta: dict[str, str]) -> float | None:
+    return float(meta["last_sync"]) if meta.get("last_sync") else None
+
+
+def _age(moment: float | None) -> float | None:
+    return round(time.time() - moment, 1) if moment else None
 
 
 def vaults_in(url: str) -> dict[str, Any]:

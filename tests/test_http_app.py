@@ -444,3 +444,23 @@ def test_a_tag_field_holding_two_tags_means_both_on_every_face(site: Site) -> No
     assert json.loads(cli.stdout)["results"] == api["results"] == both["results"] == []
     one = site.get("/api/search?q=redis&tag=ops,&mode=keyword", site.reader).json()
     assert [hit["path"] for hit in one["results"]] == ["daily/2026-11-02.md"]
+
+
+def test_the_page_header_shows_status_facts_without_walking_the_vault(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its facts are those `status --json` gives, read without a walk of every note per page."""
+    from memsync import status
+
+    facts = _cli_json("status", "--db", str(site.db), "--json")
+    assert isinstance(facts, dict)
+    assert site.get("/api/status", site.reader).json().keys() == facts.keys()  # all of them
+
+    def walked(*args: object) -> None:
+        raise AssertionError("the page's header walked the vault")
+
+    monkeypatch.setattr(status, "drift", walked)
+    answer = site.get(f"{PAGE}/", site.reader)
+    assert answer.status_code == 200
+    expected = f"{facts['files_indexed']} notes indexed · {facts['chunks_pending']} chunks waiting"
+    assert expected in answer.text

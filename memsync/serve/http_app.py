@@ -129,7 +129,7 @@ class Api:
             return self.borrowing(read)
 
         def status() -> Any:
-            return self.borrowing(lambda memory: memory.status())
+            return self.borrowing(lambda memory: memory.glance())
 
         return page_routes.routes(search, get, status)
 

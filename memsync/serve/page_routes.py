@@ -9,7 +9,8 @@ The calls (synchronous: they run in Starlette's thread pool), each raising Memsy
     get(request) -> a note's lines as memory_get's data (NoteLines), the whole note, and the
         first and last line the request asked for (a path's lines, a link's section), to mark,
         or None for both
-    status() -> the object `memsync status --json` prints
+    status() -> a few facts of `memsync status --json` (Memory.glance): notes, chunks, the
+        writer, the last sync, read without walking the vault
 """
 
 from __future__ import annotations
