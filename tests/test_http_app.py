@@ -330,9 +330,12 @@ def test_the_log_names_the_token_never_the_token_itself_nor_the_query(
     with caplog.at_level(logging.INFO, logger="memsync"):
         site.get("/api/search?q=oat+milk&mode=keyword", site.reader)
         site.get(f"{PAGE}/login?token={site.reader}")
+        for mistyped in (f"{PAGE}x", f"{PAGE}.html", PAGE[:-1], f"/x{PAGE}/"):
+            site.get(mistyped)
     assert "GET /api/search 200 reader" in caplog.text and "GET /PAGE/login 303" in caplog.text
+    assert "GET /ELSEWHERE 404 -" in caplog.text
     assert site.reader not in caplog.text and "oat" not in caplog.text
-    assert PAGE[1:] not in caplog.text
+    assert PAGE[1:-1] not in caplog.text
 
 
 def test_starlette_s_own_refusals_are_json_for_the_api_too(site: Site) -> None:

@@ -9,7 +9,8 @@ folder, an unguessable name per installation, never shown to a visitor without a
 is taken nowhere else. It holds a random id, never the token, ends with its token (a revoked
 token is refused from its next request on, whichever way it comes) and after SESSION_IDLE
 unused. The log names a request's method, path (never its query, which may hold a token or a
-question, nor the page's folder), status and token name.
+question, nor the page's folder, nor an address elsewhere, which may be the folder's name
+mistyped), status and token name.
 """
 
 from __future__ import annotations
@@ -209,8 +210,12 @@ class Guard:
         return path == self.prefix or path.startswith(self.prefix + "/")
 
     def _logged(self, path: str) -> str:
-        """A path for the log: the page's folder named so, not spelled (a log may be shared)."""
-        return "/PAGE" + path[len(self.prefix) :] if self._on_page(path) else path
+        """A path for the log: the page's folder named so, not spelled (a log may be shared);
+        nor any address refused as elsewhere, which may be the folder's name mistyped or cut
+        short (most of it, then)."""
+        if self._on_page(path):
+            return "/PAGE" + path[len(self.prefix) :]
+        return path if _machine(path) else "/ELSEWHERE"
 
     def _refusal(
         self, path: str, status: int, message: str, headers: dict[str, str] | None = None
