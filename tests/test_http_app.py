@@ -197,6 +197,18 @@ def test_the_login_address_opens_a_session_in_the_page_s_folder_and_drops_the_to
     assert site.client.get(f"{PAGE}/login?token={site.reader}").status_code == 401
 
 
+def test_a_cookie_another_server_set_under_the_same_name_logs_nobody_out(site: Site) -> None:
+    """Cookies ignore ports: any other server of this host may set one of the session's name for
+    "/", which the browser sends beside the page's own; the page's own still opens the page."""
+    session = site.get(f"{PAGE}/login?token={site.reader}").cookies[COOKIE]
+    site.client.cookies.clear()
+    for header in (f"{COOKIE}={session}; {COOKIE}=tossed", f"{COOKIE}=tossed; {COOKIE}={session}"):
+        answer = site.client.get(f"{PAGE}/?q=redis", headers={"Cookie": header})
+        assert answer.status_code == 200 and "tech/redis.md:1-3" in answer.text
+    tossed = site.client.get(f"{PAGE}/", headers={"Cookie": f"{COOKIE}=tossed; {COOKIE}="})
+    assert tossed.status_code == 401 and "session ended" in tossed.text
+
+
 def test_the_login_redirects_only_to_the_page_whatever_address_carries_the_token(
     site: Site,
 ) -> None:

@@ -266,13 +266,14 @@ class Guard:
         return None, self._used(token)
 
     def _session(self, headers: Headers, path: str) -> tuple[Response | None, Token | None]:
-        session = cookie_parser(headers.get("cookie", "")).get(self.cookie)
-        if not session:
+        sessions = cookie_values(headers.get("cookie", ""), self.cookie)
+        if not sessions:
             return self._unknown(path, "log in to see the notes"), None
-        token = self.sessions.get(session)
-        if token is not None and self.tokens.still(token):
-            return None, self._used(token)
-        self.sessions.end(session)
+        for session in sessions:
+            token = self.sessions.get(session)
+            if token is not None and self.tokens.still(token):
+                return None, self._used(token)
+            self.sessions.end(session)
         why = "your session ended (its token was revoked, or it went unused too long)"
         return self._unknown(path, why, clear=True), None
 
@@ -328,6 +329,18 @@ class Guard:
             path=self.prefix + "/",
         )
         return response
+
+
+def cookie_values(header: str, name: str) -> list[str]:
+    """Every value a Cookie header gives `name`, in its order. Any other server of this host
+    may set a cookie of that name for "/" (cookies ignore ports), which the browser sends beside
+    this one's: taking only one of them would let it log the user out, for good."""
+    return [
+        value
+        for pair in header.split(";")
+        for key, value in cookie_parser(pair).items()
+        if key == name and value
+    ]
 
 
 async def _form(scope: Scope, receive: Receive) -> tuple[dict[str, str], bool]:
