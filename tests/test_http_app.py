@@ -20,7 +20,7 @@ from memsync.cli import main
 from memsync.config import load_config
 from memsync.mcp_server import MemoryServer
 from memsync.memory import Memory
-from memsync.serve.guard import SESSION_IDLE, Sessions
+from memsync.serve.guard import MAX_SESSIONS, SESSION_IDLE, Sessions
 from memsync.serve.http_app import MAX_BODY, make_app
 from memsync.serve.listen import cookie_name
 from memsync.serve.tokens import Token, Tokens
@@ -280,6 +280,16 @@ def test_a_session_unused_for_its_idle_lifetime_is_over() -> None:
     assert sessions.get(session) == token
     now[0] += SESSION_IDLE + 1
     assert sessions.get(session) is None and sessions.get(session) is None
+
+
+def test_one_token_s_logins_in_a_loop_log_out_no_other_token_s_session() -> None:
+    sessions = Sessions()
+    mine, theirs = Token("mine", "read", "0" * 64, 0.0), Token("theirs", "read", "1" * 64, 0.0)
+    kept = sessions.open(mine)
+    opened = [sessions.open(theirs) for _ in range(MAX_SESSIONS + 3)]
+    assert sessions.get(kept) == mine
+    assert [sessions.get(session) for session in opened[:3]] == [None] * 3
+    assert all(sessions.get(session) == theirs for session in opened[3:])
 
 
 def test_a_revoked_token_is_refused_at_its_next_request(site: Site) -> None:

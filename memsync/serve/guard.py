@@ -39,7 +39,9 @@ from .page_routes import login_form, notice
 from .tokens import Token, Tokens
 
 log = logging.getLogger("memsync.http")
-MAX_SESSIONS = 1000  # browser sessions kept; the oldest is logged out to make room
+# browser sessions one token holds; its least recently used is logged out to make room (one
+# token's logins in a loop log out no other token's sessions)
+MAX_SESSIONS = 100
 # seconds a browser session lasts unused: a forgotten tab does not stay logged in for good
 SESSION_IDLE = 12 * 3600
 MACHINE_PATHS = ("/api/", "/mcp")  # answered in JSON, to a Bearer token only
@@ -72,8 +74,11 @@ class Sessions:
         session = secrets.token_urlsafe(32)
         with self._lock:
             self._by_id[session] = (token, self._clock())
-            while len(self._by_id) > MAX_SESSIONS:
-                self._by_id.popitem(last=False)
+            held = [
+                kept for kept, (owner, _) in self._by_id.items() if owner.sha256 == token.sha256
+            ]
+            for oldest in held[:-MAX_SESSIONS]:
+                del self._by_id[oldest]
         return session
 
     def get(self, session: str) -> Token | None:
