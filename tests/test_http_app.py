@@ -23,7 +23,7 @@ from memsync.cli import main
 from memsync.config import load_config
 from memsync.mcp_server import MemoryServer
 from memsync.memory import Memory
-from memsync.serve.guard import SESSION_IDLE, Sessions
+from memsync.serve.guard import MAX_SESSIONS, SESSION_IDLE, Sessions
 from memsync.serve.http_app import MAX_BODY, make_app
 from memsync.serve.listen import cookie_name
 from memsync.serve.tokens import Token, Tokens
@@ -200,6 +200,18 @@ def test_the_login_address_opens_a_session_in_the_page_s_folder_and_drops_the_to
     assert site.client.get(f"{PAGE}/login?token={site.reader}").status_code == 401
 
 
+def test_a_cookie_another_server_set_under_the_same_name_logs_nobody_out(site: Site) -> None:
+    """Cookies ignore ports: any other server of this host may set one of the session's name for
+    "/", which the browser sends beside the page's own; the page's own still opens the page."""
+    session = site.get(f"{PAGE}/login?token={site.reader}").cookies[COOKIE]
+    site.client.cookies.clear()
+    for header in (f"{COOKIE}={session}; {COOKIE}=tossed", f"{COOKIE}=tossed; {COOKIE}={session}"):
+        answer = site.client.get(f"{PAGE}/?q=redis", headers={"Cookie": header})
+        assert answer.status_code == 200 and "tech/redis.md:1-3" in answer.text
+    tossed = site.client.get(f"{PAGE}/", headers={"Cookie": f"{COOKIE}=tossed; {COOKIE}="})
+    assert tossed.status_code == 401 and "session ended" in tossed.text
+
+
 def test_the_login_redirects_only_to_the_page_whatever_address_carries_the_token(
     site: Site,
 ) -> None:
@@ -273,6 +285,16 @@ def test_a_session_unused_for_its_idle_lifetime_is_over() -> None:
     assert sessions.get(session) is None and sessions.get(session) is None
 
 
+def test_one_token_s_logins_in_a_loop_log_out_no_other_token_s_session() -> None:
+    sessions = Sessions()
+    mine, theirs = Token("mine", "read", "0" * 64, 0.0), Token("theirs", "read", "1" * 64, 0.0)
+    kept = sessions.open(mine)
+    opened = [sessions.open(theirs) for _ in range(MAX_SESSIONS + 3)]
+    assert sessions.get(kept) == mine
+    assert [sessions.get(session) for session in opened[:3]] == [None] * 3
+    assert all(sessions.get(session) == theirs for session in opened[3:])
+
+
 def test_a_revoked_token_is_refused_at_its_next_request(site: Site) -> None:
     assert site.get("/api/status", site.reader).status_code == 200
     CliRunner().invoke(main, ["token", "revoke", "reader"])
@@ -333,9 +355,12 @@ def test_the_log_names_the_token_never_the_token_itself_nor_the_query(
     with caplog.at_level(logging.INFO, logger="memsync"):
         site.get("/api/search?q=oat+milk&mode=keyword", site.reader)
         site.get(f"{PAGE}/login?token={site.reader}")
+        for mistyped in (f"{PAGE}x", f"{PAGE}.html", PAGE[:-1], f"/x{PAGE}/"):
+            site.get(mistyped)
     assert "GET /api/search 200 reader" in caplog.text and "GET /PAGE/login 303" in caplog.text
+    assert "GET /ELSEWHERE 404 -" in caplog.text
     assert site.reader not in caplog.text and "oat" not in caplog.text
-    assert PAGE[1:] not in caplog.text
+    assert PAGE[1:-1] not in caplog.text
 
 
 def test_starlette_s_own_refusals_are_json_for_the_api_too(site: Site) -> None:

@@ -262,7 +262,7 @@ class Recorder(http.server.ThreadingHTTPServer):
     daemon_threads = False  # its close waits for them: none outlives the test
     block_on_close = True
 
-    def __init__(self) -> None:
+    def __init__(self, sets: str = "") -> None:
         self.seen: list[tuple[str, str]] = []  # (path, Cookie header)
         recorder = self
 
@@ -275,6 +275,8 @@ class Recorder(http.server.ThreadingHTTPServer):
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")
                 self.send_header("Content-Length", str(len(body)))
+                if sets:
+                    self.send_header("Set-Cookie", sets)
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -286,8 +288,9 @@ class Recorder(http.server.ThreadingHTTPServer):
 
 
 @contextlib.contextmanager
-def another_server() -> Iterator[Recorder]:
-    server = Recorder()
+def another_server(sets: str = "") -> Iterator[Recorder]:
+    """Another server of this host; `sets` a cookie with each page, if given."""
+    server = Recorder(sets)
     thread = threading.Thread(target=server.serve_forever)
     thread.start()
     try:
@@ -323,3 +326,26 @@ def test_another_server_of_this_host_never_gets_the_session_nor_reads_with_what_
         mcp = httpx2.post(f"{served.url}/mcp", json=HELLO, headers={**replayed, **mcp_headers})
         assert (search.status_code, mcp.status_code) == (401, 401), cookie
         assert "postgres" not in search.text.lower() and "mcp-session-id" not in mcp.headers
+
+
+def test_a_cookie_another_server_sets_under_the_session_s_name_logs_nobody_out(
+    served: Served, tmp_path: Path
+) -> None:
+    """Any other server of this host may set a cookie of the session's name for "/" (cookies
+    ignore ports), which the browser sends beside the page's own from then on: the page's own
+    still opens the page, and a login after it still logs in."""
+    tossed = f"{served.cookie}=tossed; Path=/"
+    for order, profile in (("before", "a"), ("after", "b")):
+        driver = chromium(tmp_path / profile)
+        try:
+            if order == "after":
+                driver.get(f"{served.page}login?token={served.token}")
+            with another_server(sets=tossed) as elsewhere:
+                driver.get(elsewhere.url + "/")
+            if order == "before":
+                driver.get(f"{served.page}login?token={served.token}")
+            driver.get(f"{served.page}?q=postgres")
+            assert driver.find_elements(By.CSS_SELECTOR, "form.login") == [], order
+            assert _locations(driver), order
+        finally:
+            driver.quit()

@@ -809,6 +809,30 @@ def test_over_a_loopback_port_a_peer_that_says_nothing_is_not_waited_for(
         started.stop()
 
 
+def test_over_a_loopback_port_a_frame_larger_than_a_handshake_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any local user may reach a loopback port: a peer not proven yet that announces a frame
+    larger than a nonce (or than a command) is hung up on, not read into the daemon's memory."""
+    from memsync.serve import relay as relay_module
+
+    monkeypatch.setattr(relay_module, "HELLO_TIMEOUT", 3600)  # only the size may end it
+    monkeypatch.delattr(socket, "AF_UNIX")
+    started = Relay(SqliteLocation(tmp_path / "index.sqlite"), _fake_cli).start()
+    try:
+        (entry,) = Path(endpoint.run_dir()).glob("*.json")
+        port = json.loads(entry.read_text())["port"]
+        for proven in (False, True):
+            with socket.create_connection(("127.0.0.1", port), timeout=60) as peer:
+                if proven:  # the listener's handshake done, the request announced too large
+                    endpoint.send_json(peer, endpoint.CONTROL, {"nonce": "mine"})
+                    assert endpoint.control(endpoint.receive(peer.makefile("rb"))) is not None
+                peer.sendall(endpoint.HEADER.pack(endpoint.CONTROL, 1 << 31))
+                assert peer.recv(1) == b""  # hung up on, not waiting for 2 GB
+    finally:
+        started.stop()
+
+
 def test_a_socket_name_too_long_moves_to_a_short_private_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

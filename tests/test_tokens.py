@@ -75,6 +75,35 @@ def test_a_spoiled_token_file_is_one_error_saying_what_to_do(tmp_path: Path) -> 
         tokens.all()
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"kind": "read", "sha256": 5, "created": "yesterday"},
+        {"kind": "admin", "sha256": "ab", "created": 1.0},
+        {"kind": "read", "sha256": ["ab"], "created": 1.0},
+        {"kind": "read", "sha256": "ab", "created": 1.0, "last_used": "now"},
+    ],
+)
+def test_a_token_file_with_fields_of_the_wrong_kind_is_one_error(
+    tmp_path: Path, fields: dict[str, object]
+) -> None:
+    """Hand-edited, its fields of the wrong type would fail later, in a sort or a sum, as a
+    trace (`token list`) or a 500 (serve)."""
+    Tokens().add("a")
+    Tokens().path.write_text(json.dumps({"tokens": {"x": fields}}))
+    done = CliRunner().invoke(main, ["token", "list"])
+    assert done.exit_code == 1
+    assert done.output.startswith(f"memsync: error: cannot read the token file {Tokens().path}")
+    assert done.output.count("\n") == 1
+
+
+def test_a_folder_in_the_token_files_place_is_one_line_saying_so(tmp_path: Path) -> None:
+    tokens = Tokens(tmp_path / TOKEN_FILE)
+    tokens.path.mkdir()
+    with pytest.raises(UnsafeFile, match=f"the token file {tokens.path} is not a file: remove"):
+        tokens.all()
+
+
 def test_token_commands_print_the_token_once_and_never_list_it() -> None:
     runner = CliRunner()
     added = runner.invoke(main, ["token", "add", "laptop"])

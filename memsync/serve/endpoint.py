@@ -29,6 +29,10 @@ HEADER = struct.Struct(">BI")
 RELAYED = ("query", "get", "status", "mcp", "index")  # index: by the watcher of that index
 SOCKET_NAME_MAX = 100  # bytes: macOS allows 104 with the final NUL, Linux 108
 HELLO_TIMEOUT = 2.0  # seconds a live daemon takes to say it heard; a stopped one is passed over
+# bytes of a frame from a peer not proven yet, over a loopback port any local user may reach: a
+# nonce and its proof; a command's arguments, folder and environment (read before its proof)
+HELLO_MAX = 4096
+REQUEST_MAX = 4 * 1024 * 1024
 
 
 def run_dir() -> str:
@@ -165,12 +169,15 @@ def send_json(connection: socket.socket, channel: int, value: Any) -> None:
     send(connection, channel, json.dumps(value).encode())
 
 
-def receive(stream: BinaryIO) -> tuple[int, bytes] | None:
-    """The next frame, None at the end of the stream (a daemon gone mid-answer included)."""
+def receive(stream: BinaryIO, most: int | None = None) -> tuple[int, bytes] | None:
+    """The next frame, None at the end of the stream (a daemon gone mid-answer included), or
+    for one over `most` bytes, left unread (a peer not proven yet would have it all in memory)."""
     header = stream.read(HEADER.size)
     if len(header) < HEADER.size:
         return None
     channel, length = HEADER.unpack(header)
+    if most is not None and length > most:
+        return None
     data = stream.read(length)
     return (channel, data) if len(data) == length else None
 
@@ -278,7 +285,7 @@ def _listener_proven(connection: socket.socket, reader: BinaryIO, secret: str) -
 
     ours = os.urandom(32).hex()
     send_json(connection, CONTROL, {"nonce": ours})
-    said = control(receive(reader))
+    said = control(receive(reader, HELLO_MAX))
     if said is None or not isinstance(said.get("nonce"), str):
         return None
     theirs = said["nonce"]

@@ -9,7 +9,8 @@ folder, an unguessable name per installation, never shown to a visitor without a
 is taken nowhere else. It holds a random id, never the token, ends with its token (a revoked
 token is refused from its next request on, whichever way it comes) and after SESSION_IDLE
 unused. The log names a request's method, path (never its query, which may hold a token or a
-question, nor the page's folder), status and token name.
+question, nor the page's folder, nor an address elsewhere, which may be the folder's name
+mistyped), status and token name.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ from .page_routes import login_form, notice
 from .tokens import Token, Tokens
 
 log = logging.getLogger("memsync.http")
-MAX_SESSIONS = 1000  # browser sessions kept; the oldest is logged out to make room
+# browser sessions one token holds; its least recently used is logged out to make room (one
+# token's logins in a loop log out no other token's sessions)
+MAX_SESSIONS = 100
 # seconds a browser session lasts unused: a forgotten tab does not stay logged in for good
 SESSION_IDLE = 12 * 3600
 MACHINE_PATHS = ("/api/", "/mcp")  # answered in JSON, to a Bearer token only
@@ -71,8 +74,11 @@ class Sessions:
         session = secrets.token_urlsafe(32)
         with self._lock:
             self._by_id[session] = (token, self._clock())
-            while len(self._by_id) > MAX_SESSIONS:
-                self._by_id.popitem(last=False)
+            held = [
+                kept for kept, (owner, _) in self._by_id.items() if owner.sha256 == token.sha256
+            ]
+            for oldest in held[:-MAX_SESSIONS]:
+                del self._by_id[oldest]
         return session
 
     def get(self, session: str) -> Token | None:
@@ -209,8 +215,12 @@ class Guard:
         return path == self.prefix or path.startswith(self.prefix + "/")
 
     def _logged(self, path: str) -> str:
-        """A path for the log: the page's folder named so, not spelled (a log may be shared)."""
-        return "/PAGE" + path[len(self.prefix) :] if self._on_page(path) else path
+        """A path for the log: the page's folder named so, not spelled (a log may be shared);
+        nor any address refused as elsewhere, which may be the folder's name mistyped or cut
+        short (most of it, then)."""
+        if self._on_page(path):
+            return "/PAGE" + path[len(self.prefix) :]
+        return path if _machine(path) else "/ELSEWHERE"
 
     def _refusal(
         self, path: str, status: int, message: str, headers: dict[str, str] | None = None
@@ -261,13 +271,14 @@ class Guard:
         return None, self._used(token)
 
     def _session(self, headers: Headers, path: str) -> tuple[Response | None, Token | None]:
-        session = cookie_parser(headers.get("cookie", "")).get(self.cookie)
-        if not session:
+        sessions = cookie_values(headers.get("cookie", ""), self.cookie)
+        if not sessions:
             return self._unknown(path, "log in to see the notes"), None
-        token = self.sessions.get(session)
-        if token is not None and self.tokens.still(token):
-            return None, self._used(token)
-        self.sessions.end(session)
+        for session in sessions:
+            token = self.sessions.get(session)
+            if token is not None and self.tokens.still(token):
+                return None, self._used(token)
+            self.sessions.end(session)
         why = "your session ended (its token was revoked, or it went unused too long)"
         return self._unknown(path, why, clear=True), None
 
@@ -323,6 +334,18 @@ class Guard:
             path=self.prefix + "/",
         )
         return response
+
+
+def cookie_values(header: str, name: str) -> list[str]:
+    """Every value a Cookie header gives `name`, in its order. Any other server of this host
+    may set a cookie of that name for "/" (cookies ignore ports), which the browser sends beside
+    this one's: taking only one of them would let it log the user out, for good."""
+    return [
+        value
+        for pair in header.split(";")
+        for key, value in cookie_parser(pair).items()
+        if key == name and value
+    ]
 
 
 async def _form(scope: Scope, receive: Receive) -> tuple[dict[str, str], bool]:

@@ -28,7 +28,9 @@ from ..store.locate import Location
 from .endpoint import (
     CONTROL,
     EXIT,
+    HELLO_MAX,
     HELLO_TIMEOUT,
+    REQUEST_MAX,
     STDIN,
     connect,
     control,
@@ -249,7 +251,7 @@ class Relay:
             expected = self._proven_to(connection, reader) if self._secret else None
             if self._secret is not None and expected is None:
                 return  # no nonce: not a memsync client
-            wanted = control(receive(reader))
+            wanted = control(receive(reader, REQUEST_MAX))
             if wanted is None:
                 return
             if expected is not None and not secrets.compare_digest(
@@ -267,7 +269,7 @@ class Relay:
         """Over a loopback port: this listener's proof that it knows the secret, for the
         client's nonce, and the proof the client must send back; None without a nonce."""
         assert self._secret is not None
-        said = control(receive(reader))
+        said = control(receive(reader, HELLO_MAX))
         if said is None or not isinstance(said.get("nonce"), str):
             return None
         ours = secrets.token_hex(32)

@@ -183,16 +183,18 @@ class Tokens:
             return None, {}
         except OSError as exc:
             raise unopenable(exc, self.path, "the token file", "file") from exc
-        with open(descriptor, "rb") as file:
+        with contextlib.ExitStack() as closing:
+            closing.callback(os.close, descriptor)
             info = trusted(descriptor, self.path, "the token file")
-            if not stat.S_ISREG(info.st_mode):
+            if not stat.S_ISREG(info.st_mode):  # before open(), which says a folder in a riddle
                 raise UnsafeFile(f"the token file {self.path} is not a file: remove it")
             stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
             if stamp == since:
                 return None
             try:
-                data = json.loads(file.read())
-                tokens = [Token(name=name, **fields) for name, fields in data["tokens"].items()]
+                with open(descriptor, "rb", closefd=False) as file:
+                    data = json.loads(file.read())
+                tokens = [_token(name, fields) for name, fields in data["tokens"].items()]
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise StoreError(
                     f"cannot read the token file {self.path} ({exc.__class__.__name__}): "
@@ -267,6 +269,23 @@ class Tokens:
                     os.close(lock)
         except OSError as exc:
             raise StoreError(f"cannot write the token file {self.path}: {os_reason(exc)}") from exc
+
+
+def _token(name: str, fields: dict[str, Any]) -> Token:
+    """A token as the file keeps it, its fields' types checked (a TypeError says which is
+    wrong): the file is trusted to be this user's, not to be well made."""
+    token = Token(name=name, **fields)
+    checks = {
+        "name": NAME.fullmatch(token.name) is not None,
+        "kind": token.kind in KINDS,
+        "sha256": isinstance(token.sha256, str),
+        "created": isinstance(token.created, (int, float)),
+        "last_used": token.last_used is None or isinstance(token.last_used, (int, float)),
+    }
+    wrong = [field for field, right in checks.items() if not right]
+    if wrong:
+        raise TypeError(f"{name}: {', '.join(wrong)}")
+    return token
 
 
 def _as_json(tokens: dict[str, Token]) -> str:
