@@ -92,6 +92,21 @@ def test_the_only_vault_is_found_without_a_name_and_get_reads_its_lines(
     assert lines.output == "The kafka service listens on port 6380.\n"
 
 
+def test_a_released_writer_lock_is_free_at_once_for_the_next_writer(
+    pg_vault: tuple[str, str],
+) -> None:
+    """Released by an unlock, not left to the server to drop once the session's backend exits
+    (which under load came after the next `status` asked: it named a writer that had stopped)."""
+    url, name = pg_vault
+    where = PostgresLocation(url, name)
+    for _ in range(30):
+        with where.writer_lock("watch"):
+            pass
+        assert where.holder() is None
+        with where.writer_lock("index") as again:  # the next writer never waits
+            assert again.held
+
+
 def test_a_second_writer_is_refused_naming_the_holder_s_host_and_pid(
     tmp_path: Path, pg_vault: tuple[str, str]
 ) -> None:
@@ -362,7 +377,9 @@ def test_without_psycopg_a_postgres_url_says_what_to_install(
     for missing in ("psycopg", "pgvector.psycopg"):
         with monkeypatch.context() as patched:
             patched.setitem(sys.modules, missing, None)  # as if not installed
-            with pytest.raises(MemsyncError, match=r"pip install 'memsync\[postgres\]'"):
+            with pytest.raises(
+                MemsyncError, match=r"pip install 'psycopg\[binary\]>=3.1' 'pgvector>=0.2'"
+            ):
                 pg_connect.connect("postgresql://x@/db")
 
 

@@ -41,13 +41,17 @@ class AdvisoryLock(WriterLock):
         self.url = url
         self.name = name
         self._conn: psycopg.Connection[Any] | None = None
+        self._locked = False  # this session holds the advisory lock
 
     def _try(self) -> bool:
         if self._conn is None:
             self._conn = connect(self.url)
             ensure_shared(self._conn, create=True)
         keys, args = _lock_key(self.name)
-        return bool(scalar(self._conn.execute(f"SELECT pg_try_advisory_lock({keys})", args)))
+        self._locked = bool(
+            scalar(self._conn.execute(f"SELECT pg_try_advisory_lock({keys})", args))
+        )
+        return self._locked
 
     def _holder(self) -> dict[str, Any]:
         assert self._conn is not None
@@ -81,8 +85,22 @@ class AdvisoryLock(WriterLock):
             return "its connection to the server ended"
 
     def _unlock(self) -> None:
-        if self._conn is not None:
-            self._conn.close()  # the session ends: the server drops its advisory locks
+        """Unlocked before the session ends: the server drops a closed session's locks only once
+        its backend has exited, so a reader asking right after (a `status`, the next writer)
+        could still find the lock held."""
+        import psycopg
+
+        if self._conn is None:
+            return
+        keys, args = _lock_key(self.name)
+        try:
+            if self._locked:
+                self._conn.execute(f"SELECT pg_advisory_unlock({keys})", args)
+        except psycopg.Error as exc:  # the session is gone: so is its lock
+            log.debug("unlock: %s", first_line(exc))
+        finally:
+            self._locked = False
+            self._conn.close()
             self._conn = None
 
 
