@@ -17,6 +17,7 @@ from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 from . import metadata
+from .text import split_lines
 
 MAX_TOKENS = 400
 OVERLAP_TOKENS = 80
@@ -227,16 +228,6 @@ def encoded(text: str) -> list[int]:
 
 def count_tokens(text: str) -> int:
     return len(encoded(text))
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines as editors number them: \\n, \\r\\n or \\r end a line; a final newline adds none."""
-    if not text:
-        return []
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
 
 
 def _is_cut(line: str, previous_blank: bool, heading: bool) -> bool:
