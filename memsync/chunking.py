@@ -17,6 +17,7 @@ from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 from . import metadata
+from .text import split_lines
 
 MAX_TOKENS = 400
 OVERLAP_TOKENS = 80
@@ -185,8 +186,7 @@ def cut_window_lines(recorded: str, first: int, end: int) -> str:
     return " ".join(f"{kept(a)}-{kept(b)}" for a, b in read_window_lines(recorded))
 
 
-@dataclass(frozen=True)
-class _Unit:
+class _Unit(NamedTuple):  # a tuple: a note of a million short lines makes a million
     """A whole line, or a piece of a line longer than a chunk may hold."""
 
     line: int
@@ -230,16 +230,6 @@ def count_tokens(text: str) -> int:
     return len(encoded(text))
 
 
-def split_lines(text: str) -> list[str]:
-    """Lines as editors number them: \\n, \\r\\n or \\r end a line; a final newline adds none."""
-    if not text:
-        return []
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 def _is_cut(line: str, previous_blank: bool, heading: bool) -> bool:
     if heading:
         return True
@@ -273,15 +263,19 @@ def _split_long_line(line: str, first: int, limit: int) -> list[tuple[str, int]]
 
 
 def _units(lines: Sequence[str]) -> list[_Unit]:
-    # one call per line: encode_ordinary_batch starts a thread pool per call, which costs more
-    # than encoding a short note
-    counts = [len(encoded(line + "\n")) for line in lines]
+    # one call per distinct line: encode_ordinary_batch starts a thread pool per call, which
+    # costs more than encoding a short note; a line seen before (blank, `---`) is counted once
+    counted: dict[str, int] = {}
+    counts = [
+        counted[line] if line in counted else counted.setdefault(line, len(encoded(line + "\n")))
+        for line in lines
+    ]
     units: list[_Unit] = []
     headings: list[tuple[int, str]] = []
+    context = ""  # the headings joined, as they stand at each line
     fence: str | None = None
     previous_blank = True
     for number, (line, tokens) in enumerate(zip(lines, counts), start=1):
-        context = " > ".join(text for _, text in headings)
         fence_match = _FENCE.match(line)
         heading = None if fence or fence_match else metadata.heading(line, indented=True)
         if fence_match:
@@ -295,6 +289,7 @@ def _units(lines: Sequence[str]) -> list[_Unit]:
         if heading is not None:
             level = heading[0]
             headings = [h for h in headings if h[0] < level] + [(level, heading[1].strip())]
+            context = " > ".join(text for _, text in headings)
         previous_blank = not line.strip()
     return units
 

@@ -46,6 +46,7 @@ from .store.origin import Origin, this_host
 from .store.protocols import LinkRow, ModelKey, StoreWriter
 from .sync.embedding import ProgressFactory
 from .sync.syncer import Report, Syncer, drift, index_vault
+from .text import split_lines
 from .vault import IgnoreRules, vault_root
 
 if TYPE_CHECKING:
@@ -390,7 +391,7 @@ class Memory:
     def _lines_of(self, path: str) -> list[str]:
         """A note's lines as indexed, which its links' line numbers count in."""
         indexed = self.store.indexed_text(path)
-        return indexed[0].splitlines() if indexed else []
+        return split_lines(indexed[0]) if indexed else []
 
     def tree(self, folder: str = "") -> tuple[str, list[tuple[str, int, int, int]]]:
         """The indexed notes under a folder ('' = the vault) as (path, size, mtime_ns, chunks):

@@ -58,6 +58,9 @@ def expand(tag: str) -> list[str]:
 
 MAX_TITLE = 1024  # characters of a front-matter title
 MAX_TAGS = 100  # tags in front matter, each at most MAX_TITLE characters
+# characters of front matter read as YAML: PyYAML reads about 150 KB a second of the slowest
+# shapes (a flow list `[n, n, ...]`: 6.7 s for 1 MB), and notes have no use for more
+MAX_FRONT_MATTER = 32_768
 
 
 class _Malformed(Exception):
@@ -88,10 +91,17 @@ def front_matter_lines(text: str) -> int:
 def _front_matter(text: str) -> tuple[dict[str, object], str | None, int]:
     """The front matter as a mapping, a warning if it is malformed, and where the body starts.
     Any failure (bad YAML, an impossible date, a 5,000-digit number, deep nesting, aliases, a
-    huge title or tag list) costs the note its metadata only: its text is indexed."""
+    huge title or tag list, more than MAX_FRONT_MATTER characters) costs the note its metadata
+    only: its text is indexed."""
     match = _FRONT_MATTER.match(text)
     if not match:
         return {}, None, 0
+    if len(match.group(1)) > MAX_FRONT_MATTER:
+        return (
+            {},
+            f"front matter is longer than {MAX_FRONT_MATTER:,} characters: indexed as text",
+            match.end(),
+        )
     import yaml
 
     try:

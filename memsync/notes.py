@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from . import confined, vault
 from .errors import ArgumentError, NoSuchNote, os_reason
-from .text import NOTE_SUFFIXES, as_text, fold, is_hidden, unescape_name
+from .text import NOTE_SUFFIXES, as_text, fold, is_hidden, split_lines, unescape_name
 from .vault import SkipFile, read_note
 
 MAX_LINES = 400  # lines one read returns
@@ -224,7 +224,7 @@ def lines_of(
 ) -> Lines:
     """Pure: lines start..end of a note's text, numbered as in the file; `copy` says which copy
     the text is when it is not the file read now."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     total = len(lines)
     first = 1 if start is None else start
     last = total if end is None else end

@@ -79,3 +79,15 @@ def unescape_name(text: str) -> str:
     """A name as `escape_name` printed it, back: `memsync get` takes the `path:lines` that
     `query` printed; a backslash that starts no escape stays as it is."""
     return _ESCAPED.sub(_unescape, text)
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as editors number them: \\n, \\r\\n or \\r end a line; a final newline adds none.
+    Not str.splitlines, which also ends one at a form feed, \\x1c-\\x1e, \\x85 or U+2028: the
+    chunker's line numbers, which query cites, and those get reads must be the same."""
+    if not text:
+        return []
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines

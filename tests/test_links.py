@@ -80,6 +80,15 @@ def test_a_fence_ends_and_the_links_after_it_keep_their_lines() -> None:
     assert _found(text) == [(5, "link", "Heron", None)]
 
 
+def test_lines_end_at_a_lone_carriage_return_as_get_numbers_them() -> None:
+    """A note saved with classic Mac line ends (\r alone), or mixed ones: its links' lines are
+    the lines `get` and query cite, not all line 1."""
+    assert _found("one\rtwo\r\rfour [[Heron]]\rfive\r") == [(4, "link", "Heron", None)]
+    assert _found("one\r\ntwo\r\n\r\nfour [[Heron]]\r\n") == [(4, "link", "Heron", None)]
+    mixed = "a\r\r\n[[b]]\r[[c]]\n[x](d.md)"
+    assert [line for line, *_ in _found(mixed)] == [3, 4, 5]
+
+
 def test_a_dotted_name_is_a_note_and_a_path_one_folder_up_stays_in_the_vault() -> None:
     assert _found("[[Node.js]] [up](../x.md)") == [
         (1, "link", "Node.js", None),

@@ -94,6 +94,7 @@ NESTED_ALIASES = (
         ("deep: " + "[" * 3000 + "]" * 3000, "cannot be read"),
         ("title: " + "t" * 2000, "title is longer than 1024"),
         ("tags: [" + ", ".join(f"t{i}" for i in range(150)) + "]", "more than 100 tags"),
+        ("aliases: [" + "n, " * 20_000 + "x]", "longer than 32,768 characters"),
     ],
 )
 def test_front_matter_that_cannot_be_read_costs_only_the_metadata(front: str, warning: str) -> None:

@@ -91,7 +91,13 @@ def _result(*hits: dict[str, Any], **fields: Any) -> dict[str, Any]:
     }
 
 
-STATUS = {"files_indexed": 80, "chunks_pending": 219, "writer": None, "last_sync_age_s": 4.0}
+STATUS = {
+    "files_indexed": 80,
+    "model": "multilingual-e5-small-q4",
+    "chunks_pending": 219,
+    "writer": None,
+    "last_sync_age_s": 4.0,
+}
 
 
 # -- the pure renderers --------------------------------------------------------------------------
@@ -179,6 +185,8 @@ def test_the_status_line_says_notes_chunks_waiting_writer_and_last_sync_once() -
     with_writer = page.status_line({**STATUS, "writer": writer})
     assert "writer: memsync watch running (pid 7 on nas) · last sync 4s ago" in with_writer
     assert with_writer.count("last sync") == 1
+    keyword_only = page.status_line({**STATUS, "model": None})  # made with --provider none
+    assert "80 notes indexed · keyword search only · writer:" in keyword_only
 
 
 def test_the_note_view_numbers_every_line_and_marks_the_located_ones() -> None:
@@ -231,7 +239,7 @@ def test_the_page_searches_the_index_with_its_filters(client: TestClient) -> Non
         "daily/2026-10-21.md",
         "daily/2026-11-10.md",
     }
-    assert "chunks waiting for vectors" in answer.text and "notes indexed" in answer.text
+    assert "keyword search only" in answer.text and "notes indexed" in answer.text  # provider none
 
 
 def test_a_note_holding_markup_shows_it_as_text(client: TestClient) -> None:

@@ -598,3 +598,18 @@ def test_a_no_op_index_and_a_keyword_query_load_neither_numpy_nor_the_model(
     assert not (heavy | unused) & _imported(vault, "index", str(vault))
     assert not heavy & _imported(vault, "query", "--mode", "keyword", "redis port")
     assert heavy <= _imported(vault, "query", "redis port")
+
+
+def test_get_numbers_lines_as_query_cites_them_past_a_form_feed_or_u2028(
+    keyword_vault: Path,
+) -> None:
+    """Only \\n, \\r\\n and \\r end a line, as editors and the chunker count: get read a form
+    feed or U+2028 as a line end too (str.splitlines), so `query`'s `:3` was another line there."""
+    write(keyword_vault, "paged.md", "intro\u2028more\x0cff\n# Target\nbody line\n")
+    found = json.loads(_run("query", "body line", "--vault", str(keyword_vault), "--json").output)
+    [hit] = [r for r in found["results"] if r["path"] == "paged.md"]
+    assert (hit["start_line"], hit["end_line"]) == (1, 3)
+    cited = _run("get", "paged.md:3", "--vault", str(keyword_vault))
+    assert cited.exit_code == 0 and cited.output == "3 | body line\n"
+    section = _run("get", "[[paged#Target]]", "--vault", str(keyword_vault))
+    assert section.output == "2 | # Target\n3 | body line\n"

@@ -62,6 +62,13 @@ def test_an_exact_identifier_match_found_only_by_keywords_survives_the_threshold
     assert [c.id for c, _, _ in ranked] == [2, 1]  # 3 (keyword-only, not exact) stays under 0.35
 
 
+def test_a_chunk_waiting_for_its_vector_is_scored_by_its_words_alone() -> None:
+    waiting = replace(_c(3, None, 0.9), waiting=True)
+    ranked = rank([_c(1, 0.9, None), waiting], Options())
+    assert [(c.id, s) for c, s, _ in ranked] == [(3, pytest.approx(0.9)), (1, pytest.approx(0.63))]
+    assert rank([waiting], Options(mode="vector")) == []  # asked for vectors only
+
+
 def test_exact_matches_are_ordered_by_the_vectors_when_only_they_run() -> None:
     candidates = [_c(1, 0.3, None, "a.md", exact=True), _c(2, 0.8, None, "b.md", exact=True)]
     assert [c.id for c, _ in fuse(candidates, Options(mode="vector"))] == [2, 1]

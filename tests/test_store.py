@@ -406,6 +406,26 @@ def test_a_query_says_how_many_chunks_wait_for_their_vectors(
         ]
 
 
+def test_a_chunk_waiting_for_its_vector_is_found_by_its_words_in_the_default_mode(
+    tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    """A note saved since the last embedding (a query's refresh, a watcher still embedding):
+    its words alone score it, as the notice says, instead of a keyword leg weighted 0.3 that
+    kept it under min_score (`no results` for a note found at 0.90 before one line was added)."""
+    from memsync.search.options import Options
+    from memsync.search.pipeline import search
+
+    root = tmp_path / "vault"
+    write(root, "vpn.md", "# VPN\n\nReset the wireguard keys with wg genkey.\n")
+    write(root, "other.md", "# Other\n\nNothing about that here.\n")
+    with SqliteStore(tmp_path / "i.sqlite", create=True) as store:
+        index_vault(store, root, 1 << 20, hash_embedder)
+        store.conn.execute("UPDATE chunks SET embedding = NULL WHERE path = 'vpn.md'")
+        answer = search(store, "reset wireguard keys", Options(), hash_embedder)
+        [found] = [hit for hit in answer.results if hit.path == "vpn.md"]
+        assert found.vector_score is None and found.score == pytest.approx(found.text_score)
+
+
 def test_a_chunk_found_by_keyword_only_still_gets_its_cosine(tmp_path: Path) -> None:
     """Beyond the vector leg's pool a chunk has vectors all the same: fusion reads its cosine
     (from its stored windows), not 0."""

@@ -184,16 +184,22 @@ def _last_end(text: str, lo: int, hi: int) -> int:
 
 class _LineNumbers:
     """The line of an offset, counted on from the offset asked before (each kind of link is
-    found in order, so the text is counted about once)."""
+    found in order, so the text is counted about once). Lines end as editors, `get` and the
+    chunker end them: at \n, \r\n or a lone \r (an offset asked, a link's, is never inside
+    a \r\n)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.offset, self.line = 0, 1
+        self.returns = "\r" in text
 
     def __call__(self, offset: int) -> int:
         if offset < self.offset:
             self.offset, self.line = 0, 1
-        self.line += self.text.count("\n", self.offset, offset)
+        text, start = self.text, self.offset
+        self.line += text.count("\n", start, offset)
+        if self.returns:
+            self.line += text.count("\r", start, offset) - text.count("\r\n", start, offset)
         self.offset = offset
         return self.line
 

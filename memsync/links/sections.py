@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ..metadata import front_matter_lines, heading
+from ..text import split_lines
 from .resolve import key
 
 _FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})")  # in a block quote or a callout too
@@ -25,7 +26,7 @@ class Heading:
 
 def headings(text: str) -> list[Heading]:
     """The note's headings in order, outside front matter and fenced code."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     found: list[Heading] = []
     fence: str | None = None
     for number in range(front_matter_lines(text) + 1, len(lines) + 1):
@@ -57,7 +58,7 @@ def _plain_heading(text: str) -> str:
 def section(text: str, anchor: str) -> tuple[int, int] | None:
     """The lines (first, last) of the section or block `anchor` names, None if the note has
     none such. `A#B` is heading B inside A's section."""
-    total = max(1, len(text.splitlines()))
+    total = max(1, len(split_lines(text)))
     if anchor.startswith("^"):
         return block(text, anchor[1:])
     found = headings(text)
@@ -99,7 +100,7 @@ def block(text: str, block_id: str) -> tuple[int, int] | None:
     line ending in a lone `^` is not one)."""
     if not block_id:
         return None
-    lines = text.splitlines()
+    lines = split_lines(text)
     marker = re.compile(rf"(?:^|\s)\^{re.escape(block_id)}\s*$")
     for index, line in enumerate(lines):
         if not marker.search(line):

@@ -355,6 +355,7 @@ def _candidates(
             window_cosines=vector.windows.get(row.id) if vector else None,
             window_lines=row.window_lines,
             named_by=names.get(row.path) if row.id in keyword.bm25 else None,
+            waiting=vector_leg is not None and vector_leg.ran and row.embedding is None,
         )
         for row in rows.values()
     ]

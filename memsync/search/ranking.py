@@ -59,6 +59,8 @@ class Candidate:
     window_cosines: np.ndarray | None = None
     window_lines: str | None = None  # the lines of each (chunking.Chunk.window_lines), if recorded
     named_by: str | None = None  # the note's name that holds every term (calibration.named)
+    # no vector yet while the vector leg ran (a note saved since the last embedding)
+    waiting: bool = False
 
 
 def fuse(candidates: Sequence[Candidate], options: Options) -> list[tuple[Candidate, float]]:
@@ -93,6 +95,10 @@ def _weighted(candidates: Sequence[Candidate], options: Options) -> dict[int, fl
     scored = {}
     for c in candidates:
         score = (wv * (c.vector_score or 0.0) + wt * (c.text_score or 0.0)) / total
+        if c.waiting and wt:
+            # its words are all the evidence there is yet: weighted by the text's share, a
+            # note just saved fell under min_score (`no results` until it was embedded)
+            score = c.text_score or 0.0
         if c.out_of_reach and wv and found_by_text:
             # no keyword could match all of it: the keyword leg may add to its vector score,
             # never take from it (else being found by a few shared words, as a pool large

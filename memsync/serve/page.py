@@ -92,14 +92,17 @@ def _text(value: str) -> str:
 
 
 def status_line(facts: dict[str, Any] | None, error: str = "") -> str:
-    """Notes indexed, chunks waiting for vectors, the writer, the last sync: from `memsync
-    status --json`'s facts, or why they could not be read."""
+    """Notes indexed, chunks waiting for vectors (or keyword search only, in an index made
+    without a model, as `status` says), the writer, the last sync: from `memsync status
+    --json`'s facts, or why they could not be read."""
     if facts is None:
         return f'<p class="status">status unavailable: {_text(error)}</p>\n'
     writer = facts["writer"] and {**facts["writer"], "last_sync": None}  # said once, below
     parts = [
         f"{facts['files_indexed']} notes indexed",
-        f"{facts['chunks_pending']} chunks waiting for vectors",
+        f"{facts['chunks_pending']} chunks waiting for vectors"
+        if facts["model"]
+        else "keyword search only",
         f"writer: {writer_text(writer)}",
         f"last sync {ago(facts['last_sync_age_s'])}",
     ]
