@@ -411,8 +411,8 @@ class Memory:
         return gather(self.location, self.store)
 
     def glance(self) -> dict[str, Any]:
-        """A few of status's facts (notes, chunks, the writer, the last sync), without a walk of
-        the vault: what a page's header shows."""
+        """A few of status's facts (the model, notes, chunks, the writer, the last sync),
+        without a walk of the vault: what a page's header shows."""
         return glance(self.location, self.store)
 
     def write(

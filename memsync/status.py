@@ -84,6 +84,7 @@ def glance(location: Location, store: StoreReader) -> dict[str, Any]:
     counts = store.counts()
     last_sync = _last_sync(meta)
     return {
+        "model": meta.get("model"),
         "files_indexed": counts["files"],
         "chunks": counts["chunks"],
         "chunks_pending": counts["pending"],

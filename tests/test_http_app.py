@@ -487,5 +487,6 @@ def test_the_page_header_shows_status_facts_without_walking_the_vault(
     monkeypatch.setattr(status, "drift", walked)
     answer = site.get(f"{PAGE}/", site.reader)
     assert answer.status_code == 200
-    expected = f"{facts['files_indexed']} notes indexed · {facts['chunks_pending']} chunks waiting"
+    assert facts["model"] is None  # an index made without a model
+    expected = f"{facts['files_indexed']} notes indexed · keyword search only"
     assert expected in answer.text
