@@ -25,6 +25,17 @@ from memsync.vectors import normalise
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_VAULT = ROOT / "sample_vault"
+# what an MCP client says first, written by hand where a test speaks the protocol raw
+MCP_HELLO = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
 # a PostgreSQL server of the tester's (read before isolated_env clears MEMSYNC_*); else pgserver
 TEST_PG_URL = os.environ.get("MEMSYNC_TEST_PG_URL")
 

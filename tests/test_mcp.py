@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from click.testing import CliRunner
-from conftest import EmbeddingServer, agent_vault, write
+from conftest import MCP_HELLO, EmbeddingServer, agent_vault, write
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -676,18 +676,6 @@ def test_the_server_reconnects_after_postgresql_drops_its_connections(
     assert first and after  # the call that met the dropped connection may fail, the next works
 
 
-HELLO = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
-
-
 def _raw_call(request_id: object, tool: str, arguments: dict[str, Any]) -> str:
     params = {"name": tool, "arguments": arguments}
     message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
@@ -698,7 +686,7 @@ def _raw_answers(db: Path, lines: list[str], count: int) -> list[Any]:
     """The first `count` lines `memsync mcp` writes for these lines (after the initialize
     handshake), then stdin closed: the server must exit 0 without a traceback."""
     started = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    handshake = [json.dumps(HELLO), json.dumps(started)]
+    handshake = [json.dumps(MCP_HELLO), json.dumps(started)]
     server = subprocess.Popen(
         [sys.executable, "-m", "memsync", "mcp", "--db", str(db)],
         stdin=subprocess.PIPE,

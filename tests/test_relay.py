@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from conftest import as_nobody, drop_vault, free_port, write
+from conftest import MCP_HELLO, as_nobody, drop_vault, free_port, write
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -342,16 +342,6 @@ def test_an_agents_relayed_session_ended_by_a_signal_exits_0_as_its_own_would(
 ) -> None:
     """SIGINT or SIGTERM to a relayed `memsync mcp`: the session ends and it exits 0, as
     `memsync mcp` in its own process does; no traceback, no death by the signal."""
-    hello = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"},
-        },
-    }
     for signum in (signal.SIGINT, signal.SIGTERM):
         client = subprocess.Popen(
             [sys.executable, "-m", "memsync", "mcp"],
@@ -362,7 +352,7 @@ def test_an_agents_relayed_session_ended_by_a_signal_exits_0_as_its_own_would(
             stderr=subprocess.PIPE,
         )
         assert client.stdin is not None and client.stdout is not None
-        client.stdin.write(json.dumps(hello).encode() + b"\n")
+        client.stdin.write(json.dumps(MCP_HELLO).encode() + b"\n")
         client.stdin.flush()
         assert json.loads(client.stdout.readline())["id"] == 1  # served: the session is on
         client.send_signal(signum)

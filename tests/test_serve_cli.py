@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx2
@@ -135,23 +135,39 @@ def test_a_token_file_others_could_write_refuses_the_start_in_one_line(tmp_path:
     )
 
 
+@contextlib.contextmanager
+def _serve_on_a_terminal(
+    vault: Path, port: int, shown_once: Callable[[str], bool]
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`memsync serve VAULT` with a terminal for its stdin and stdout: the process, and what it
+    showed there by the time `shown_once` holds (at most a minute)."""
+    main_fd, terminal = pty.openpty()
+    try:
+        with serve(
+            str(vault),
+            "--listen",
+            f"127.0.0.1:{port}",
+            stdin=terminal,
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+        ) as process:
+            os.close(terminal)
+            shown = ""
+            deadline = time.monotonic() + 60
+            while not shown_once(shown) and time.monotonic() < deadline:
+                with contextlib.suppress(OSError):
+                    shown += os.read(main_fd, 4096).decode()
+            yield process, shown
+    finally:
+        os.close(main_fd)
+
+
 def test_the_first_serve_on_a_terminal_makes_a_token_and_shows_it_once(tmp_path: Path) -> None:
     port = free_port()
-    main_fd, terminal = pty.openpty()
-    with serve(
-        str(_vault(tmp_path)),
-        "--listen",
-        f"127.0.0.1:{port}",
-        stdin=terminal,
-        stdout=terminal,
-        stderr=subprocess.PIPE,
-    ) as process:
-        os.close(terminal)
-        shown = ""
-        deadline = time.monotonic() + 60
-        while "?token=" not in shown and time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                shown += os.read(main_fd, 4096).decode()
+    with _serve_on_a_terminal(_vault(tmp_path), port, lambda shown: "?token=" in shown) as (
+        process,
+        shown,
+    ):
         login = re.search(
             r"(http://127\.0\.0\.1:\d+(/[\w-]{22,}/)login\?token=(memsync_\S+))", shown
         )
@@ -169,7 +185,6 @@ def test_the_first_serve_on_a_terminal_makes_a_token_and_shows_it_once(tmp_path:
             assert browser.get(f"http://127.0.0.1:{port}{page}").status_code == 200
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
-    os.close(main_fd)
     assert process.returncode == 0 and secret not in err
 
 
@@ -177,24 +192,12 @@ def test_a_later_serve_on_a_terminal_prints_the_page_s_address_and_no_token(
     tmp_path: Path,
 ) -> None:
     token, port = Tokens().add("agent"), free_port()
-    main_fd, terminal = pty.openpty()
-    with serve(
-        str(_vault(tmp_path)),
-        "--listen",
-        f"127.0.0.1:{port}",
-        stdin=terminal,
-        stdout=terminal,
-        stderr=subprocess.PIPE,
-    ) as process:
-        os.close(terminal)
-        shown = ""
-        deadline = time.monotonic() + 60
-        while not shown.endswith("\n") and time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                shown += os.read(main_fd, 4096).decode()
+    with _serve_on_a_terminal(_vault(tmp_path), port, lambda shown: shown.endswith("\n")) as (
+        process,
+        shown,
+    ):
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
-    os.close(main_fd)
     page = f"http://127.0.0.1:{port}{page_prefix(data_dir())}/"
     assert shown.splitlines() == [f"memsync: the search page: {page}"]
     assert token not in shown
