@@ -259,6 +259,19 @@ def test_the_login_form_posts_a_token_in_its_body_only_and_from_this_site_only(
     assert site.client.get(f"{PAGE}/").status_code == 200
 
 
+@pytest.mark.parametrize("address", ["/", "/note", "/a/b", "/a/b/c/"])
+def test_the_login_form_at_any_address_in_the_folder_posts_to_its_login(
+    site: Site, address: str
+) -> None:
+    """An address deeper in the folder shows the form too: it must post where the login is."""
+    shown = site.get(f"{PAGE}{address}")
+    assert shown.status_code == 401
+    action = re.search(r'<form class="login" method="post" action="([^"]+)"', shown.text)
+    assert action is not None
+    target = urllib.parse.urljoin(f"http://testserver{PAGE}{address}", action.group(1))
+    assert target == f"http://testserver{PAGE}/login"
+
+
 def test_a_session_cookie_replayed_at_the_api_or_mcp_is_refused(site: Site) -> None:
     """Agents send Bearer: a browser's session, taken elsewhere, reads and writes nothing."""
     site.get(f"{PAGE}/login?token={site.reader}")

@@ -291,7 +291,9 @@ class Guard:
         challenge = {"WWW-Authenticate": "Bearer"}
         if _machine(path):
             return refusal(path, 401, f"{why}. {AGENT_HELP}", challenge)
-        response = login_form(401, f"{why}.", challenge)
+        # the folder's login, from an address of any depth in it (`/PAGE/a/b` posts to ../login)
+        depth = path[len(self.prefix) :].count("/") - 1
+        response = login_form(401, f"{why}.", challenge, "../" * depth + "login")
         if clear:
             response.delete_cookie(self.cookie, path=self.prefix + "/")
         return response

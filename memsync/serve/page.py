@@ -244,13 +244,13 @@ def notice_page(title: str, message: str, styled: bool = True) -> str:
     return _document(f"{title} - memsync", body, styled)
 
 
-def login_page(message: str) -> str:
-    """The login form (under the page's folder): a token, posted in the form's body to `login`,
-    becomes the browser's session."""
+def login_page(message: str, action: str = "login") -> str:
+    """The login form (under the page's folder): a token, posted in the form's body to `action`
+    (the folder's `login`, relative to the address shown), becomes the browser's session."""
     why = f'<p class="error" role="alert">{_text(message)}</p>\n' if message else ""
     body = (
         f"{_header('')}<main>\n<h1>Log in</h1>\n{why}"
-        '<form class="login" method="post" action="login">\n'
+        f'<form class="login" method="post" action="{escape(action)}">\n'
         '<p><label>Token <input type="password" name="token" autocomplete="current-password" '
         'required autofocus></label> <button type="submit">Log in</button></p>\n</form>\n'
         "<p>A token is printed once, when it is made: by <code>memsync token add NAME</code>, "

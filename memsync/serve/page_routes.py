@@ -66,12 +66,14 @@ def notice(
     return html(page.notice_page(title, message, styled), status, headers)
 
 
-def login_form(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+def login_form(
+    status: int, message: str, headers: dict[str, str] | None = None, action: str = "login"
+) -> Response:
     """The login page: why (if anything went wrong), and a form that posts a token. Its referrer
     policy lets the browser name this page's origin in the POST's Origin header (under
     no-referrer it sends "null", which the Guard refuses as another site's)."""
     own_origin = {"Referrer-Policy": "same-origin", **(headers or {})}
-    return html(page.login_page(message), status, own_origin)
+    return html(page.login_page(message, action), status, own_origin)
 
 
 def status_of(exc: MemsyncError) -> int:
