@@ -21,8 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
-from conftest import SAMPLE_VAULT, write
-from test_mcp import HELLO
+from conftest import MCP_HELLO, SAMPLE_VAULT, write
 from test_page import MARKUP
 
 from memsync.serve.prefix import page_prefix
@@ -323,7 +322,7 @@ def test_another_server_of_this_host_never_gets_the_session_nor_reads_with_what_
     }:
         replayed = {"Cookie": cookie, "Origin": served.url}
         search = httpx2.get(f"{served.url}/api/search?q=postgres", headers=replayed)
-        mcp = httpx2.post(f"{served.url}/mcp", json=HELLO, headers={**replayed, **mcp_headers})
+        mcp = httpx2.post(f"{served.url}/mcp", json=MCP_HELLO, headers={**replayed, **mcp_headers})
         assert (search.status_code, mcp.status_code) == (401, 401), cookie
         assert "postgres" not in search.text.lower() and "mcp-session-id" not in mcp.headers
 

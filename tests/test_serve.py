@@ -19,10 +19,10 @@ import anyio
 import httpx2
 import pytest
 from click.testing import CliRunner
-from conftest import EmbeddingServer, agent_vault
+from conftest import MCP_HELLO, EmbeddingServer, agent_vault
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from test_mcp import HELLO, call_each, calls, server_info
+from test_mcp import call_each, calls, server_info
 
 import memsync
 from memsync.cli import main
@@ -226,7 +226,7 @@ def test_revoking_a_token_ends_the_mcp_stream_it_holds_open(indexed: tuple[Path,
         "MCP-Protocol-Version": "2025-06-18",
     }
     with serving(load_config(db=str(db)), None) as url, httpx2.Client(timeout=60) as http:
-        opened = http.post(f"{url}/mcp", json=HELLO, headers=headers)
+        opened = http.post(f"{url}/mcp", json=MCP_HELLO, headers=headers)
         session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
         ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         assert http.post(f"{url}/mcp", json=ready, headers=session).status_code == 202
@@ -317,7 +317,7 @@ def test_a_token_holds_so_many_mcp_sessions_its_least_recently_used_idle_one_end
     with serving(load_config(db=str(db)), None) as url, httpx2.Client(timeout=60) as http:
 
         def opened() -> dict[str, str]:
-            answer = http.post(f"{url}/mcp", json=HELLO, headers=headers)
+            answer = http.post(f"{url}/mcp", json=MCP_HELLO, headers=headers)
             assert answer.status_code == 200, answer.text
             session = {**headers, "mcp-session-id": answer.headers["mcp-session-id"]}
             assert http.post(f"{url}/mcp", json=ready, headers=session).status_code == 202
@@ -333,7 +333,7 @@ def test_a_token_holds_so_many_mcp_sessions_its_least_recently_used_idle_one_end
             http.stream("GET", f"{url}/mcp", headers=third) as also_listening,
         ):
             assert listening.status_code == also_listening.status_code == 200
-            refused = http.post(f"{url}/mcp", json=HELLO, headers=headers)
+            refused = http.post(f"{url}/mcp", json=MCP_HELLO, headers=headers)
             assert refused.status_code == 429
             assert refused.json()["error"].startswith("this token holds 2 MCP sessions, all busy")
             with pytest.raises(BaseException) as sdk_refused:  # noqa: B017 - the SDK's task group
@@ -341,7 +341,7 @@ def test_a_token_holds_so_many_mcp_sessions_its_least_recently_used_idle_one_end
             assert "Server returned an error response" in repr(sdk_refused.value)
             assert with_session(url, other, server_info)[0] == "memsync"
         deadline = time.monotonic() + 30  # until the server has seen the streams close
-        while http.post(f"{url}/mcp", json=HELLO, headers=headers).status_code == 429:
+        while http.post(f"{url}/mcp", json=MCP_HELLO, headers=headers).status_code == 429:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert http.post(f"{url}/mcp", json=ready, headers=second).status_code == 404
@@ -394,10 +394,12 @@ def test_a_write_token_s_browser_session_replayed_at_mcp_writes_nothing(
         session = login.headers["set-cookie"].partition(";")[0]
         assert http.get(f"{url}{PAGE}/?q=redis").status_code == 200  # a valid session
         replayed = {"Cookie": session, "Origin": url}
-        opened = httpx2.post(f"{url}/mcp", json=HELLO, headers={**mcp_headers, **replayed})
+        opened = httpx2.post(f"{url}/mcp", json=MCP_HELLO, headers={**mcp_headers, **replayed})
         search = httpx2.get(f"{url}/api/search?q=redis", headers=replayed)
         with_bearer = httpx2.post(
-            f"{url}/mcp", json=HELLO, headers={**mcp_headers, "Authorization": f"Bearer {writer}"}
+            f"{url}/mcp",
+            json=MCP_HELLO,
+            headers={**mcp_headers, "Authorization": f"Bearer {writer}"},
         )
     assert opened.status_code == 401 and "mcp-session-id" not in opened.headers
     assert search.status_code == 401 and "results" not in search.text
