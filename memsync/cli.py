@@ -4,7 +4,6 @@ Imports stay lazy so that `memsync query` starts fast."""
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -26,8 +25,9 @@ from .cli_common import (
     watch_options,
     writer_options,
 )
-from .config import MODES
+from .config import MODES, resolved_db
 from .errors import ConfigError, MemsyncError
+from .invocation import env
 from .serve import commands as serve_commands
 
 
@@ -257,7 +257,7 @@ def query(
             for path in dict.fromkeys(hit.path for hit in outcome.results):
                 click.echo(output.escape_name(path))
         else:
-            color = output.wants_color(sys.stdout.isatty(), dict(os.environ))
+            color = output.wants_color(sys.stdout.isatty(), dict(env()))
             if outcome.results or outcome.notices:
                 links = root if color else None
                 click.echo(output.query_text(outcome, query_words(text), color, links))
@@ -374,6 +374,7 @@ def watch(
         from .sync.watcher import Watcher
 
         config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
+        config = resolved_db(config)
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
         memsync_log = _log_to(log_file, level, "watchdog")
         relay = None

@@ -4,7 +4,6 @@ type, the options of the commands that write an index, and the log of the long-r
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +13,7 @@ import click
 
 from .config import RANGES, Config, read_setting
 from .errors import AmbiguousIndex, ConfigError, MemsyncError
+from .invocation import current, env
 
 # what `mcp` and `serve` need, as a command that works wherever memsync came from (a clone, not a
 # package index): the SDK that the mcp extra pins in pyproject.toml
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def _fail(exc: MemsyncError) -> None:
-    if os.environ.get("MEMSYNC_RAISE_ERRORS"):
+    if env().get("MEMSYNC_RAISE_ERRORS"):
         raise exc
     click.echo(_one_line(f"memsync: error: {exc}"), err=True)
     usage = isinstance(exc, AmbiguousIndex) or (isinstance(exc, ConfigError) and exc.usage)
@@ -49,7 +49,7 @@ def run(action: Callable[[], Any]) -> Any:
     except MemsyncError as exc:
         _fail(exc)
     except Exception as exc:
-        if os.environ.get("MEMSYNC_RAISE_ERRORS"):
+        if env().get("MEMSYNC_RAISE_ERRORS"):
             raise
         if not isinstance(exc, (OSError, RuntimeError)):
             raise  # a bug: its traceback is what a report needs
@@ -194,7 +194,11 @@ class _ShortLines(logging.Formatter):
 
 def _log_handler(log_file: Path | None, level: int) -> logging.Handler:
     """A log on stderr or appended to a file, a record a line (or a few), never stdout."""
-    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler = (
+        logging.FileHandler(current().path(log_file))
+        if log_file
+        else logging.StreamHandler(sys.stderr)
+    )
     handler.setFormatter(_ShortLines("%(asctime)s %(levelname)s %(message)s"))
     handler.setLevel(level)
     return handler

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .invocation import Invocation, current
 from .redact import is_conninfo, redact, redact_login, redacted
 from .text import as_text, is_utf8
 
@@ -198,20 +199,39 @@ class Config:
 
 
 def config_path() -> Path:
-    if os.environ.get("MEMSYNC_CONFIG"):
-        return Path(os.environ["MEMSYNC_CONFIG"]).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("memsync")) / "config.toml"
+    invocation = current()
+    if invocation.env.get("MEMSYNC_CONFIG"):
+        return invocation.path(invocation.env["MEMSYNC_CONFIG"])
+    return _user_dir("XDG_CONFIG_HOME", ".config", invocation) / "config.toml"
 
 
 def data_dir() -> Path:
     """Where indexes live: outside every vault, so sync tools and git never see them."""
-    if os.environ.get("MEMSYNC_HOME"):
-        return Path(os.environ["MEMSYNC_HOME"]).expanduser()
-    import platformdirs
+    invocation = current()
+    if invocation.env.get("MEMSYNC_HOME"):
+        return invocation.path(invocation.env["MEMSYNC_HOME"])
+    return _user_dir("XDG_DATA_HOME", ".local/share", invocation)
 
-    return Path(platformdirs.user_data_dir("memsync"))
+
+def _user_dir(variable: str, default: str, invocation: Invocation) -> Path:
+    """memsync's folder of this user's config or data, as platformdirs places it, by the
+    command's own environment where the platform reads one (XDG_*_HOME: Linux, the BSDs)."""
+    if sys.platform in ("darwin", "win32"):
+        import platformdirs
+
+        kind = "config" if variable == "XDG_CONFIG_HOME" else "data"
+        return Path(getattr(platformdirs, f"user_{kind}_dir")("memsync"))
+    base = invocation.env.get(variable, "").strip() or f"~/{default}"
+    return invocation.path(base) / "memsync"
+
+
+def resolved_db(config: Config) -> Config:
+    """A daemon's settings with its --db file made absolute, once, at its start: the index it
+    serves and keys its endpoint by, whatever folder a command it later runs for a client is in.
+    """
+    if config.db is None or is_postgres(config.db):
+        return config
+    return replace(config, db=str(current().path(config.db)))
 
 
 def make_private_folder(path: Path) -> None:
@@ -289,11 +309,12 @@ def load_config(**flags: Any) -> Config:
         if unknown:
             raise ConfigError(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
         values.update(data)
+    variables = current().env
     for name, env_name in (("openai_base_url", "OPENAI_BASE_URL"), ("ollama_host", "OLLAMA_HOST")):
-        if os.environ.get(env_name):
-            values[name] = os.environ[env_name]
+        if variables.get(env_name):
+            values[name] = variables[env_name]
     for name in kinds:
-        env = os.environ.get(f"MEMSYNC_{name.upper()}")
+        env = variables.get(f"MEMSYNC_{name.upper()}")
         if env:
             values[name] = env
     values.update({k: v for k, v in flags.items() if v is not None})

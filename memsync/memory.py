@@ -34,6 +34,7 @@ from .errors import (
     VaultTaken,
 )
 from .filters import note_filter, path_globs
+from .invocation import current
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import NoteRequest as NoteRequest  # re-exported: the faces parse with it
 from .notes import checked_path, note_path, note_request
@@ -213,7 +214,7 @@ def search_options(
 def _named_vault(vault: Path) -> Path:
     """A reader's --vault: the folder, or its real path where it is gone (moved, deleted, a
     drive not mounted), which still names its index: a reader answers from it."""
-    path = vault.expanduser()
+    path = current().path(vault)
     return vault_root(path) if path.exists() else Path(os.path.realpath(path))
 
 

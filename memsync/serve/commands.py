@@ -22,7 +22,7 @@ from ..cli_common import (
     watch_options,
     writer_flags,
 )
-from ..config import Config
+from ..config import Config, resolved_db
 from ..errors import ConfigError, MemsyncError
 from ..redact import redact
 from .listen import (
@@ -149,7 +149,9 @@ def serve(
 
     def action() -> None:
         _web_stack()
-        config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
+        config = resolved_db(
+            _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
+        )
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
         _log_to(log_file, level, "watchdog", "uvicorn")
         _serve(config, vault, replace, where, allow_hosts, writable, tls)

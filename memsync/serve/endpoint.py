@@ -21,7 +21,7 @@ import sys
 
 TYPE_CHECKING = False  # typing itself would be a tenth of this module's import time
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
     from typing import Any, BinaryIO
 
 CONTROL, STDOUT, STDERR, STDIN, EXIT = range(5)
@@ -319,8 +319,11 @@ def relayed(args: list[str]) -> int | None:
     daemon answers it (none runs, none serves that index, one died): then run it in-process."""
     if not relayable(args) or not _plain_streams():
         return None
+    named = named_file(args, os.getcwd(), os.environ)
     try:
         for info in registered():
+            if named is not None and os.path.normpath(str(info.get("index"))) != named:
+                continue  # a daemon of another index: not even asked
             connection = connect(info)
             if connection is None:
                 continue
@@ -334,6 +337,23 @@ def relayed(args: list[str]) -> int | None:
         print("memsync: interrupted", file=sys.stderr)
         return 130
     return None
+
+
+def named_file(args: list[str], cwd: str, env: Mapping[str, str]) -> str | None:
+    """The SQLite file a command's --db (else MEMSYNC_DB) names, absolute from `cwd` as the
+    command's own process would open it; None where it names none (a PostgreSQL URL, or no --db:
+    the vault around the folder), and the daemon decides."""
+    db = env.get("MEMSYNC_DB")
+    for at, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--db" and at + 1 < len(args):
+            db = args[at + 1]
+        elif arg.startswith("--db="):
+            db = arg[len("--db=") :]
+    if not db or "://" in db:
+        return None
+    return os.path.normpath(os.path.join(cwd, os.path.expanduser(db)))
 
 
 def _plain_streams() -> bool:

@@ -3,11 +3,12 @@
 
 A relayed command runs the CLI itself, in this process, with the client's arguments,
 environment, working folder and streams, so that it prints what a cold process prints, byte for
-byte: only what is slow to start (imports, the model) is warm. The environment and the working
-folder belong to the process, so relayed commands take turns while they set up; an MCP session
-lets the next one in once its server is built. A command for another index, or one that fails
-in a way this process cannot vouch for, is declined before anything reaches the client, which
-then answers it itself.
+byte: only what is slow to start (imports, the model) is warm. The environment and the folder
+travel with the command as a value (memsync.invocation), never set on the process, whose other
+threads (the watcher, the HTTP side) go on with the daemon's own. Relayed commands take turns
+while they set up; an MCP session lets the next one in once its server is built. A command for
+another index, or one that fails in a way this process cannot vouch for, is declined before
+anything reaches the client, which then answers it itself.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ..invocation import Invocation, on_behalf_of
 from ..memory import NotServedHere, serving_only
 from ..store.locate import Location
 from .endpoint import (
@@ -122,7 +124,7 @@ class Relay:
         self.index = index
         self.answer = answer
         self.fingerprint = fingerprint()
-        self._turn = threading.Lock()  # the process's environment and folder: one at a time
+        self._turn = threading.Lock()  # relayed commands set up one at a time
         self._listener: socket.socket | None = None
         self._registry: Path | None = None
         self._socket: Path | None = None
@@ -263,7 +265,9 @@ class Relay:
                 return
             send_json(connection, CONTROL, {"heard": True})
             connection.settimeout(None)  # an MCP session's stdin may be quiet for hours
-            self._run(connection, reader, wanted)
+            # the client's environment and folder, for an MCP session it serves too
+            with on_behalf_of(Invocation(wanted["env"], Path(wanted["cwd"]))):
+                self._run(connection, reader, wanted)
 
     def _proven_to(self, connection: socket.socket, reader: BinaryIO) -> str | None:
         """Over a loopback port: this listener's proof that it knows the secret, for the
@@ -304,13 +308,12 @@ class Relay:
         send_json(connection, EXIT, {"declined": True} if code is None else {"exit": code})
 
     def _in_turn(self, session: Session, reader: BinaryIO, wanted: dict[str, Any]) -> int | None:
-        """The command run as the client's process would (its environment and folder), the
-        turn then given back: its exit code, None when declined."""
+        """The command run as the client's process would, the turn then given back: its exit
+        code, None when declined."""
         try:
-            with _as_client(wanted["env"], wanted["cwd"]):
-                if wanted["args"][0] == "mcp":
-                    session.stdin = _StdinStream(_stdin_from(reader))
-                return self._command(session, wanted["args"], wanted["program"])
+            if wanted["args"][0] == "mcp":
+                session.stdin = _StdinStream(_stdin_from(reader))
+            return self._command(session, wanted["args"], wanted["program"])
         finally:
             self._turn.release()
 
@@ -358,21 +361,6 @@ def _exit_code(code: object, session: Session) -> int:
         return code
     session.stderr.write(f"{code}\n")
     return 1
-
-
-@contextlib.contextmanager
-def _as_client(env: dict[str, str], cwd: str) -> Iterator[None]:
-    """The process's environment and working folder as the client's, for one turn."""
-    saved_env, saved_cwd = dict(os.environ), os.getcwd()
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        os.chdir(cwd)
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-        os.chdir(saved_cwd)
 
 
 def _stdin_from(reader: BinaryIO) -> BinaryIO:

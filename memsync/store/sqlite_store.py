@@ -22,6 +22,7 @@ from .. import fts
 from ..config import make_private_folder
 from ..errors import StoreError, os_reason
 from ..filters import NoteFilter
+from ..invocation import env
 from ..vectors import centroid, window_rows
 from .protocols import SOURCE, ModelKey, NoteWrite, translating
 from .sql_reading import Ranking, SharedReading
@@ -314,7 +315,7 @@ class SqliteStore(SharedReading):
         return SqliteStore(self.path, create=False)
 
     def _load_vec(self) -> str | None:
-        if os.environ.get("MEMSYNC_DISABLE_VEC"):
+        if env().get("MEMSYNC_DISABLE_VEC"):
             return None
         try:
             self.conn.enable_load_extension(True)
