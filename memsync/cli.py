@@ -25,9 +25,8 @@ from .cli_common import (
     watch_options,
     writer_options,
 )
-from .config import MODES, resolved_db
+from .config import MODES, env, resolved_db
 from .errors import ConfigError, MemsyncError
-from .invocation import env
 from .serve import commands as serve_commands
 
 

@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .config import RANGES, Config, read_setting
+from .config import RANGES, Config, current, env, read_setting
 from .errors import AmbiguousIndex, ConfigError, MemsyncError
-from .invocation import current, env
 
 # what `mcp` and `serve` need, as a command that works wherever memsync came from (a clone, not a
 # package index): the SDK that the mcp extra pins in pyproject.toml

@@ -12,12 +12,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .config import OPENAI_URL, Config
+from .config import OPENAI_URL, Config, env
 from .embed import local
 from .embed.base import Embedder as Embedder  # re-exported: what the rest of memsync names
 from .embed.local import LOCAL_MODEL, LocalEmbedder
 from .errors import EmbeddingAuthError, EmbeddingConfigError, EmbeddingError
-from .invocation import env
 from .store.protocols import ModelKey
 
 if TYPE_CHECKING:

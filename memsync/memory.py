@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import notes
-from .config import Config, data_dir, is_postgres
+from .config import Config, current, data_dir, is_postgres
 from .embedders import Embedder, embedder_for_index, make_embedder, make_reranker, resolve_provider
 from .errors import (
     ArgumentError,
@@ -34,7 +34,6 @@ from .errors import (
     VaultTaken,
 )
 from .filters import note_filter, path_globs
-from .invocation import current
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import NoteRequest as NoteRequest  # re-exported: the faces parse with it
 from .notes import checked_path, note_path, note_request

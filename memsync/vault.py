@@ -12,8 +12,8 @@ from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from . import confined
+from .config import current
 from .errors import VaultError
-from .invocation import current
 from .text import NOTE_SUFFIXES, as_text, fold, is_utf8
 
 SKIPPED_DIRS = frozenset({"node_modules", "__pycache__"})

@@ -98,7 +98,7 @@ def _quoted(value: object) -> str:
 
 def make_reranker(config: Config) -> Reranker | None:
     """The configured reranker, or None: nothing is reranked unless `rerank_url` is set."""
-    from ..invocation import env
+    from ..config import env
 
     if not config.rerank_url:
         return None

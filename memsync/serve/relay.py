@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..invocation import Invocation, on_behalf_of
+from ..config import Invocation, on_behalf_of
 from ..memory import NotServedHere, serving_only
 from ..store.locate import Location
 from .endpoint import (

@@ -18,12 +18,12 @@ from ..config import (
     RESERVED_NAMES,
     Config,
     checked_name,
+    current,
     data_dir,
     default_db_path,
     is_postgres,
 )
 from ..errors import AmbiguousIndex, IndexNotFound, StoreError
-from ..invocation import current
 from ..redact import redact
 from .origin import Owner
 
@@ -137,10 +137,11 @@ def for_vault(vault: Path, config: Config) -> Location:
 
 
 def _named_file(db: str) -> SqliteLocation:
-    """The SQLite file a --db (or MEMSYNC_DB) names, from the command's own folder, shown as
-    given."""
+    """The SQLite file a --db (or MEMSYNC_DB) names, from the command's own folder (its real
+    path: one file however a client's folder names it), shown as given."""
     invocation = current()
-    return SqliteLocation(invocation.path(db), str(invocation.expanded(db)))
+    real = Path(os.path.realpath(invocation.path(db)))
+    return SqliteLocation(real, str(invocation.expanded(db)))
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import env
 from ..errors import VaultTaken
-from ..invocation import env
 
 PATH_KEY = "vault_path"
 HOST_KEY = "vault_host"

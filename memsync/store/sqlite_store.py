@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import fts
-from ..config import make_private_folder
+from ..config import env, make_private_folder
 from ..errors import StoreError, os_reason
 from ..filters import NoteFilter
-from ..invocation import env
 from ..vectors import centroid, window_rows
 from .protocols import SOURCE, ModelKey, NoteWrite, translating
 from .sql_reading import Ranking, SharedReading
