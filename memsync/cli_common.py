@@ -26,9 +26,15 @@ if TYPE_CHECKING:
 def _fail(exc: MemsyncError) -> None:
     if env().get("MEMSYNC_RAISE_ERRORS"):
         raise exc
-    click.echo(_one_line(f"memsync: error: {exc}"), err=True)
+    echo(_one_line(f"memsync: error: {exc}"), err=True)
     usage = isinstance(exc, AmbiguousIndex) or (isinstance(exc, ConfigError) and exc.usage)
     sys.exit(2 if usage else 1)
+
+
+def echo(message: str, err: bool = False) -> None:
+    """click.echo to the command's own stdout or stderr: a relayed command's are its client's."""
+    invocation = current()
+    click.echo(message, file=invocation.stderr if err else invocation.stdout)
 
 
 def _one_line(message: str) -> str:
@@ -43,7 +49,7 @@ def run(action: Callable[[], Any]) -> Any:
     try:
         return action()
     except KeyboardInterrupt:
-        click.echo("memsync: interrupted", err=True)
+        echo("memsync: interrupted", err=True)
         sys.exit(130)
     except MemsyncError as exc:
         _fail(exc)
@@ -52,7 +58,7 @@ def run(action: Callable[[], Any]) -> Any:
             raise
         if not isinstance(exc, (OSError, RuntimeError)):
             raise  # a bug: its traceback is what a report needs
-        click.echo(_one_line(f"memsync: error: {exc.__class__.__name__}: {exc}"), err=True)
+        echo(_one_line(f"memsync: error: {exc.__class__.__name__}: {exc}"), err=True)
         sys.exit(1)
 
 
@@ -96,7 +102,7 @@ class Setting(click.ParamType):  # type: ignore[type-arg]
 
 class _Message(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
-        click.echo(_one_line(f"memsync: {record.getMessage()}"), err=True)
+        echo(_one_line(f"memsync: {record.getMessage()}"), err=True)
 
 
 def writer_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -196,7 +202,7 @@ def _log_handler(log_file: Path | None, level: int) -> logging.Handler:
     handler = (
         logging.FileHandler(current().path(log_file))
         if log_file
-        else logging.StreamHandler(sys.stderr)
+        else logging.StreamHandler(current().stderr)
     )
     handler.setFormatter(_ShortLines("%(asctime)s %(levelname)s %(message)s"))
     handler.setLevel(level)
@@ -217,6 +223,20 @@ def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
     return memsync_log
 
 
+def _relayed(cli: Any, args: list[str], program: str) -> None:
+    """`cli` run for a relayed command as in its own process, click's own messages (a usage
+    error) on the command's stderr, not this process's; it exits."""
+    try:
+        code = cli.main(args, program, standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show(file=current().stderr)
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        echo("Aborted!", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
 def answer_the_shell(index: Location, cli: Any, ready: Callable[[], bool] | None = None) -> Relay:
     """This user's query, get, status and mcp for `index` (and `memsync index`, which a watcher
     of this process runs), answered in this process by `cli`: from now on, or once `ready()`
@@ -226,7 +246,7 @@ def answer_the_shell(index: Location, cli: Any, ready: Callable[[], bool] | None
 
     from .serve.relay import Relay
 
-    relay = Relay(index, lambda args, program: cli.main(args, program))
+    relay = Relay(index, lambda args, program: _relayed(cli, args, program))
     if ready is None:
         return relay.start()
 

@@ -11,7 +11,7 @@ import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +20,32 @@ from .redact import is_conninfo, redact, redact_login, redacted
 from .text import as_text, is_utf8
 
 # -- whose command this is ------------------------------------------------------------------------
-# A command in a process of its own reads its process's environment and folder. One a daemon runs
-# for this user's shell (serve/relay.py) reads its client's, set for the thread (and the tasks it
-# starts) that runs it, while the daemon's own threads (the watcher, the HTTP side, other clients'
-# commands) go on reading the daemon's: nothing in memsync writes the process's environment or
-# changes its folder.
+# A command in a process of its own reads its process's environment and folder and writes to its
+# standard streams. One a daemon runs for this user's shell (serve/relay.py) has its client's,
+# set for the thread (and the tasks it starts) that runs it, while the daemon's own threads (the
+# watcher, the HTTP side, other clients' commands) go on with the daemon's: nothing in memsync
+# writes the process's environment, changes its folder or replaces its streams.
 
 
 @dataclass(frozen=True)
 class Invocation:
     env: Mapping[str, str]
     cwd: Path  # absolute
+    # what holds the command's stdout, stderr and stdin: a relayed command's session, else `sys`
+    # (read when written to: a test's capture replaces them)
+    streams: Any = field(default=sys, compare=False)
+
+    @property
+    def stdout(self) -> Any:
+        return self.streams.stdout
+
+    @property
+    def stderr(self) -> Any:
+        return self.streams.stderr
+
+    @property
+    def stdin(self) -> Any:
+        return self.streams.stdin
 
     def path(self, given: str | os.PathLike[str]) -> Path:
         """`given` (a flag's or a variable's path) as this command's shell means it: `~` by its

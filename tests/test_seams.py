@@ -387,17 +387,21 @@ def test_the_search_pages_html_is_made_by_pure_renderers() -> None:
     assert others <= set(sys.stdlib_module_names), others
 
 
-# what would change the whole process for one request: its environment, its working folder
+# what would change the whole process for one request: its environment, its working folder,
+# its standard streams
 PROCESS_WIDE = re.compile(
     r"os\.environ\s*\[[^\]]*\]\s*=(?!=)|os\.environ\.(update|clear|pop|popitem|setdefault)\b"
     r"|\bdel\s+os\.environ|os\.(putenv|unsetenv|chdir|fchdir)\b"
+    r"|sys\.(stdout|stderr|stdin)\s*=(?!=)|^\s*sys\.(stdout|stderr|stdin)\s*,[^=(\n]*=(?!=)"
+    r"|redirect_std(out|err)",
+    re.MULTILINE,
 )
 
 
-def test_no_module_changes_the_processs_environment_or_folder() -> None:
-    """A daemon runs commands for clients beside its own threads: a client's environment and
-    folder reach the code that reads them as a value (config.Invocation), never set on the
-    process."""
+def test_no_module_changes_the_processs_environment_folder_or_streams() -> None:
+    """A daemon runs commands for clients beside its own threads: a client's environment,
+    folder and streams reach the code that reads them as a value (config.Invocation), never
+    set on the process."""
     found = [
         f"{name}: {match.group(0)}"
         for name, text in SOURCES.items()
@@ -406,3 +410,9 @@ def test_no_module_changes_the_processs_environment_or_folder() -> None:
     assert found == []
     assert PROCESS_WIDE.search('os.environ["X"] = "1"') and PROCESS_WIDE.search("os.chdir(d)")
     assert PROCESS_WIDE.search("os.environ.update(e)") and not PROCESS_WIDE.search("os.environ.get")
+    assert PROCESS_WIDE.search("sys.stdout = x") and PROCESS_WIDE.search(
+        "sys.stdout, sys.stderr = s"
+    )
+    assert PROCESS_WIDE.search("contextlib.redirect_stdout(f)")
+    assert not PROCESS_WIDE.search("sys.stdout == x") and not PROCESS_WIDE.search("f(sys.stdout)")
+    assert not PROCESS_WIDE.search("f(sys.stdout, file=sys.stderr)")

@@ -18,7 +18,6 @@ import logging
 import os
 import secrets
 import socket
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -58,24 +57,6 @@ log = logging.getLogger("memsync.relay")
 TURN_WAIT = 2.0  # seconds a relayed command waits for the one before it, then is declined
 
 
-class _Routed:
-    """sys.stdout, sys.stderr or sys.stdin of this process: a relayed command's own stream on
-    the thread (and tasks) it runs on, the process's everywhere else."""
-
-    def __init__(self, name: str, default: Any) -> None:
-        self._name = name
-        self._default = default
-
-    def _target(self) -> Any:
-        session = SESSION.get()
-        if session is None:
-            return self._default
-        return getattr(session, self._name) or self._default
-
-    def __getattr__(self, attribute: str) -> Any:
-        return getattr(self._target(), attribute)
-
-
 class _SessionLog(logging.Handler):
     """memsync's log records made for a relayed command, handed to that command's handler."""
 
@@ -91,12 +72,8 @@ def _daemon_only(record: logging.LogRecord) -> bool:
 
 
 @contextlib.contextmanager
-def _routed_streams_and_log() -> Iterator[None]:
-    """While the endpoint is open: the standard streams and memsync's log follow the session."""
-    saved = sys.stdout, sys.stderr, sys.stdin
-    sys.stdout = _Routed("stdout", sys.stdout)
-    sys.stderr = _Routed("stderr", sys.stderr)
-    sys.stdin = _Routed("stdin", sys.stdin)
+def _routed_log() -> Iterator[None]:
+    """While the endpoint is open: memsync's log follows the session."""
     memsync_log = logging.getLogger("memsync")
     level = memsync_log.level
     handlers = [(handler, handler.level) for handler in memsync_log.handlers]
@@ -114,7 +91,6 @@ def _routed_streams_and_log() -> Iterator[None]:
         for handler, handler_level in handlers:
             handler.removeFilter(_daemon_only)
             handler.setLevel(handler_level)
-        sys.stdout, sys.stderr, sys.stdin = saved
 
 
 class Relay:
@@ -154,7 +130,7 @@ class Relay:
                 exc.strerror or exc,
             )
             return self
-        self._routing.enter_context(_routed_streams_and_log())
+        self._routing.enter_context(_routed_log())
         self._accepting = threading.Thread(target=self._accept, name="memsync-relay", daemon=True)
         self._accepting.start()
         log.info("answering this user's memsync commands for %s", self.index)
@@ -265,9 +241,7 @@ class Relay:
                 return
             send_json(connection, CONTROL, {"heard": True})
             connection.settimeout(None)  # an MCP session's stdin may be quiet for hours
-            # the client's environment and folder, for an MCP session it serves too
-            with on_behalf_of(Invocation(wanted["env"], Path(wanted["cwd"]))):
-                self._run(connection, reader, wanted)
+            self._run(connection, reader, wanted)
 
     def _proven_to(self, connection: socket.socket, reader: BinaryIO) -> str | None:
         """Over a loopback port: this listener's proof that it knows the secret, for the
@@ -284,18 +258,11 @@ class Relay:
     def _run(self, connection: socket.socket, reader: BinaryIO, wanted: dict[str, Any]) -> None:
         session = Session(connection, wanted["streams"])
         token = SESSION.set(session)
+        # the client's environment, folder and streams, for an MCP session it serves too
+        client = Invocation(wanted["env"], Path(wanted["cwd"]), session)
         try:
-            # a turn that stays taken (a relayed index waiting for its vectors) declines this
-            # command: its client answers it in its own process rather than wait behind it
-            taken = self._turn.acquire(timeout=TURN_WAIT)
-            code = self._in_turn(session, reader, wanted) if taken else None
-            if code is not None and session.serve is not None:
-                send_json(connection, CONTROL, {"serving": True})
-                try:
-                    session.serve()  # the MCP session, until the client's stdin closes
-                except Exception:  # noqa: BLE001 - this session ends; the daemon goes on
-                    log.exception("a relayed MCP session failed")
-                    code = 1
+            with on_behalf_of(client):
+                code = self._answered(connection, reader, wanted, session)
         finally:
             SESSION.reset(token)
             if session.stdin is not None:  # served or declined, its pipe is done with
@@ -306,6 +273,23 @@ class Relay:
             "relayed %s: %s", wanted["args"][0], "declined" if code is None else f"exit {code}"
         )
         send_json(connection, EXIT, {"declined": True} if code is None else {"exit": code})
+
+    def _answered(
+        self, connection: socket.socket, reader: BinaryIO, wanted: dict[str, Any], session: Session
+    ) -> int | None:
+        """The command's exit code, an MCP session served until it ends; None when declined."""
+        # a turn that stays taken (a relayed index waiting for its vectors) declines this
+        # command: its client answers it in its own process rather than wait behind it
+        taken = self._turn.acquire(timeout=TURN_WAIT)
+        code = self._in_turn(session, reader, wanted) if taken else None
+        if code is not None and session.serve is not None:
+            send_json(connection, CONTROL, {"serving": True})
+            try:
+                session.serve()  # the MCP session, until the client's stdin closes
+            except Exception:  # noqa: BLE001 - this session ends; the daemon goes on
+                log.exception("a relayed MCP session failed")
+                code = 1
+        return code
 
     def _in_turn(self, session: Session, reader: BinaryIO, wanted: dict[str, Any]) -> int | None:
         """The command run as the client's process would, the turn then given back: its exit
