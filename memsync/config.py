@@ -30,7 +30,8 @@ from .text import as_text, is_utf8
 @dataclass(frozen=True)
 class Invocation:
     env: Mapping[str, str]
-    cwd: Path  # absolute
+    cwd: Path  # a relayed client's, absolute; `.` in a process of its own (its folder, found
+    # by the system when a path is used: a folder deleted under the shell is no error until then)
     # what holds the command's stdout, stderr and stdin: a relayed command's session, else `sys`
     # (read when written to: a test's capture replaces them)
     streams: Any = field(default=sys, compare=False)
@@ -67,7 +68,7 @@ _CLIENT: ContextVar[Invocation | None] = ContextVar("memsync_invocation", defaul
 def current() -> Invocation:
     """The command being run here: a relayed client's, else this process's own (read, never
     written)."""
-    return _CLIENT.get() or Invocation(os.environ, Path(os.getcwd()))
+    return _CLIENT.get() or Invocation(os.environ, Path(os.curdir))
 
 
 def env() -> Mapping[str, str]:
@@ -298,7 +299,7 @@ def resolved_db(config: Config) -> Config:
     """
     if config.db is None or is_postgres(config.db):
         return config
-    return replace(config, db=str(current().path(config.db)))
+    return replace(config, db=os.path.abspath(current().path(config.db)))
 
 
 def make_private_folder(path: Path) -> None:

@@ -5,6 +5,8 @@ means the client's folder's file, and every answer is what the client's own proc
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -174,7 +176,12 @@ def test_commands_with_their_own_settings_and_folders_beside_http_and_the_watche
 
 
 def test_the_shells_client_names_the_file_its_db_means_from_its_own_folder() -> None:
-    named = endpoint.named_file
+    def named(args: list[str], cwd: str, env: dict[str, str]) -> str | None:
+        return endpoint.named_file(args, lambda: cwd, env)
+
+    def gone() -> str:
+        raise FileNotFoundError(2, "No such file or directory")
+
     assert named(["query", "x", "--db", "idx.sqlite"], "/a", {}) == "/a/idx.sqlite"
     assert named(["query", "x", "--db=../b/i.sqlite"], "/a/c", {}) == "/a/b/i.sqlite"
     assert named(["status"], "/a", {"MEMSYNC_DB": "i.sqlite"}) == "/a/i.sqlite"
@@ -182,3 +189,20 @@ def test_the_shells_client_names_the_file_its_db_means_from_its_own_folder() -> 
     assert named(["status", "--db", "postgresql://h/d"], "/a", {}) is None
     assert named(["query", "x"], "/a", {}) is None  # the vault around the folder: the daemon's
     assert named(["query", "--", "--db"], "/a", {}) is None
+    assert endpoint.named_file(["status", "--db", "/x/i.sqlite"], gone, {}) == "/x/i.sqlite"
+    assert endpoint.named_file(["status", "--db", "i.sqlite"], gone, {}) is None
+
+
+def test_a_command_in_a_deleted_folder_still_reads_an_index_named_in_full(tmp_path: Path) -> None:
+    """Its own process finds its folder only when a path needs it, as before."""
+    write(tmp_path / "notes", "n.md", "# N\n\nThe port is 22.\n")
+    db = str(tmp_path / "i.sqlite")
+    assert run(["index", str(tmp_path / "notes"), "--db", db], tmp_path, relayed=False)[0] == 0
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    shell = f"cd {gone} && rmdir {gone} && exec {sys.executable} -m memsync"
+    done = subprocess.run(
+        ["/bin/sh", "-c", f"{shell} query port --db {db} --mode keyword --files"],
+        capture_output=True,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"n.md\n", b"")
