@@ -382,7 +382,7 @@ def watch(
             watcher = Watcher.for_vault(config, vault, replace)
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, lambda *_: watcher.request_stop())
-            relay = answer_the_shell(watcher.location, main, watcher.wait_ready)
+            relay = answer_the_shell(watcher.location, main, watcher)
             watcher.run()
         except MemsyncError as exc:
             if log_file:  # whoever reads the log learns why it ends (stderr says it anyway)

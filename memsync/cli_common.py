@@ -21,6 +21,7 @@ MCP_INSTALL = "pip install 'mcp>=2.3,<3'"
 if TYPE_CHECKING:
     from .serve.relay import Relay
     from .store.locate import Location
+    from .sync.watcher import Watcher
 
 
 def _fail(exc: MemsyncError) -> None:
@@ -237,21 +238,21 @@ def _relayed(cli: Any, args: list[str], program: str) -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def answer_the_shell(index: Location, cli: Any, ready: Callable[[], bool] | None = None) -> Relay:
-    """This user's query, get, status and mcp for `index` (and `memsync index`, which a watcher
-    of this process runs), answered in this process by `cli`: from now on, or once `ready()`
-    says this process holds the index (never if it says False); until then they run in their
+def answer_the_shell(index: Location, cli: Any, watcher: Watcher | None = None) -> Relay:
+    """This user's query, get, status and mcp for `index` (and `memsync index`, which `watcher`,
+    this process's writer of it, runs), answered in this process by `cli`: from now on, or
+    once the watcher holds the index (never if it stops first); until then they run in their
     own processes."""
     import threading
 
     from .serve.relay import Relay
 
-    relay = Relay(index, lambda args, program: _relayed(cli, args, program))
-    if ready is None:
+    relay = Relay(index, lambda args, program: _relayed(cli, args, program), watcher)
+    if watcher is None:
         return relay.start()
 
     def start() -> None:
-        if ready():
+        if watcher.wait_ready():
             relay.start()
 
     threading.Thread(target=start, name="memsync-relay-start", daemon=True).start()

@@ -560,9 +560,9 @@ def _fake_cli(args: list[str], program: str) -> None:
         raise ValueError("a bug")
     if args[1] == "slow":
         time.sleep(1.0)
-    client = current()  # the client's folder and environment, as a value: never the process's
-    print(f"{program} answered {args[1]} in {client.cwd}")
-    print("a notice", file=sys.stderr)
+    client = current()  # the client's folder, environment and streams: never the process's
+    print(f"{program} answered {args[1]} in {client.cwd}", file=client.stdout)
+    print("a notice", file=client.stderr)
     sys.exit(int(client.env.get("FAKE_EXIT", "0")))
 
 

@@ -231,7 +231,7 @@ def _answer_the_shell(config: Config, watcher: Watcher | None) -> Relay | None:
 
     cli = click.get_current_context().find_root().command
     if watcher is not None:
-        return answer_the_shell(watcher.location, cli, watcher.wait_ready)
+        return answer_the_shell(watcher.location, cli, watcher)
     try:
         served = locate(config, None)  # as Memory.open finds it
     except MemsyncError as exc:

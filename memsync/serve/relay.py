@@ -21,10 +21,10 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..config import Invocation, on_behalf_of
-from ..memory import NotServedHere, serving_only
+from ..memory import NotServedHere, Serving, serving_only
 from ..store.locate import Location
 from .endpoint import (
     CONTROL,
@@ -50,6 +50,9 @@ from .endpoint import (
     write_private,
 )
 from .session import SESSION, Session
+
+if TYPE_CHECKING:
+    from ..sync.watcher import Watcher
 
 Answer = Callable[[list[str], str], None]  # the CLI: arguments, program name; it exits
 
@@ -94,11 +97,13 @@ def _routed_log() -> Iterator[None]:
 
 
 class Relay:
-    """The endpoint of one daemon, answering for `index` (its Location) with `answer`."""
+    """The endpoint of one daemon, answering for `index` (its Location) with `answer`; a
+    relayed `memsync index` goes to `watcher`, the daemon's writer of that index, if it has one."""
 
-    def __init__(self, index: Location, answer: Answer) -> None:
+    def __init__(self, index: Location, answer: Answer, watcher: Watcher | None = None) -> None:
         self.index = index
         self.answer = answer
+        self.watcher = watcher
         self.fingerprint = fingerprint()
         self._turn = threading.Lock()  # relayed commands set up one at a time
         self._listener: socket.socket | None = None
@@ -303,7 +308,7 @@ class Relay:
 
     def _command(self, session: Session, args: list[str], program: str) -> int | None:
         """The command's exit code, None when this process declines it."""
-        only = serving_only.set(self.index)
+        only = serving_only.set(Serving(self.index, self.watcher))
         try:
             self.answer(args, program)
             return 0
