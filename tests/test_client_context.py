@@ -5,6 +5,7 @@ means the client's folder's file, and every answer is what the client's own proc
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -16,8 +17,17 @@ import pytest
 from conftest import free_port, write
 from test_relay import Daemon, _steady, run
 
+from memsync.config import (
+    Invocation,
+    config_path,
+    data_dir,
+    load_config,
+    on_behalf_of,
+    resolved_db,
+)
 from memsync.serve import endpoint
 from memsync.serve.tokens import Tokens
+from memsync.store.origin import this_host
 
 
 def _vault(folder: Path, word: str, port: str) -> Path:
@@ -206,3 +216,27 @@ def test_a_command_in_a_deleted_folder_still_reads_an_index_named_in_full(tmp_pa
         capture_output=True,
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, b"n.md\n", b"")
+
+
+def test_a_clients_settings_are_its_commands_alone(tmp_path: Path) -> None:
+    """On the thread that runs a client's command, its environment and folder decide the data
+    folder, the config file, the host and a relative --db; another thread, meanwhile, and the
+    process after, see the process's own, which nothing changed."""
+    client = Invocation(
+        {"HOME": "/home/c", "XDG_DATA_HOME": "data", "MEMSYNC_CONFIG": "~/c.toml"}, tmp_path
+    )
+    process = dict(os.environ), os.getcwd()
+    elsewhere: list[Path] = []
+    with on_behalf_of(client):
+        other = threading.Thread(target=lambda: elsewhere.append(data_dir()))
+        other.start()
+        other.join()
+        assert data_dir() == tmp_path / "data" / "memsync"
+        assert config_path() == Path("/home/c/c.toml")
+        with_host = Invocation({**client.env, "MEMSYNC_HOST": "the-clients"}, tmp_path)
+        with on_behalf_of(with_host):
+            assert this_host() == "the-clients"
+        assert resolved_db(load_config(db="idx.sqlite")).db == str(tmp_path / "idx.sqlite")
+    assert elsewhere == [data_dir()] == [Path(os.environ["MEMSYNC_HOME"])]
+    assert (dict(os.environ), os.getcwd()) == process
+    assert this_host() != "the-clients"
