@@ -4,8 +4,6 @@ Imports stay lazy so that `memsync query` starts fast."""
 from __future__ import annotations
 
 import logging
-import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,23 +19,25 @@ from .cli_common import (
     _log_to,
     _Message,
     answer_the_shell,
+    echo,
     number_option,
     run,
     watch_options,
     writer_options,
 )
-from .config import MODES
+from .config import MODES, current, env, resolved_db
 from .errors import ConfigError, MemsyncError
 from .serve import commands as serve_commands
 
 
 def _progress_factory(bars: list[Any]):  # type: ignore[no-untyped-def]
     """Progress bars on stderr when it is a terminal; nothing otherwise."""
-    if not sys.stderr.isatty():
+    stderr = current().stderr
+    if not stderr.isatty():
         return None
 
     def open_bar(label: str, total: int) -> Callable[[int], None]:
-        bar = click.progressbar(length=total, label=label, file=sys.stderr)
+        bar = click.progressbar(length=total, label=label, file=stderr)
         bar.__enter__()
         bars.append(bar)
         return bar.update
@@ -125,16 +125,16 @@ def index(
                 vault,
                 replace_vault=replace,
                 progress=_progress_factory(bars),
-                notice=lambda message: click.echo(f"memsync: {message}", err=True),
+                notice=lambda message: echo(f"memsync: {message}", err=True),
             )
         finally:
             for bar in bars:
                 bar.__exit__(None, None, None)
         if as_json:
             summary = {"vault": str(done.vault), "db": done.db, **done.report.as_dict()}
-            click.echo(output.as_json(summary))
+            echo(output.as_json(summary))
         else:
-            click.echo(output.index_summary(done.report, str(done.vault), done.model))
+            echo(output.index_summary(done.report, str(done.vault), done.model))
 
     run(action)
 
@@ -152,11 +152,11 @@ def status(vault: Path | None, db: str | None, name: str | None, as_json: bool) 
         config = _config(db=db, name=name)
         if memory.lists_vaults(config):
             facts = memory.vaults(config)
-            click.echo(output.as_json(facts) if as_json else output.vaults_text(facts))
+            echo(output.as_json(facts) if as_json else output.vaults_text(facts))
             return
         with memory.Memory.open(config, vault) as opened:
             facts = opened.status()
-        click.echo(output.as_json(facts) if as_json else output.status_text(facts))
+        echo(output.as_json(facts) if as_json else output.status_text(facts))
 
     run(action)
 
@@ -250,20 +250,20 @@ def query(
                 raise click.UsageError(str(exc)) from exc
             root = memory.vault
         if as_json:
-            click.echo(output.as_json(outcome.as_dict()))
+            echo(output.as_json(outcome.as_dict()))
         elif files:
             for notice in outcome.notices:
-                click.echo(f"memsync: note: {notice}", err=True)
+                echo(f"memsync: note: {notice}", err=True)
             for path in dict.fromkeys(hit.path for hit in outcome.results):
-                click.echo(output.escape_name(path))
+                echo(output.escape_name(path))
         else:
-            color = output.wants_color(sys.stdout.isatty(), dict(os.environ))
+            color = output.wants_color(current().stdout.isatty(), dict(env()))
             if outcome.results or outcome.notices:
                 links = root if color else None
-                click.echo(output.query_text(outcome, query_words(text), color, links))
+                echo(output.query_text(outcome, query_words(text), color, links))
         if not outcome.results:
             shown = text if len(text) <= 80 else text[:77] + "..."
-            click.echo(f"memsync: no results for {shown!r}", err=True)
+            echo(f"memsync: no results for {shown!r}", err=True)
 
     run(action)
 
@@ -287,9 +287,9 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
         with Memory.open(config, vault) as memory:
             lines = memory.read_location(asked, capped=False)
         if lines.copy:
-            click.echo(f"memsync: note: {output.escape_name(lines.path)}: {lines.copy}", err=True)
+            echo(f"memsync: note: {output.escape_name(lines.path)}: {lines.copy}", err=True)
         if lines.end_line >= lines.start_line:
-            click.echo(lines.text if raw else output.numbered(lines))
+            echo(lines.text if raw else output.numbered(lines))
 
     run(action)
 
@@ -331,7 +331,7 @@ def links(
             else:
                 found = memory.links(output.unescape_name(note))
                 data, text = output.links_data(found), output.links_text(found)
-        click.echo(output.as_json(data) if as_json else text)
+        echo(output.as_json(data) if as_json else text)
 
     run(action)
 
@@ -374,6 +374,7 @@ def watch(
         from .sync.watcher import Watcher
 
         config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
+        config = resolved_db(config)
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
         memsync_log = _log_to(log_file, level, "watchdog")
         relay = None
@@ -381,7 +382,7 @@ def watch(
             watcher = Watcher.for_vault(config, vault, replace)
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, lambda *_: watcher.request_stop())
-            relay = answer_the_shell(watcher.location, main, watcher.wait_ready)
+            relay = answer_the_shell(watcher.location, main, watcher)
             watcher.run()
         except MemsyncError as exc:
             if log_file:  # whoever reads the log learns why it ends (stderr says it anyway)
@@ -432,11 +433,12 @@ def mcp(
             ) from exc
 
         from .memory import Memory
-        from .serve.session import current
+        from .serve import session as relayed
 
         config = _config(db=db, name=name, protect=protect or None)
         level = logging.DEBUG if verbose else logging.INFO
-        session = current()
+        session = relayed.current()
+        streams = current().streams
         if session is None:
             _log_to(log_file, level, "mcp")
         else:
@@ -449,7 +451,7 @@ def mcp(
         server.check_writable()
 
         def serve_until_stdin_closes() -> None:
-            serve(server)
+            serve(server, streams)
             logging.getLogger("memsync").info("stopped (stdin closed)")
 
         if session is not None:  # a daemon's: it serves once this index is known to be its own

@@ -4,7 +4,6 @@ type, the options of the commands that write an index, and the log of the long-r
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .config import RANGES, Config, read_setting
+from .config import RANGES, Config, current, env, read_setting
 from .errors import AmbiguousIndex, ConfigError, MemsyncError
 
 # what `mcp` and `serve` need, as a command that works wherever memsync came from (a clone, not a
@@ -22,14 +21,21 @@ MCP_INSTALL = "pip install 'mcp>=2.3,<3'"
 if TYPE_CHECKING:
     from .serve.relay import Relay
     from .store.locate import Location
+    from .sync.watcher import Watcher
 
 
 def _fail(exc: MemsyncError) -> None:
-    if os.environ.get("MEMSYNC_RAISE_ERRORS"):
+    if env().get("MEMSYNC_RAISE_ERRORS"):
         raise exc
-    click.echo(_one_line(f"memsync: error: {exc}"), err=True)
+    echo(_one_line(f"memsync: error: {exc}"), err=True)
     usage = isinstance(exc, AmbiguousIndex) or (isinstance(exc, ConfigError) and exc.usage)
     sys.exit(2 if usage else 1)
+
+
+def echo(message: str, err: bool = False) -> None:
+    """click.echo to the command's own stdout or stderr: a relayed command's are its client's."""
+    invocation = current()
+    click.echo(message, file=invocation.stderr if err else invocation.stdout)
 
 
 def _one_line(message: str) -> str:
@@ -44,16 +50,16 @@ def run(action: Callable[[], Any]) -> Any:
     try:
         return action()
     except KeyboardInterrupt:
-        click.echo("memsync: interrupted", err=True)
+        echo("memsync: interrupted", err=True)
         sys.exit(130)
     except MemsyncError as exc:
         _fail(exc)
     except Exception as exc:
-        if os.environ.get("MEMSYNC_RAISE_ERRORS"):
+        if env().get("MEMSYNC_RAISE_ERRORS"):
             raise
         if not isinstance(exc, (OSError, RuntimeError)):
             raise  # a bug: its traceback is what a report needs
-        click.echo(_one_line(f"memsync: error: {exc.__class__.__name__}: {exc}"), err=True)
+        echo(_one_line(f"memsync: error: {exc.__class__.__name__}: {exc}"), err=True)
         sys.exit(1)
 
 
@@ -97,7 +103,7 @@ class Setting(click.ParamType):  # type: ignore[type-arg]
 
 class _Message(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
-        click.echo(_one_line(f"memsync: {record.getMessage()}"), err=True)
+        echo(_one_line(f"memsync: {record.getMessage()}"), err=True)
 
 
 def writer_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -194,7 +200,11 @@ class _ShortLines(logging.Formatter):
 
 def _log_handler(log_file: Path | None, level: int) -> logging.Handler:
     """A log on stderr or appended to a file, a record a line (or a few), never stdout."""
-    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler = (
+        logging.FileHandler(current().path(log_file))
+        if log_file
+        else logging.StreamHandler(current().stderr)
+    )
     handler.setFormatter(_ShortLines("%(asctime)s %(levelname)s %(message)s"))
     handler.setLevel(level)
     return handler
@@ -214,21 +224,35 @@ def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
     return memsync_log
 
 
-def answer_the_shell(index: Location, cli: Any, ready: Callable[[], bool] | None = None) -> Relay:
-    """This user's query, get, status and mcp for `index` (and `memsync index`, which a watcher
-    of this process runs), answered in this process by `cli`: from now on, or once `ready()`
-    says this process holds the index (never if it says False); until then they run in their
+def _relayed(cli: Any, args: list[str], program: str) -> None:
+    """`cli` run for a relayed command as in its own process, click's own messages (a usage
+    error) on the command's stderr, not this process's; it exits."""
+    try:
+        code = cli.main(args, program, standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show(file=current().stderr)
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        echo("Aborted!", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def answer_the_shell(index: Location, cli: Any, watcher: Watcher | None = None) -> Relay:
+    """This user's query, get, status and mcp for `index` (and `memsync index`, which `watcher`,
+    this process's writer of it, runs), answered in this process by `cli`: from now on, or
+    once the watcher holds the index (never if it stops first); until then they run in their
     own processes."""
     import threading
 
     from .serve.relay import Relay
 
-    relay = Relay(index, lambda args, program: cli.main(args, program))
-    if ready is None:
+    relay = Relay(index, lambda args, program: _relayed(cli, args, program), watcher)
+    if watcher is None:
         return relay.start()
 
     def start() -> None:
-        if ready():
+        if watcher.wait_ready():
             relay.start()
 
     threading.Thread(target=start, name="memsync-relay-start", daemon=True).start()

@@ -8,13 +8,82 @@ import os
 import re
 import sys
 import urllib.parse
-from dataclasses import dataclass, fields, replace
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
 from .redact import is_conninfo, redact, redact_login, redacted
 from .text import as_text, is_utf8
+
+# -- whose command this is ------------------------------------------------------------------------
+# A command in a process of its own reads its process's environment and folder and writes to its
+# standard streams. One a daemon runs for this user's shell (serve/relay.py) has its client's,
+# set for the thread (and the tasks it starts) that runs it, while the daemon's own threads (the
+# watcher, the HTTP side, other clients' commands) go on with the daemon's: nothing in memsync
+# writes the process's environment, changes its folder or replaces its streams.
+
+
+@dataclass(frozen=True)
+class Invocation:
+    env: Mapping[str, str]
+    cwd: Path  # a relayed client's, absolute; `.` in a process of its own (its folder, found
+    # by the system when a path is used: a folder deleted under the shell is no error until then)
+    # what holds the command's stdout, stderr and stdin: a relayed command's session, else `sys`
+    # (read when written to: a test's capture replaces them)
+    streams: Any = field(default=sys, compare=False)
+
+    @property
+    def stdout(self) -> Any:
+        return self.streams.stdout
+
+    @property
+    def stderr(self) -> Any:
+        return self.streams.stderr
+
+    @property
+    def stdin(self) -> Any:
+        return self.streams.stdin
+
+    def path(self, given: str | os.PathLike[str]) -> Path:
+        """`given` (a flag's or a variable's path) as this command's shell means it: `~` by its
+        HOME, a relative path from its folder."""
+        return self.cwd / self.expanded(given)
+
+    def expanded(self, given: str | os.PathLike[str]) -> Path:
+        """`given` with `~` by this command's HOME (relative paths stay so, for messages)."""
+        text = os.fspath(given)
+        home = self.env.get("HOME")
+        if home and (text == "~" or text.startswith("~/")):
+            text = home + text[1:]
+        return Path(os.path.expanduser(text))  # ~user, or ~ without HOME
+
+
+_CLIENT: ContextVar[Invocation | None] = ContextVar("memsync_invocation", default=None)
+
+
+def current() -> Invocation:
+    """The command being run here: a relayed client's, else this process's own (read, never
+    written)."""
+    return _CLIENT.get() or Invocation(os.environ, Path(os.curdir))
+
+
+def env() -> Mapping[str, str]:
+    return current().env
+
+
+@contextmanager
+def on_behalf_of(invocation: Invocation) -> Iterator[None]:
+    """While it lasts, on this thread and the tasks it starts: `invocation`'s command."""
+    token = _CLIENT.set(invocation)
+    try:
+        yield
+    finally:
+        _CLIENT.reset(token)
+
 
 PROVIDERS = ("auto", "local", "openai", "ollama", "none")
 MODES = ("hybrid", "vector", "keyword", "rrf")
@@ -198,20 +267,39 @@ class Config:
 
 
 def config_path() -> Path:
-    if os.environ.get("MEMSYNC_CONFIG"):
-        return Path(os.environ["MEMSYNC_CONFIG"]).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("memsync")) / "config.toml"
+    invocation = current()
+    if invocation.env.get("MEMSYNC_CONFIG"):
+        return invocation.path(invocation.env["MEMSYNC_CONFIG"])
+    return _user_dir("XDG_CONFIG_HOME", ".config", invocation) / "config.toml"
 
 
 def data_dir() -> Path:
     """Where indexes live: outside every vault, so sync tools and git never see them."""
-    if os.environ.get("MEMSYNC_HOME"):
-        return Path(os.environ["MEMSYNC_HOME"]).expanduser()
-    import platformdirs
+    invocation = current()
+    if invocation.env.get("MEMSYNC_HOME"):
+        return invocation.path(invocation.env["MEMSYNC_HOME"])
+    return _user_dir("XDG_DATA_HOME", ".local/share", invocation)
 
-    return Path(platformdirs.user_data_dir("memsync"))
+
+def _user_dir(variable: str, default: str, invocation: Invocation) -> Path:
+    """memsync's folder of this user's config or data, as platformdirs places it, by the
+    command's own environment where the platform reads one (XDG_*_HOME: Linux, the BSDs)."""
+    if sys.platform in ("darwin", "win32"):
+        import platformdirs
+
+        kind = "config" if variable == "XDG_CONFIG_HOME" else "data"
+        return Path(getattr(platformdirs, f"user_{kind}_dir")("memsync"))
+    base = invocation.env.get(variable, "").strip() or f"~/{default}"
+    return invocation.path(base) / "memsync"
+
+
+def resolved_db(config: Config) -> Config:
+    """A daemon's settings with its --db file made absolute, once, at its start: the index it
+    serves and keys its endpoint by, whatever folder a command it later runs for a client is in.
+    """
+    if config.db is None or is_postgres(config.db):
+        return config
+    return replace(config, db=os.path.abspath(current().path(config.db)))
 
 
 def make_private_folder(path: Path) -> None:
@@ -289,11 +377,12 @@ def load_config(**flags: Any) -> Config:
         if unknown:
             raise ConfigError(f"config file {path}: unknown setting(s) {', '.join(unknown)}")
         values.update(data)
+    variables = current().env
     for name, env_name in (("openai_base_url", "OPENAI_BASE_URL"), ("ollama_host", "OLLAMA_HOST")):
-        if os.environ.get(env_name):
-            values[name] = os.environ[env_name]
+        if variables.get(env_name):
+            values[name] = variables[env_name]
     for name in kinds:
-        env = os.environ.get(f"MEMSYNC_{name.upper()}")
+        env = variables.get(f"MEMSYNC_{name.upper()}")
         if env:
             values[name] = env
     values.update({k: v for k, v in flags.items() if v is not None})

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .config import OPENAI_URL, Config
+from .config import OPENAI_URL, Config, env
 from .embed import local
 from .embed.base import Embedder as Embedder  # re-exported: what the rest of memsync names
 from .embed.local import LOCAL_MODEL, LocalEmbedder
@@ -45,7 +45,6 @@ def make_embedder(
 ) -> Embedder | None:
     """The embedder the settings ask for, or None for keyword-only; `sleep` (tests) replaces the
     waits between an HTTP provider's attempts."""
-    import os
 
     provider = provider or resolve_provider(config)
     if provider == "none":
@@ -58,7 +57,7 @@ def make_embedder(
     from .embed.remote import OllamaEmbedder, OpenAIEmbedder  # the HTTP code, once one is chosen
 
     if provider == "openai":
-        api_key = os.environ.get("OPENAI_API_KEY")
+        api_key = env().get("OPENAI_API_KEY")
         if not api_key and config.openai_base_url.rstrip("/") == OPENAI_URL:
             raise EmbeddingAuthError(
                 "provider openai needs an API key: set OPENAI_API_KEY (or point OPENAI_BASE_URL "

@@ -355,11 +355,12 @@ def build(server: MemoryServer, read_only: bool = False) -> MCPServer:
     return app
 
 
-def serve(server: MemoryServer) -> None:
-    """Until the client closes stdin (or SIGTERM/SIGINT, which the CLI turns into a clean exit)."""
+def serve(server: MemoryServer, streams: Any) -> None:
+    """Until the client closes stdin (or SIGTERM/SIGINT, which the CLI turns into a clean exit);
+    `streams` holds the command's stdin and stdout."""
     app = build(server)
     log.info("serving MCP on stdio (%s)", "writable" if server.writable else "read-only")
     try:
-        stdio.run(app)
+        stdio.run(app, streams)
     finally:
         server.close()

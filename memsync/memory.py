@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import notes
-from .config import Config, data_dir, is_postgres
+from .config import Config, current, data_dir, is_postgres
 from .embedders import Embedder, embedder_for_index, make_embedder, make_reranker, resolve_provider
 from .errors import (
     ArgumentError,
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from .embedders import Reranker
     from .links.lookup import NoteLinks
     from .search.pipeline import Answer
+    from .sync.watcher import Watcher
 
 __all__ = [
     "Indexed",
@@ -66,8 +67,18 @@ __all__ = [
 
 log = logging.getLogger("memsync.memory")
 
+
+@dataclass(frozen=True)
+class Serving:
+    """What a daemon answers a relayed command for: its index, and the watcher of that daemon
+    that writes it (None: a reader's)."""
+
+    location: Location
+    watcher: Watcher | None = None
+
+
 # set by a daemon answering for its own index only: a command that means another one is declined
-serving_only: ContextVar[Location | None] = ContextVar("memsync_serving_only", default=None)
+serving_only: ContextVar[Serving | None] = ContextVar("memsync_serving_only", default=None)
 
 
 class NotServedHere(Exception):
@@ -77,7 +88,7 @@ class NotServedHere(Exception):
 
 def _served(location: Location | None) -> None:
     only = serving_only.get()
-    if only is not None and location != only:
+    if only is not None and location != only.location:
         raise NotServedHere(str(location))
 
 
@@ -140,9 +151,8 @@ def _by_its_watcher(
     note). Declined (NotServedHere) for anything else: no watcher here, --replace, progress bars
     for a terminal (a relayed answer is shown whole, at its end), a watcher that is stopping;
     the client then runs it in its own process, which finds the index locked and says by whom."""
-    from .sync.watcher import watching
-
-    watcher = watching(location)
+    serving = serving_only.get()
+    watcher = serving.watcher if serving is not None else None
     report = None
     if (
         watcher is not None
@@ -213,7 +223,7 @@ def search_options(
 def _named_vault(vault: Path) -> Path:
     """A reader's --vault: the folder, or its real path where it is gone (moved, deleted, a
     drive not mounted), which still names its index: a reader answers from it."""
-    path = vault.expanduser()
+    path = current().path(vault)
     return vault_root(path) if path.exists() else Path(os.path.realpath(path))
 
 

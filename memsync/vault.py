@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from . import confined
+from .config import current
 from .errors import VaultError
 from .text import NOTE_SUFFIXES, as_text, fold, is_utf8
 
@@ -101,11 +102,14 @@ class IgnoreRules:
 
 
 def vault_root(path: str | os.PathLike[str]) -> Path:
-    root = Path(path).expanduser()
+    """The vault's real path, from the command's own folder (messages name it as given)."""
+    invocation = current()
+    given = invocation.expanded(path)
+    root = invocation.cwd / given
     if not root.exists():
-        raise VaultError(f"vault not found: {root}")
+        raise VaultError(f"vault not found: {given}")
     if not root.is_dir():
-        raise VaultError(f"vault is not a folder: {root}")
+        raise VaultError(f"vault is not a folder: {given}")
     real = root.resolve()
     if not is_utf8(str(real)):  # the index keeps the vault's path, and its notes', as text
         raise VaultError(f"the vault's path {as_text(str(real))} is not UTF-8: rename the folder")

@@ -30,6 +30,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from memsync.config import current
 from memsync.serve import endpoint
 from memsync.serve.prefix import page_prefix
 from memsync.serve.relay import Relay
@@ -559,9 +560,10 @@ def _fake_cli(args: list[str], program: str) -> None:
         raise ValueError("a bug")
     if args[1] == "slow":
         time.sleep(1.0)
-    print(f"{program} answered {args[1]} in {os.getcwd()}")
-    print("a notice", file=sys.stderr)
-    sys.exit(int(os.environ.get("FAKE_EXIT", "0")))
+    client = current()  # the client's folder, environment and streams: never the process's
+    print(f"{program} answered {args[1]} in {client.cwd}", file=client.stdout)
+    print("a notice", file=client.stderr)
+    sys.exit(int(client.env.get("FAKE_EXIT", "0")))
 
 
 @pytest.fixture

@@ -127,7 +127,8 @@ def test_the_cli_and_the_mcp_server_talk_to_the_library_face_only() -> None:
     assert GRAPH["cli"] <= cli_may
     assert GRAPH["cli_common"] <= face | relay
     assert GRAPH["mcp_server"] <= face | {"agent.results", "agent.lending", "agent.stdio"}
-    assert GRAPH["serve.relay"] <= {"memory", "store.locate", "serve.endpoint", "serve.session"}
+    relayed = {"memory", "store.locate", "serve.endpoint", "serve.session"}
+    assert GRAPH["serve.relay"] <= relayed | {"config"}  # config: the client's Invocation
 
 
 def test_the_shells_client_path_is_the_standard_library_alone() -> None:
@@ -384,3 +385,34 @@ def test_the_search_pages_html_is_made_by_pure_renderers() -> None:
     ours, others = imports_of(SOURCES["serve.page"], "serve.page")
     assert ours <= {"config", "errors", "output"}, ours
     assert others <= set(sys.stdlib_module_names), others
+
+
+# what would change the whole process for one request: its environment, its working folder,
+# its standard streams
+PROCESS_WIDE = re.compile(
+    r"os\.environ\s*\[[^\]]*\]\s*=(?!=)|os\.environ\.(update|clear|pop|popitem|setdefault)\b"
+    r"|\bdel\s+os\.environ|os\.(putenv|unsetenv|chdir|fchdir)\b"
+    r"|sys\.(stdout|stderr|stdin)\s*=(?!=)|^\s*sys\.(stdout|stderr|stdin)\s*,[^=(\n]*=(?!=)"
+    r"|redirect_std(out|err)",
+    re.MULTILINE,
+)
+
+
+def test_no_module_changes_the_processs_environment_folder_or_streams() -> None:
+    """A daemon runs commands for clients beside its own threads: a client's environment,
+    folder and streams reach the code that reads them as a value (config.Invocation), never
+    set on the process."""
+    found = [
+        f"{name}: {match.group(0)}"
+        for name, text in SOURCES.items()
+        for match in PROCESS_WIDE.finditer(text)
+    ]
+    assert found == []
+    assert PROCESS_WIDE.search('os.environ["X"] = "1"') and PROCESS_WIDE.search("os.chdir(d)")
+    assert PROCESS_WIDE.search("os.environ.update(e)") and not PROCESS_WIDE.search("os.environ.get")
+    assert PROCESS_WIDE.search("sys.stdout = x") and PROCESS_WIDE.search(
+        "sys.stdout, sys.stderr = s"
+    )
+    assert PROCESS_WIDE.search("contextlib.redirect_stdout(f)")
+    assert not PROCESS_WIDE.search("sys.stdout == x") and not PROCESS_WIDE.search("f(sys.stdout)")
+    assert not PROCESS_WIDE.search("f(sys.stdout, file=sys.stderr)")

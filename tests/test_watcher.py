@@ -23,7 +23,7 @@ from memsync.search.options import Options
 from memsync.search.pipeline import search
 from memsync.store.locate import SqliteLocation
 from memsync.store.sqlite_store import SqliteStore
-from memsync.sync.watcher import Watcher, watching
+from memsync.sync.watcher import Watcher
 
 
 def wait_until(check: Callable[[], bool], timeout: float = 15.0) -> None:
@@ -238,11 +238,10 @@ def test_an_index_asked_of_the_watcher_takes_in_what_waits_for_quiet_and_waits_f
 
 
 def test_a_stopping_watcher_declines_an_index(running: Running) -> None:
-    assert watching(running.location) is running.watcher
     running.watcher.request_stop()
     assert running.watcher.index_now() is None
     running.stop()
-    assert watching(running.location) is None
+    assert running.watcher.index_now() is None
 
 
 def test_a_second_writer_is_refused_naming_the_pid(

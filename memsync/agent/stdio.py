@@ -3,6 +3,7 @@ message with a JSON-RPC error, where the SDK's own transport answered none."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -117,13 +118,18 @@ def _answerable_id(token: str | None) -> int | str | None:
     return value if valid else None
 
 
-async def _serve_stdio(app: MCPServer) -> None:
+async def _serve_stdio(app: MCPServer, streams: Any) -> None:
     """MCPServer.run("stdio"), except that memsync reads the lines itself so that every line gets
-    an answer: one that holds no message the server can take gets a JSON-RPC error."""
+    an answer: one that holds no message the server can take gets a JSON-RPC error. `streams`
+    holds the command's stdin and stdout: this process's (which the SDK claims, its descriptor
+    diverted to stderr while it serves), or a relayed client's, written to as they are."""
     lowlevel = app._lowlevel_server  # the SDK's own run_stdio_async does the same
-    lines = anyio.wrap_file(cast(TextIO, _StdinLines(sys.stdin.buffer)))  # it reads lines only
+    lines = anyio.wrap_file(cast(TextIO, _StdinLines(streams.stdin.buffer)))  # it reads lines only
     no_lines = anyio.wrap_file(io.StringIO())  # the transport's own reader is left without any
-    async with stdio_server(stdin=no_lines) as (unread, write_stream):
+    stdout = None
+    if streams.stdout is not sys.stdout:
+        stdout = anyio.wrap_file(cast(TextIO, _Unowned(streams.stdout.buffer, encoding="utf-8")))
+    async with stdio_server(stdin=no_lines, stdout=stdout) as (unread, write_stream):
         unread.close()
         send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
@@ -142,6 +148,15 @@ async def _serve_stdio(app: MCPServer) -> None:
             await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
 
 
-def run(app: MCPServer) -> None:
-    """`app` on stdin and stdout, until the client closes stdin."""
-    anyio.run(_serve_stdio, app)
+def run(app: MCPServer, streams: Any = sys) -> None:
+    """`app` on the command's stdin and stdout, until the client closes stdin."""
+    anyio.run(_serve_stdio, app, streams)
+
+
+class _Unowned(io.TextIOWrapper):
+    """UTF-8 text over a client's stdout that this server does not own: closing it (or its
+    collection) leaves the stream open."""
+
+    def close(self) -> None:
+        with contextlib.suppress(ValueError, OSError):
+            self.flush()

@@ -98,7 +98,7 @@ def _quoted(value: object) -> str:
 
 def make_reranker(config: Config) -> Reranker | None:
     """The configured reranker, or None: nothing is reranked unless `rerank_url` is set."""
-    import os
+    from ..config import env
 
     if not config.rerank_url:
         return None
@@ -107,5 +107,5 @@ def make_reranker(config: Config) -> Reranker | None:
         config.rerank_model,
         config.rerank_api,
         timeout=config.query_timeout,
-        api_key=os.environ.get("MEMSYNC_RERANK_API_KEY"),
+        api_key=env().get("MEMSYNC_RERANK_API_KEY"),
     )

@@ -22,7 +22,7 @@ from ..cli_common import (
     watch_options,
     writer_flags,
 )
-from ..config import Config
+from ..config import Config, resolved_db
 from ..errors import ConfigError, MemsyncError
 from ..redact import redact
 from .listen import (
@@ -149,7 +149,9 @@ def serve(
 
     def action() -> None:
         _web_stack()
-        config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
+        config = resolved_db(
+            _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
+        )
         level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
         _log_to(log_file, level, "watchdog", "uvicorn")
         _serve(config, vault, replace, where, allow_hosts, writable, tls)
@@ -229,7 +231,7 @@ def _answer_the_shell(config: Config, watcher: Watcher | None) -> Relay | None:
 
     cli = click.get_current_context().find_root().command
     if watcher is not None:
-        return answer_the_shell(watcher.location, cli, watcher.wait_ready)
+        return answer_the_shell(watcher.location, cli, watcher)
     try:
         served = locate(config, None)  # as Memory.open finds it
     except MemsyncError as exc:

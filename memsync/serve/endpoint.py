@@ -21,7 +21,7 @@ import sys
 
 TYPE_CHECKING = False  # typing itself would be a tenth of this module's import time
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator, Mapping
     from typing import Any, BinaryIO
 
 CONTROL, STDOUT, STDERR, STDIN, EXIT = range(5)
@@ -319,8 +319,11 @@ def relayed(args: list[str]) -> int | None:
     daemon answers it (none runs, none serves that index, one died): then run it in-process."""
     if not relayable(args) or not _plain_streams():
         return None
+    named = named_file(args, os.getcwd, os.environ)
     try:
         for info in registered():
+            if named is not None and os.path.normpath(str(info.get("index"))) != named:
+                continue  # a daemon of another index: not even asked
             connection = connect(info)
             if connection is None:
                 continue
@@ -334,6 +337,27 @@ def relayed(args: list[str]) -> int | None:
         print("memsync: interrupted", file=sys.stderr)
         return 130
     return None
+
+
+def named_file(args: list[str], cwd: Callable[[], str], env: Mapping[str, str]) -> str | None:
+    """The SQLite file a command's --db (else MEMSYNC_DB) names, absolute from the folder `cwd`
+    gives, as the command's own process would open it; None where it names none (a PostgreSQL
+    URL, or no --db: the vault around the folder) or the folder is gone: the daemon decides."""
+    db = env.get("MEMSYNC_DB")
+    for at, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--db" and at + 1 < len(args):
+            db = args[at + 1]
+        elif arg.startswith("--db="):
+            db = arg[len("--db=") :]
+    if not db or "://" in db:
+        return None
+    path = os.path.expanduser(db)
+    try:
+        return os.path.normpath(path if os.path.isabs(path) else os.path.join(cwd(), path))
+    except OSError:  # the folder was deleted under the shell
+        return None
 
 
 def _plain_streams() -> bool:

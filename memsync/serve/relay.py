@@ -3,11 +3,12 @@
 
 A relayed command runs the CLI itself, in this process, with the client's arguments,
 environment, working folder and streams, so that it prints what a cold process prints, byte for
-byte: only what is slow to start (imports, the model) is warm. The environment and the working
-folder belong to the process, so relayed commands take turns while they set up; an MCP session
-lets the next one in once its server is built. A command for another index, or one that fails
-in a way this process cannot vouch for, is declined before anything reaches the client, which
-then answers it itself.
+byte: only what is slow to start (imports, the model) is warm. The environment and the folder
+travel with the command as a value (memsync.invocation), never set on the process, whose other
+threads (the watcher, the HTTP side) go on with the daemon's own. Relayed commands take turns
+while they set up; an MCP session lets the next one in once its server is built. A command for
+another index, or one that fails in a way this process cannot vouch for, is declined before
+anything reaches the client, which then answers it itself.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import logging
 import os
 import secrets
 import socket
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ..memory import NotServedHere, serving_only
+from ..config import Invocation, on_behalf_of
+from ..memory import NotServedHere, Serving, serving_only
 from ..store.locate import Location
 from .endpoint import (
     CONTROL,
@@ -50,28 +51,13 @@ from .endpoint import (
 )
 from .session import SESSION, Session
 
+if TYPE_CHECKING:
+    from ..sync.watcher import Watcher
+
 Answer = Callable[[list[str], str], None]  # the CLI: arguments, program name; it exits
 
 log = logging.getLogger("memsync.relay")
 TURN_WAIT = 2.0  # seconds a relayed command waits for the one before it, then is declined
-
-
-class _Routed:
-    """sys.stdout, sys.stderr or sys.stdin of this process: a relayed command's own stream on
-    the thread (and tasks) it runs on, the process's everywhere else."""
-
-    def __init__(self, name: str, default: Any) -> None:
-        self._name = name
-        self._default = default
-
-    def _target(self) -> Any:
-        session = SESSION.get()
-        if session is None:
-            return self._default
-        return getattr(session, self._name) or self._default
-
-    def __getattr__(self, attribute: str) -> Any:
-        return getattr(self._target(), attribute)
 
 
 class _SessionLog(logging.Handler):
@@ -89,12 +75,8 @@ def _daemon_only(record: logging.LogRecord) -> bool:
 
 
 @contextlib.contextmanager
-def _routed_streams_and_log() -> Iterator[None]:
-    """While the endpoint is open: the standard streams and memsync's log follow the session."""
-    saved = sys.stdout, sys.stderr, sys.stdin
-    sys.stdout = _Routed("stdout", sys.stdout)
-    sys.stderr = _Routed("stderr", sys.stderr)
-    sys.stdin = _Routed("stdin", sys.stdin)
+def _routed_log() -> Iterator[None]:
+    """While the endpoint is open: memsync's log follows the session."""
     memsync_log = logging.getLogger("memsync")
     level = memsync_log.level
     handlers = [(handler, handler.level) for handler in memsync_log.handlers]
@@ -112,17 +94,18 @@ def _routed_streams_and_log() -> Iterator[None]:
         for handler, handler_level in handlers:
             handler.removeFilter(_daemon_only)
             handler.setLevel(handler_level)
-        sys.stdout, sys.stderr, sys.stdin = saved
 
 
 class Relay:
-    """The endpoint of one daemon, answering for `index` (its Location) with `answer`."""
+    """The endpoint of one daemon, answering for `index` (its Location) with `answer`; a
+    relayed `memsync index` goes to `watcher`, the daemon's writer of that index, if it has one."""
 
-    def __init__(self, index: Location, answer: Answer) -> None:
+    def __init__(self, index: Location, answer: Answer, watcher: Watcher | None = None) -> None:
         self.index = index
         self.answer = answer
+        self.watcher = watcher
         self.fingerprint = fingerprint()
-        self._turn = threading.Lock()  # the process's environment and folder: one at a time
+        self._turn = threading.Lock()  # relayed commands set up one at a time
         self._listener: socket.socket | None = None
         self._registry: Path | None = None
         self._socket: Path | None = None
@@ -152,7 +135,7 @@ class Relay:
                 exc.strerror or exc,
             )
             return self
-        self._routing.enter_context(_routed_streams_and_log())
+        self._routing.enter_context(_routed_log())
         self._accepting = threading.Thread(target=self._accept, name="memsync-relay", daemon=True)
         self._accepting.start()
         log.info("answering this user's memsync commands for %s", self.index)
@@ -280,18 +263,11 @@ class Relay:
     def _run(self, connection: socket.socket, reader: BinaryIO, wanted: dict[str, Any]) -> None:
         session = Session(connection, wanted["streams"])
         token = SESSION.set(session)
+        # the client's environment, folder and streams, for an MCP session it serves too
+        client = Invocation(wanted["env"], Path(wanted["cwd"]), session)
         try:
-            # a turn that stays taken (a relayed index waiting for its vectors) declines this
-            # command: its client answers it in its own process rather than wait behind it
-            taken = self._turn.acquire(timeout=TURN_WAIT)
-            code = self._in_turn(session, reader, wanted) if taken else None
-            if code is not None and session.serve is not None:
-                send_json(connection, CONTROL, {"serving": True})
-                try:
-                    session.serve()  # the MCP session, until the client's stdin closes
-                except Exception:  # noqa: BLE001 - this session ends; the daemon goes on
-                    log.exception("a relayed MCP session failed")
-                    code = 1
+            with on_behalf_of(client):
+                code = self._answered(connection, reader, wanted, session)
         finally:
             SESSION.reset(token)
             if session.stdin is not None:  # served or declined, its pipe is done with
@@ -303,20 +279,36 @@ class Relay:
         )
         send_json(connection, EXIT, {"declined": True} if code is None else {"exit": code})
 
+    def _answered(
+        self, connection: socket.socket, reader: BinaryIO, wanted: dict[str, Any], session: Session
+    ) -> int | None:
+        """The command's exit code, an MCP session served until it ends; None when declined."""
+        # a turn that stays taken (a relayed index waiting for its vectors) declines this
+        # command: its client answers it in its own process rather than wait behind it
+        taken = self._turn.acquire(timeout=TURN_WAIT)
+        code = self._in_turn(session, reader, wanted) if taken else None
+        if code is not None and session.serve is not None:
+            send_json(connection, CONTROL, {"serving": True})
+            try:
+                session.serve()  # the MCP session, until the client's stdin closes
+            except Exception:  # noqa: BLE001 - this session ends; the daemon goes on
+                log.exception("a relayed MCP session failed")
+                code = 1
+        return code
+
     def _in_turn(self, session: Session, reader: BinaryIO, wanted: dict[str, Any]) -> int | None:
-        """The command run as the client's process would (its environment and folder), the
-        turn then given back: its exit code, None when declined."""
+        """The command run as the client's process would, the turn then given back: its exit
+        code, None when declined."""
         try:
-            with _as_client(wanted["env"], wanted["cwd"]):
-                if wanted["args"][0] == "mcp":
-                    session.stdin = _StdinStream(_stdin_from(reader))
-                return self._command(session, wanted["args"], wanted["program"])
+            if wanted["args"][0] == "mcp":
+                session.stdin = _StdinStream(_stdin_from(reader))
+            return self._command(session, wanted["args"], wanted["program"])
         finally:
             self._turn.release()
 
     def _command(self, session: Session, args: list[str], program: str) -> int | None:
         """The command's exit code, None when this process declines it."""
-        only = serving_only.set(self.index)
+        only = serving_only.set(Serving(self.index, self.watcher))
         try:
             self.answer(args, program)
             return 0
@@ -358,21 +350,6 @@ def _exit_code(code: object, session: Session) -> int:
         return code
     session.stderr.write(f"{code}\n")
     return 1
-
-
-@contextlib.contextmanager
-def _as_client(env: dict[str, str], cwd: str) -> Iterator[None]:
-    """The process's environment and working folder as the client's, for one turn."""
-    saved_env, saved_cwd = dict(os.environ), os.getcwd()
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        os.chdir(cwd)
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-        os.chdir(saved_cwd)
 
 
 def _stdin_from(reader: BinaryIO) -> BinaryIO:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -18,6 +18,7 @@ from ..config import (
     RESERVED_NAMES,
     Config,
     checked_name,
+    current,
     data_dir,
     default_db_path,
     is_postgres,
@@ -45,7 +46,8 @@ class Location(Protocol):
 
 @dataclass(frozen=True)
 class SqliteLocation:
-    path: Path
+    path: Path  # absolute wherever a command's --db names it: the process's folder is not its
+    shown: str | None = field(default=None, compare=False)  # the --db as given, for messages
     shared: ClassVar[bool] = False
     rename: ClassVar[str] = "--db"
 
@@ -65,7 +67,7 @@ class SqliteLocation:
         return read_holder(self.path)
 
     def __str__(self) -> str:
-        return str(self.path)
+        return self.shown or str(self.path)
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,15 @@ def for_vault(vault: Path, config: Config) -> Location:
     if config.db and is_postgres(config.db):
         name = checked_name(config.name or default_name(vault))
         return PostgresLocation(config.db, name, config.ef_search)
-    return SqliteLocation(Path(config.db).expanduser() if config.db else default_db_path(vault))
+    return _named_file(config.db) if config.db else SqliteLocation(default_db_path(vault))
+
+
+def _named_file(db: str) -> SqliteLocation:
+    """The SQLite file a --db (or MEMSYNC_DB) names, from the command's own folder (its real
+    path: one file however a client's folder names it), shown as given."""
+    invocation = current()
+    real = Path(os.path.realpath(invocation.path(db)))
+    return SqliteLocation(real, str(invocation.expanded(db)))
 
 
 @dataclass(frozen=True)
@@ -188,10 +198,10 @@ def locate(config: Config, vault: Path | None, cwd: Path | None = None) -> Locat
     if config.db is not None and is_postgres(config.db):
         return _postgres(config)
     if config.db is not None:
-        db = Path(config.db).expanduser()
-        if not db.exists():
-            raise IndexNotFound(f"no index at {db}: run memsync index VAULT --db {db}")
-        return SqliteLocation(db)
+        named = _named_file(config.db)
+        if not named.path.exists():
+            raise IndexNotFound(f"no index at {named}: run memsync index VAULT --db {named}")
+        return named
     if vault is not None:
         db = default_db_path(vault)
         if not db.exists() and not vault.is_dir():
@@ -200,7 +210,7 @@ def locate(config: Config, vault: Path | None, cwd: Path | None = None) -> Locat
             raise IndexNotFound(f"{vault} is not indexed yet: run memsync index {vault}")
         return SqliteLocation(db)
     known = known_indexes()
-    here = os.path.realpath(cwd or Path.cwd())
+    here = os.path.realpath(cwd or current().cwd)
     for entry in known:
         if entry.vault is not None:
             root = os.path.realpath(entry.vault)

@@ -7,12 +7,12 @@ any other machine, a folder at the same path is not the vault.
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import env
 from ..errors import VaultTaken
 
 PATH_KEY = "vault_path"
@@ -22,7 +22,7 @@ HOST_KEY = "vault_host"
 def this_host() -> str:
     """This machine's name as an index records it: MEMSYNC_HOST where the host name is not stable
     (a container's changes with every start), else the host name."""
-    return os.environ.get("MEMSYNC_HOST") or socket.gethostname()
+    return env().get("MEMSYNC_HOST") or socket.gethostname()
 
 
 @dataclass(frozen=True)

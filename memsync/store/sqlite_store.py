@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import fts
-from ..config import make_private_folder
+from ..config import env, make_private_folder
 from ..errors import StoreError, os_reason
 from ..filters import NoteFilter
 from ..vectors import centroid, window_rows
@@ -314,7 +314,7 @@ class SqliteStore(SharedReading):
         return SqliteStore(self.path, create=False)
 
     def _load_vec(self) -> str | None:
-        if os.environ.get("MEMSYNC_DISABLE_VEC"):
+        if env().get("MEMSYNC_DISABLE_VEC"):
             return None
         try:
             self.conn.enable_load_extension(True)

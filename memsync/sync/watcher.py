@@ -54,15 +54,6 @@ MAX_PENDING = 10_000  # distinct paths a batch keeps; past that it is a full rec
 MAX_BACKLOG = 256  # inotify reads watchdog may hold unparsed; past that they are dropped
 FLOOD_LOG_EVERY = 60.0  # seconds between two log lines about a flood of events
 
-# this process's running watchers, by the index each writes
-_ANSWERING: dict[Location, Watcher] = {}
-
-
-def watching(location: Location) -> Watcher | None:
-    """The watcher of this process that writes `location`, from its first reconcile until it
-    stops."""
-    return _ANSWERING.get(location)
-
 
 def _folder_identity(path: Path) -> tuple[int, int] | None:
     """(device, inode) of a folder, None when none is there."""
@@ -165,10 +156,8 @@ class Watcher:
                         )
                         self._embedding.start()
                     self.ready.set()
-                    _ANSWERING[self.location] = self
                     self._loop(syncer, sink)
                 finally:
-                    _ANSWERING.pop(self.location, None)
                     self.stop.set()  # a relayed index still waiting declines
                     self._stop_observer()
                     abandoned = self._stop_embedding()
