@@ -344,7 +344,12 @@ def test_a_token_holds_so_many_mcp_sessions_its_least_recently_used_idle_one_end
         while http.post(f"{url}/mcp", json=MCP_HELLO, headers=headers).status_code == 429:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        assert http.post(f"{url}/mcp", json=ready, headers=second).status_code == 404
+        # one idle session was ended to make room: which one was used last depends on the order
+        # in which the server saw the two streams close
+        after = [
+            http.post(f"{url}/mcp", json=ready, headers=s).status_code for s in (second, third)
+        ]
+        assert sorted(after) == [202, 404]
 
 
 def test_a_token_file_others_could_write_meanwhile_is_a_503_and_one_log_line_not_a_trace(
