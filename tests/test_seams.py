@@ -125,7 +125,7 @@ def test_the_cli_and_the_mcp_server_talk_to_the_library_face_only() -> None:
     relay = {"serve.relay", "serve.session"}
     cli_may = face | relay | {"cli_common", "sync.watcher", "mcp_server", "serve.commands"}
     assert GRAPH["cli"] <= cli_may
-    assert GRAPH["cli_common"] <= face | relay
+    assert GRAPH["cli_common"] <= face
     assert GRAPH["mcp_server"] <= face | {"agent.results", "agent.lending", "agent.stdio"}
     relayed = {"memory", "store.locate", "serve.endpoint", "serve.session"}
     assert GRAPH["serve.relay"] <= relayed | {"config"}  # config: the client's Invocation
@@ -186,7 +186,7 @@ def test_only_the_http_server_imports_starlette_and_uvicorn() -> None:
     assert _importers("uvicorn") == {"serve.runner"}
     outside = set().union(*(GRAPH[name] for name in SOURCES if not name.startswith("serve")))
     used = {name for name in outside if name.startswith("serve")}
-    assert used == {"serve.commands", "serve.relay", "serve.session", "serve.endpoint"}
+    assert used == {"serve.commands", "serve.session", "serve.endpoint"}
 
 
 def test_index_query_and_watch_run_without_the_web_stack(tmp_path: Path) -> None:
