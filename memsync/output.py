@@ -28,8 +28,7 @@ if TYPE_CHECKING:  # the results' shapes: their TypedDicts load typing_extension
         Tree,
         Written,
     )
-    from .links.lookup import NoteLinks
-    from .notes import Lines
+    from .notes import Lines, NoteLinks
     from .search.pipeline import Answer
     from .store.protocols import LinkRow
     from .sync.syncer import Report
