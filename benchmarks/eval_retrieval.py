@@ -43,8 +43,8 @@ from pathlib import Path
 from benchmarks import locomo
 from benchmarks.common import ROOT, SAMPLE_VAULT, start_pgserver
 from memsync.embed.local import LocalEmbedder
-from memsync.evaluate import distinct, novelty_ndcg_at, score_run
 from memsync.filters import note_filter
+from memsync.search.evaluate import distinct, novelty_ndcg_at, score_run
 from memsync.search.options import Options
 from memsync.search.pipeline import Hit, search
 from memsync.store.locate import Location, PostgresLocation, SqliteLocation

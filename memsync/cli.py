@@ -18,7 +18,6 @@ from .cli_common import (
     _log_handler,
     _log_to,
     _Message,
-    answer_the_shell,
     echo,
     number_option,
     run,
@@ -382,7 +381,7 @@ def watch(
             watcher = Watcher.for_vault(config, vault, replace)
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, lambda *_: watcher.request_stop())
-            relay = answer_the_shell(watcher.location, main, watcher)
+            relay = serve_commands.answer_the_shell(watcher.location, main, watcher)
             watcher.run()
         except MemsyncError as exc:
             if log_file:  # whoever reads the log learns why it ends (stderr says it anyway)

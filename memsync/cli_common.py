@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -17,11 +17,6 @@ from .errors import AmbiguousIndex, ConfigError, MemsyncError
 # what `mcp` and `serve` need, as a command that works wherever memsync came from (a clone, not a
 # package index): the SDK that the mcp extra pins in pyproject.toml
 MCP_INSTALL = "pip install 'mcp>=2.3,<3'"
-
-if TYPE_CHECKING:
-    from .serve.relay import Relay
-    from .store.locate import Location
-    from .sync.watcher import Watcher
 
 
 def _fail(exc: MemsyncError) -> None:
@@ -222,38 +217,3 @@ def _log_to(log_file: Path | None, level: int, *others: str) -> Any:
     for name in others:
         logging.getLogger(name).addHandler(handler)
     return memsync_log
-
-
-def _relayed(cli: Any, args: list[str], program: str) -> None:
-    """`cli` run for a relayed command as in its own process, click's own messages (a usage
-    error) on the command's stderr, not this process's; it exits."""
-    try:
-        code = cli.main(args, program, standalone_mode=False)
-    except click.ClickException as exc:
-        exc.show(file=current().stderr)
-        sys.exit(exc.exit_code)
-    except click.Abort:
-        echo("Aborted!", err=True)
-        sys.exit(1)
-    sys.exit(code if isinstance(code, int) else 0)
-
-
-def answer_the_shell(index: Location, cli: Any, watcher: Watcher | None = None) -> Relay:
-    """This user's query, get, status and mcp for `index` (and `memsync index`, which `watcher`,
-    this process's writer of it, runs), answered in this process by `cli`: from now on, or
-    once the watcher holds the index (never if it stops first); until then they run in their
-    own processes."""
-    import threading
-
-    from .serve.relay import Relay
-
-    relay = Relay(index, lambda args, program: _relayed(cli, args, program), watcher)
-    if watcher is None:
-        return relay.start()
-
-    def start() -> None:
-        if watcher.wait_ready():
-            relay.start()
-
-    threading.Thread(target=start, name="memsync-relay-start", daemon=True).start()
-    return relay

@@ -1,6 +1,6 @@
 """`memsync mcp`: the vault as an agent's memory, over MCP on stdio (agent.stdio), or over HTTP
 where serve.http_app mounts it. Each tool validates, makes one call on the library face (memory)
-and renders (output); its structured result has its shape in agent.results. A new tool is a
+and renders (output); its structured result has its shape in memsync.shapes. A new tool is a
 method of MemoryServer and a line of build().
 
 Agent input is untrusted: every path goes through notes.checked_path (inside the vault, a note
@@ -24,10 +24,10 @@ from pydantic import Field
 from . import __version__, output
 from .agent import results, stdio
 from .agent.lending import Connections
-from .agent.results import Links, NoteLines, SearchResult, Tree, Written
 from .config import Config, read_setting
 from .errors import ConfigError, IndexNotFound, MemsyncError
 from .memory import MAX_QUERY_CHARS, Memory, note_request, search_options
+from .shapes import Links, NoteLines, SearchResult, Tree, Written
 
 log = logging.getLogger("memsync.mcp")
 T = TypeVar("T")

@@ -34,9 +34,9 @@ from .errors import (
     VaultTaken,
 )
 from .filters import note_filter, path_globs
+from .notes import MOST_LINKS, Backlink, Named, NoteLinks, checked_path, note_path, note_request
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import NoteRequest as NoteRequest  # re-exported: the faces parse with it
-from .notes import checked_path, note_path, note_request
 from .search.options import SAMPLE_CHUNKS, Options
 from .search.query import query_words
 from .status import gather, glance, vaults_in
@@ -51,7 +51,6 @@ from .vault import IgnoreRules, vault_root
 
 if TYPE_CHECKING:
     from .embedders import Reranker
-    from .links.lookup import NoteLinks
     from .search.pipeline import Answer
     from .sync.watcher import Watcher
 
@@ -337,9 +336,8 @@ class Memory:
         if "[[" not in location:  # a path: the links room is not even imported
             return None
         from .links import sections
-        from .links.lookup import named_note
 
-        named = named_note(self.store, location)
+        named = notes.named_note(self.store, location)
         if named is None:
             return None
         if named.anchor is None:
@@ -353,10 +351,8 @@ class Memory:
     def links(self, note: str) -> NoteLinks:
         """A note's links in the order it writes them, and the lines of other notes that link
         to it; the note given by path or as `[[name]]`."""
-        from .links.lookup import MOST_LINKS, Backlink, Named, NoteLinks, named_note, needs_links
-
-        named = named_note(self.store, note) or Named(self._indexed(note))
-        needs_links(self.store)
+        named = notes.named_note(self.store, note) or Named(self._indexed(note))
+        notes.needs_links(self.store)
         outgoing = self.store.outgoing_links(named.path)
         backlinks = self.store.backlinks(named.path)
         more = [
@@ -376,17 +372,13 @@ class Memory:
 
     def unresolved_links(self) -> list[LinkRow]:
         """Every link that opens no note, by linking note and line."""
-        from .links.lookup import needs_links
-
-        needs_links(self.store)
+        notes.needs_links(self.store)
         return self.store.unresolved_links()
 
     def ambiguous_links(self) -> list[LinkRow]:
         """Every link by a bare name that several notes share, none in the linking note's
         folder, with the note it opens, by linking note and line."""
-        from .links.lookup import needs_links
-
-        needs_links(self.store)
+        notes.needs_links(self.store)
         return self.store.ambiguous_links()
 
     def _indexed(self, note: str) -> str:

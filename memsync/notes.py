@@ -1,5 +1,7 @@
 """A note's lines as a shell or an agent reads them, and the one write memsync makes: an agent's,
-opt-in, atomic (a temporary file in the same folder renamed over the note)."""
+opt-in, atomic (a temporary file in the same folder renamed over the note); the note a user or
+an agent names (a path, or `[[name]]` as a link would write it, an alias accepted), and a note's
+links and backlinks as `links` and memory_links give them."""
 
 from __future__ import annotations
 
@@ -9,12 +11,15 @@ import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import confined, vault
 from .errors import ArgumentError, NoSuchNote, os_reason
 from .text import NOTE_SUFFIXES, as_text, fold, is_hidden, split_lines, unescape_name
 from .vault import SkipFile, read_note
+
+if TYPE_CHECKING:
+    from .store.protocols import LinkRow, StoreReader
 
 MAX_LINES = 400  # lines one read returns
 MAX_BYTES = 64 * 1024  # bytes one read returns
@@ -360,3 +365,62 @@ def _current(place: confined.Place, rel: str) -> tuple[bytes | None, int | None]
         if not place.writable(st):
             raise ArgumentError(f"{rel} is read-only: memsync does not write a read-only note")
         return handle.read(), st.st_mode
+
+
+# -- a note as named, and its links --------------------------------------------------------------
+
+MOST_LINKS = 500  # listed by one answer of each kind: memory_tree's bound
+
+
+@dataclass(frozen=True)
+class Named:
+    """A note as named: its path, and the heading or block asked for."""
+
+    path: str
+    anchor: str | None = None
+
+
+def needs_links(store: StoreReader) -> None:
+    if not store.has_links:
+        raise ArgumentError(
+            "this index was made by an older memsync and holds no links yet: the vault's "
+            "writer must run memsync index or watch first"
+        )
+
+
+def named_note(store: StoreReader, text: str) -> Named | None:
+    """`[[Note]]`, `[[folder/Note#Heading]]`, `[[alias]]`: the note it names (None when the
+    text is not one wikilink); ArgumentError when no note has that name. Of several notes of one
+    name, the one a link from the vault's root would open."""
+    from .links.parse import wikilink_location  # the links room, only once a link is named
+    from .links.resolve import key, name_key, path_key
+
+    asked = wikilink_location(text)
+    if asked is None:
+        return None
+    target, anchor = asked
+    if not target:
+        raise ArgumentError(f"{text} names no note: give [[Note#Heading]] or a path")
+    needs_links(store)
+    by, wanted = ("path", path_key(target)) if "/" in target else ("name", name_key(target))
+    found = store.open_named(by, [wanted]) or store.open_named("alias", [key(target)])
+    if found:
+        return Named(found, anchor)
+    raise ArgumentError(
+        f"no note named {target!r} in the index (by file name, path or alias): memsync query "
+        "--files finds notes by their words"
+    )
+
+
+@dataclass(frozen=True)
+class Backlink:
+    link: LinkRow
+    text: str  # the linking line
+
+
+@dataclass(frozen=True)
+class NoteLinks:
+    path: str
+    outgoing: list[LinkRow]
+    backlinks: list[Backlink]
+    more: str = ""  # what was left out, beyond MOST_LINKS of a kind

@@ -1,5 +1,5 @@
 """Pure renderers: what people read on a terminal, JSON for scripts, and the structured results
-and short texts of the MCP tools, in the shapes agent.results declares."""
+and short texts of the MCP tools, in the shapes `shapes` declares."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from .text import escape_name as escape_name
 from .text import unescape_name as unescape_name
 
 if TYPE_CHECKING:  # the results' shapes: their TypedDicts load typing_extensions, for pydantic
-    from .agent.results import (
+    from .notes import Lines, NoteLinks
+    from .search.pipeline import Answer
+    from .shapes import (
         BacklinkEntry,
         LinkEntry,
         Links,
@@ -28,9 +30,6 @@ if TYPE_CHECKING:  # the results' shapes: their TypedDicts load typing_extension
         Tree,
         Written,
     )
-    from .links.lookup import NoteLinks
-    from .notes import Lines
-    from .search.pipeline import Answer
     from .store.protocols import LinkRow
     from .sync.syncer import Report
 
@@ -327,7 +326,7 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
 
 def search_result(answer: Answer) -> SearchResult:
     """`memsync query --json`'s results, with the fields the tool's schema names and a citation."""
-    from .agent.results import SearchHit
+    from .shapes import SearchHit
 
     hits = []
     for hit in answer.results:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from memsync.evaluate import distinct, mrr_at, ndcg_at, recall_at, score_run
+from memsync.search.evaluate import distinct, mrr_at, ndcg_at, recall_at, score_run
 
 
 def test_metrics_on_a_hand_computed_ranking() -> None:

