@@ -166,3 +166,18 @@ def test_the_json_shapes_shown_are_what_the_commands_print(tmp_path: Path) -> No
     assert printed("index", str(vault), "--provider", "none") == keys(documented_json("index"))
     assert printed("query", "OPS-1432", "--vault", str(vault)) == keys(documented_json("query"))
     assert printed("status", "--vault", str(vault)) == keys(documented_json("status"))
+
+
+def test_the_development_page_names_every_module() -> None:
+    """docs/development.md's table is the map of the house: a module it does not name is a room
+    nobody was shown."""
+    page = (ROOT / "docs" / "development.md").read_text()
+    package = ROOT / "memsync"
+    unnamed = [
+        module.relative_to(package).as_posix()
+        for module in sorted(package.rglob("*.py"))
+        if module.name != "__init__.py"
+        and f"`{module.relative_to(package).as_posix()}`" not in page
+        and f"`{module.name}`" not in page
+    ]
+    assert unnamed == []
