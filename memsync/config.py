@@ -353,7 +353,8 @@ def _coerce(name: str, raw: Any, kind: Any) -> Any:
             return tuple(utf8_text(t, f"setting {name}:", (name,)) for t in texts if t)
         return utf8_text(str(raw), f"setting {name}:", (name,))
     except ValueError as exc:
-        wanted = KIND_WORDS.get(kind.split()[0].rstrip(" |"), kind.split()[0])
+        written = kind.split()[0]  # "int | None" -> "int"
+        wanted = KIND_WORDS.get(written, written)
         raise ConfigError(f"setting {name}: cannot read {raw!r} as {wanted}") from exc
 
 
