@@ -195,8 +195,11 @@ class Guard:
 
             async def watch() -> None:
                 nonlocal revoked
-                while self._still(token):
+                # just checked on the way in: the next look is a second from now
+                while True:
                     await anyio.sleep(REVOKED_WITHIN)
+                    if not self._still(token):
+                        break
                 revoked = True
                 group.cancel_scope.cancel()
 
@@ -303,13 +306,13 @@ class Guard:
         form's body (POST, never its query) becomes a session cookie bound to the page's folder,
         and a redirect to the page, on this server, without the token."""
         method = scope.get("method")
-        query = urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"))
         if method == "POST":
             form, too_large = await _form(scope, receive)
             if too_large:
                 return login_form(413, "That form is too large for a token.")
             secret, kept = form.get("token", ""), []
         elif method in ("GET", "HEAD"):
+            query = urllib.parse.parse_qsl(scope.get("query_string", b"").decode("latin-1"))
             asked = dict(query)
             if "token" not in asked:
                 return login_form(200, "")

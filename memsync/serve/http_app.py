@@ -214,24 +214,23 @@ class McpRoute:
             log.info("ended the least recently used idle MCP session of %s", token.name)
             await self._end(manager, idle, scope)
         self.opening[key] += 1
-        counted, opened = True, None
+        opened: str | None = None  # the session this answer opened: counted in `held` from then
 
         async def noting(message: Message) -> None:
-            nonlocal counted, opened
+            nonlocal opened
             if message["type"] == "http.response.start" and message["status"] < 400:
                 opened = Headers(raw=message["headers"]).get(SESSION_HEADER)
                 if opened is not None:
                     self.opening[key] -= 1
-                    counted = False
                     held[opened] = 1  # this answer is in flight
             await send(message)
 
         try:
             await manager.handle_request(scope, receive, noting)
         finally:
-            if counted:
+            if opened is None:
                 self.opening[key] -= 1
-            if opened is not None and opened in held:
+            elif opened in held:
                 held[opened] -= 1
 
     async def _within(

@@ -98,7 +98,7 @@ def is_loopback(host: str) -> bool:
 
 def allowed_hosts(listen: Listen, others: tuple[str, ...]) -> frozenset[str]:
     """The names a Host header may give: loopback's, the --listen host's, --allow-host's."""
-    named = {listen.host} if listen.host not in ("0.0.0.0", "::") else set()
+    named = {listen.host} if listen.host not in WILDCARDS else set()
     return frozenset(LOOPBACK_NAMES | named | {host.strip().lower().strip("[]") for host in others})
 
 
