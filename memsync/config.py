@@ -63,12 +63,14 @@ class Invocation:
 
 
 _CLIENT: ContextVar[Invocation | None] = ContextVar("memsync_invocation", default=None)
+# this process's own command: its environment read live, its folder found when a path is used
+_OWN = Invocation(os.environ, Path(os.curdir))
 
 
 def current() -> Invocation:
     """The command being run here: a relayed client's, else this process's own (read, never
     written)."""
-    return _CLIENT.get() or Invocation(os.environ, Path(os.curdir))
+    return _CLIENT.get() or _OWN
 
 
 def env() -> Mapping[str, str]:

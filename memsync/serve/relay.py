@@ -105,7 +105,9 @@ class Relay:
         self.answer = answer
         self.watcher = watcher
         self.fingerprint = fingerprint()
-        self._turn = threading.Lock()  # relayed commands set up one at a time
+        # one relayed command at a time: a relayed `index` holds it until its vectors are done,
+        # and a command that cannot have it within TURN_WAIT runs in its own process instead
+        self._turn = threading.Lock()
         self._listener: socket.socket | None = None
         self._registry: Path | None = None
         self._socket: Path | None = None
