@@ -105,7 +105,7 @@ def vault_root(path: str | os.PathLike[str]) -> Path:
     """The vault's real path, from the command's own folder (messages name it as given)."""
     invocation = current()
     given = invocation.expanded(path)
-    root = invocation.cwd / given
+    root = invocation.path(path)
     if not root.exists():
         raise VaultError(f"vault not found: {given}")
     if not root.is_dir():

@@ -328,7 +328,8 @@ def free_port() -> int:
 def as_nobody(action: Callable[[], object]) -> str:
     """What `action` returns (or raises), run in a forked child as uid and gid 65534: the tests
     run as root in CI, and root may read and write everything."""
-    import os
+    import encodings.utf_8_sig  # noqa: F401 - notes are read with it; the child, as nobody,
+    import os  # could not import it from an interpreter installed under /root
 
     reader, writer = os.pipe()
     pid = os.fork()

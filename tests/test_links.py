@@ -80,6 +80,12 @@ def test_a_fence_ends_and_the_links_after_it_keep_their_lines() -> None:
     assert _found(text) == [(5, "link", "Heron", None)]
 
 
+def test_a_fence_in_a_note_saved_with_crlf_ends_too() -> None:
+    """Its closing line is "```\r" once split at \n: the links after it were all dropped."""
+    text = "```\r\n[[inside]]\r\n```\r\n\r\nafter [[Heron]]\r\n"
+    assert _found(text) == [(5, "link", "Heron", None)]
+
+
 def test_lines_end_at_a_lone_carriage_return_as_get_numbers_them() -> None:
     """A note saved with classic Mac line ends (\r alone), or mixed ones: its links' lines are
     the lines `get` and query cite, not all line 1."""

@@ -99,7 +99,7 @@ def _without_fences(text: str) -> str:
             if opened is None or number == len(lines) - 1:  # an opening line ends with \n
                 continue
             fence = opened.group(1)
-        elif line.lstrip(" \t>").rstrip(" \t") == fence:
+        elif line.lstrip(" \t>").rstrip(" \t\r") == fence:  # a \r\n note's line keeps its \r
             fence = None
         lines[number] = " " * len(line)
     return "\n".join(lines)
