@@ -33,3 +33,17 @@ def test_a_file_others_may_read_or_that_holds_no_name_is_refused_in_one_line(
         page_prefix(tmp_path)
     os.unlink(tmp_path / PREFIX_FILE)
     assert page_prefix(tmp_path) != "/../../etc"
+
+
+@pytest.mark.parametrize("kind", ["link", "pipe"])
+def test_a_link_or_a_pipe_in_the_file_s_place_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    """Not followed, and not waited on: a pipe there would have held `serve` at its start."""
+    target = tmp_path / "elsewhere"
+    target.write_text("Pp1dlmLNaWqTNJ-Yt0mG2w\n")
+    target.chmod(0o600)
+    if kind == "link":
+        (tmp_path / PREFIX_FILE).symlink_to(target)
+    else:
+        os.mkfifo(tmp_path / PREFIX_FILE, 0o600)
+    with pytest.raises(StoreError, match="remove it"):
+        page_prefix(tmp_path)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..config import make_private_folder
 from ..errors import StoreError
+from .tokens import FILE_FLAGS
 
 PREFIX_FILE = "page-prefix"
 SHAPE = re.compile(r"[A-Za-z0-9_-]{22,86}")  # token_urlsafe(16): 128 random bits
@@ -56,14 +57,17 @@ def _make(path: Path) -> None:
 
 
 def _read(path: Path) -> str:
-    try:
-        with open(path, encoding="ascii", errors="replace") as file:
+    try:  # as the token file is opened: no link followed, no wait on a pipe in its place
+        with open(os.open(path, FILE_FLAGS), encoding="ascii", errors="replace") as file:
             found = os.fstat(file.fileno())
-            name = file.read().strip()
+            name = file.read().strip() if stat.S_ISREG(found.st_mode) else ""
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise StoreError(f"cannot read the page's folder name in {path}: {exc.strerror}") from exc
+        raise StoreError(
+            f"cannot read the page's folder name in {path}: {exc.strerror} (remove it: a new "
+            "name is made at the next start)"
+        ) from exc
     if found.st_uid != os.geteuid() or stat.S_IMODE(found.st_mode) & 0o077:
         raise StoreError(
             f"{path} must be this user's and readable by no one else: remove it (a new name is "
