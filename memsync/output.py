@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .notes import citation
-from .store.lock import EMBEDDING_WRITERS
+from .store.lock import embedding_now
 
 # the faces print names and text through output: these are theirs to use
 from .text import escape_controls as escape_controls
@@ -187,10 +187,9 @@ def _sync_state(facts: dict[str, Any], notes_on: str) -> str:
     if behind:
         parts.append("notes on disk differ from the index (" + ", ".join(behind) + ")")
     if facts["chunks_pending"]:
-        role = (facts["writer"] or {}).get("role")
-        embedding = f" (a running memsync {role} is embedding them)"
+        who = embedding_now((facts["writer"] or {}).get("role"))
         waiting = f"{facts['chunks_pending']} chunks without vectors"
-        parts.append(waiting + (embedding if role in EMBEDDING_WRITERS else ""))
+        parts.append(waiting + (f" ({who})" if who else ""))
     return "behind: " + "; ".join(parts)
 
 

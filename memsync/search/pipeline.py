@@ -17,7 +17,7 @@ from .. import fts
 from ..config import data_dir
 from ..embedders import Embedder
 from ..errors import EmbeddingError, StoreError
-from ..store.lock import EMBEDDING_WRITERS
+from ..store.lock import embedding_now
 from ..store.protocols import ChunkRow, StoreReader
 from .calibration import calibrate_bm25, coverage, glossed_coverage, is_exact, named
 from .glossary import segments, shared_glossary, translations, unavailable, written_in_capitals
@@ -159,10 +159,7 @@ def ranked(
 def waiting_notice(waiting: int, writer: str | None) -> str:
     """Chunks with no vector yet, and who embeds them: the command writing the index now where
     it is one that embeds, else how to."""
-    if writer in EMBEDDING_WRITERS:
-        who = f"a running memsync {writer} is embedding them"
-    else:
-        who = "memsync index (or a running watch) embeds them"
+    who = embedding_now(writer) or "memsync index (or a running watch) embeds them"
     return f"{waiting} chunks have no vector yet and are found by keyword only: {who}"
 
 

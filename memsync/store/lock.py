@@ -61,6 +61,12 @@ def lock_path(db: Path) -> Path:
 QUERY_REFRESH = "query-refresh"  # the role of a query that brings the text up to date
 WATCHERS = ("watch", "serve")  # the roles of a process that keeps the index in step
 EMBEDDING_WRITERS = (*WATCHERS, "index")  # the roles of a writer that embeds as it goes
+
+
+def embedding_now(role: str | None) -> str | None:
+    """Who is giving waiting chunks their vectors now, as status and a query's note say it: the
+    command writing the index, where it is one that embeds."""
+    return f"a running memsync {role} is embedding them" if role in EMBEDDING_WRITERS else None
 REFRESH_WAIT = 120.0  # seconds a writer waits for a query's refresh (text only: seconds at most)
 
 
