@@ -156,14 +156,25 @@ class NoteRequest:
     as_printed: bool = False
 
     @property
+    def link(self) -> tuple[str, str | None] | None:
+        """(the note's name, its anchor) where the request is one wikilink, read as `get` reads
+        it; a path's request never loads the links room."""
+        if "[[" not in self.written:
+            return None
+        from .links.parse import wikilink_location
+
+        return wikilink_location(self.written)
+
+    @property
     def is_link(self) -> bool:
-        return "[[" in self.written and self.written.rstrip().endswith("]]")
+        return self.link is not None
 
     @property
     def whole_note(self) -> bool:
         """Asks for a whole note: no lines, no section."""
-        if self.is_link:
-            return "#" not in self.written
+        link = self.link
+        if link is not None:
+            return link[1] is None
         return self.start is None and self.end is None and parse_location(self.written)[1] is None
 
     def readings(self) -> list[tuple[str, int | None, int | None]]:

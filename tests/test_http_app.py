@@ -397,6 +397,7 @@ def _marked(page: str) -> list[int]:
         ("tech/redis.md:1-3", (1, 3)),
         ("[[redis]]", None),
         ("[[tech/redis]]", None),
+        ("[[redis|see #3]]", None),  # a # in the shown text names no section
         ("[[Redis#Redis]]", (1, 3)),
         ("[[2026-11-02#Monday]]", (4, 6)),
     ],
