@@ -67,6 +67,8 @@ def embedding_now(role: str | None) -> str | None:
     """Who is giving waiting chunks their vectors now, as status and a query's note say it: the
     command writing the index, where it is one that embeds."""
     return f"a running memsync {role} is embedding them" if role in EMBEDDING_WRITERS else None
+
+
 REFRESH_WAIT = 120.0  # seconds a writer waits for a query's refresh (text only: seconds at most)
 
 
