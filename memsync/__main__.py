@@ -5,12 +5,12 @@ import sys
 
 
 def main() -> None:
-    from memsync.serve.endpoint import relayed
+    from memsync.daemon.endpoint import relayed
 
     code = relayed(sys.argv[1:])
     if code is not None:
         sys.exit(code)
-    from memsync.cli import main as cli
+    from memsync.cli.commands import main as cli
 
     cli()
 

@@ -21,7 +21,7 @@ from .text import as_text, is_utf8
 
 # -- whose command this is ------------------------------------------------------------------------
 # A command in a process of its own reads its process's environment and folder and writes to its
-# standard streams. One a daemon runs for this user's shell (serve/relay.py) has its client's,
+# standard streams. One a daemon runs for this user's shell (daemon/relay.py) has its client's,
 # set for the thread (and the tasks it starts) that runs it, while the daemon's own threads (the
 # watcher, the HTTP side, other clients' commands) go on with the daemon's: nothing in memsync
 # writes the process's environment, changes its folder or replaces its streams.

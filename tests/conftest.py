@@ -387,7 +387,7 @@ def cli(
     traceback fails the test."""
     from click.testing import CliRunner
 
-    from memsync.cli import main
+    from memsync.cli.commands import main
 
     ran = CliRunner().invoke(
         main, list(args), env={"MEMSYNC_HOST": host, **(env or {})}, catch_exceptions=False
@@ -461,7 +461,7 @@ def indexed(tmp_path: Path) -> tuple[Path, Path]:
     """agent_vault indexed keyword-only: (vault, index file)."""
     from click.testing import CliRunner
 
-    from memsync.cli import main
+    from memsync.cli.commands import main
 
     vault = agent_vault(tmp_path / "notes")
     db = tmp_path / "i.sqlite"

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import EmbeddingServer, memsync, write
 
-from memsync.cli import main
+from memsync.cli.commands import main
 from memsync.config import data_dir
 
 

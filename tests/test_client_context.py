@@ -25,9 +25,9 @@ from memsync.config import (
     on_behalf_of,
     resolved_db,
 )
-from memsync.serve import endpoint
-from memsync.serve.tokens import Tokens
+from memsync.daemon import endpoint
 from memsync.store.origin import this_host
+from memsync.web.tokens import Tokens
 
 
 def _vault(folder: Path, word: str, port: str) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from memsync.cli import main
+from memsync.cli.commands import main
 from memsync.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent

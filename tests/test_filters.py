@@ -167,9 +167,9 @@ def test_a_thousand_filters_answer_through_the_cli_the_http_api_and_mcp(
     from test_mcp import calls
     from test_serve import serving
 
-    from memsync.cli import main
+    from memsync.cli.commands import main
     from memsync.config import load_config
-    from memsync.serve.tokens import Tokens
+    from memsync.web.tokens import Tokens
 
     _, db = indexed
     elsewhere = [f"elsewhere-{n}/" for n in range(999)]

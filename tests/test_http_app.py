@@ -19,14 +19,14 @@ from conftest import EmbeddingServer, write
 from mcp.server.mcpserver.exceptions import ToolError
 from starlette.testclient import TestClient
 
-from memsync.cli import main
+from memsync.agent.server import MemoryServer
+from memsync.cli.commands import main
 from memsync.config import load_config
-from memsync.mcp_server import MemoryServer
 from memsync.memory import Memory
-from memsync.serve.guard import MAX_SESSIONS, SESSION_IDLE, Sessions
-from memsync.serve.http_app import MAX_BODY, make_app
-from memsync.serve.listen import cookie_name
-from memsync.serve.tokens import Token, Tokens
+from memsync.web.app import MAX_BODY, make_app
+from memsync.web.guard import MAX_SESSIONS, SESSION_IDLE, Sessions
+from memsync.web.listen import cookie_name
+from memsync.web.tokens import Token, Tokens
 
 COOKIE = cookie_name(8631)
 PAGE = "/Pp1dlmLNaWqTNJ-Yt0mG2w"  # the page's folder (prefix.py makes one per installation)

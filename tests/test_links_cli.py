@@ -12,7 +12,7 @@ import pytest
 from conftest import cli, free_port, memsync, older_index, write
 from test_serve_cli import _wait_until_served, serve
 
-from memsync.serve.tokens import Tokens
+from memsync.web.tokens import Tokens
 
 DESIGN = "projects/Heron sync design.md"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memsync.errors import ConfigError
-from memsync.serve.listen import (
+from memsync.web.listen import (
     DEFAULT_PORT,
     Listen,
     allowed_hosts,

@@ -23,7 +23,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import memsync
-from memsync.cli import main
+from memsync.cli.commands import main
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -80,8 +80,8 @@ def in_process(
     `settings` as `memsync mcp` takes them (name, protect)."""
     from mcp.server.mcpserver.exceptions import ToolError
 
+    from memsync.agent.server import MemoryServer
     from memsync.config import load_config
-    from memsync.mcp_server import MemoryServer
     from memsync.memory import Memory
 
     config = load_config(db=str(db), **settings)

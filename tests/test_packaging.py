@@ -30,7 +30,7 @@ def test_the_wheel_ships_every_module_and_each_imports(tmp_path: Path) -> None:
     shipped = {n for n in files if n.endswith(".py")}
     in_checkout = {str(p.relative_to(ROOT)) for p in (ROOT / "memsync").rglob("*.py")}
     assert shipped == in_checkout
-    assets = {str(p.relative_to(ROOT)) for p in (ROOT / "memsync/serve/assets").iterdir()}
+    assets = {str(p.relative_to(ROOT)) for p in (ROOT / "memsync/web/assets").iterdir()}
     assert assets and assets <= files  # the search page's stylesheet and icon: package data
     names = (name[:-3].replace("/", ".").removesuffix(".__init__") for name in shipped)
     modules = sorted(name for name in names if name != "memsync.__main__")  # it runs the CLI
@@ -49,7 +49,7 @@ def test_the_wheel_ships_every_module_and_each_imports(tmp_path: Path) -> None:
 
 def test_the_install_hint_for_mcp_names_the_sdk_the_extra_pins() -> None:
     """memsync is not on a package index, so `mcp` and `serve` name the SDK itself."""
-    from memsync.cli_common import MCP_INSTALL
+    from memsync.cli.common import MCP_INSTALL
 
     if sys.version_info >= (3, 11):
         import tomllib

@@ -16,13 +16,13 @@ import pytest
 from conftest import SAMPLE_VAULT, write
 from starlette.testclient import TestClient
 
+from memsync.agent.server import MemoryServer
 from memsync.config import Config, load_config
-from memsync.mcp_server import MemoryServer
 from memsync.memory import Memory, index
-from memsync.serve import page
-from memsync.serve.http_app import make_app
-from memsync.serve.page_routes import POLICY, notice
-from memsync.serve.tokens import Tokens
+from memsync.web import page
+from memsync.web.app import make_app
+from memsync.web.page_routes import POLICY, notice
+from memsync.web.tokens import Tokens
 
 MARKUP = "A note with <script>alert(1)</script> and <b>bold</b> in it."
 PAGE = "/Pp1dlmLNaWqTNJ-Yt0mG2w"  # the page's folder: the client's addresses are relative to it

@@ -24,7 +24,7 @@ import pytest
 from conftest import MCP_HELLO, SAMPLE_VAULT, write
 from test_page import MARKUP
 
-from memsync.serve.prefix import page_prefix
+from memsync.web.prefix import page_prefix
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import EmbeddingServer, HashEmbedder, drop_vault, write
 
-from memsync.cli import main
+from memsync.cli.commands import main
 from memsync.errors import LockError, MemsyncError, StoreError
 from memsync.filters import NoteFilter, note_filter
 from memsync.redact import UNREADABLE, redact, scrub

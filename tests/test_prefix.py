@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memsync.errors import StoreError
-from memsync.serve.prefix import PREFIX_FILE, page_prefix
+from memsync.web.prefix import PREFIX_FILE, page_prefix
 
 
 def test_the_folder_is_made_once_private_and_kept(tmp_path: Path) -> None:

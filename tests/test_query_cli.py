@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from conftest import EmbeddingServer, memsync, write
 from test_fts import HOSTILE
 
-from memsync.cli import main
+from memsync.cli.commands import main
 from memsync.config import data_dir
 
 

@@ -31,13 +31,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from memsync.config import current
-from memsync.serve import endpoint
-from memsync.serve.prefix import page_prefix
-from memsync.serve.relay import Relay
-from memsync.serve.tokens import Tokens
+from memsync.daemon import endpoint
+from memsync.daemon.relay import Relay
 from memsync.store.locate import SqliteLocation
+from memsync.web.prefix import page_prefix
+from memsync.web.tokens import Tokens
 
-IN_PROCESS = "import sys; from memsync.cli import main; main(prog_name='python -m memsync')"
+IN_PROCESS = "import sys; from memsync.cli.commands import main; main(prog_name='python -m memsync')"
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -226,8 +226,15 @@ def test_the_client_imports_neither_click_nor_numpy_nor_the_store(
     imported = {line.split("|")[-1].strip() for line in done.stderr.decode().splitlines()}
     assert done.returncode == 0 and printed in done.stdout
     assert daemon.relayed() == [(args[0], "0")]
-    assert "memsync.serve.endpoint" in imported
-    assert not imported & {"click", "numpy", "apsw", "memsync.cli", "memsync.memory", "httpx"}
+    assert "memsync.daemon.endpoint" in imported
+    assert not imported & {
+        "click",
+        "numpy",
+        "apsw",
+        "memsync.cli.commands",
+        "memsync.memory",
+        "httpx",
+    }
 
 
 def _untimed(outcome: tuple[int, bytes, bytes]) -> tuple[int, bytes, bytes]:
@@ -658,7 +665,7 @@ def test_a_command_that_waits_too_long_for_its_turn_is_answered_by_its_own_proce
 ) -> None:
     """A relayed command holding the turn (a relayed index waiting for its vectors) makes the
     next one decline after TURN_WAIT rather than wait behind it."""
-    from memsync.serve import relay as relay_module
+    from memsync.daemon import relay as relay_module
 
     monkeypatch.setattr(relay_module, "TURN_WAIT", 0.2)
     slow = threading.Thread(target=endpoint.relayed, args=(["query", "slow"],))
@@ -787,7 +794,7 @@ def test_over_a_loopback_port_a_client_without_the_secret_is_not_answered(
 def test_over_a_loopback_port_a_peer_that_says_nothing_is_not_waited_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memsync.serve import relay as relay_module
+    from memsync.daemon import relay as relay_module
 
     monkeypatch.setattr(relay_module, "HELLO_TIMEOUT", 0.2)
     monkeypatch.delattr(socket, "AF_UNIX")
@@ -806,7 +813,7 @@ def test_over_a_loopback_port_a_frame_larger_than_a_handshake_is_not_read(
 ) -> None:
     """Any local user may reach a loopback port: a peer not proven yet that announces a frame
     larger than a nonce (or than a command) is hung up on, not read into the daemon's memory."""
-    from memsync.serve import relay as relay_module
+    from memsync.daemon import relay as relay_module
 
     monkeypatch.setattr(relay_module, "HELLO_TIMEOUT", 3600)  # only the size may end it
     monkeypatch.delattr(socket, "AF_UNIX")

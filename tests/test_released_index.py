@@ -70,7 +70,10 @@ def _vault(root: Path) -> Path:
 COMMANDS = """
 import json, sys
 from click.testing import CliRunner
-from memsync.cli import main
+try:
+    from memsync.cli.commands import main
+except ImportError:  # a release before the faces had rooms
+    from memsync.cli import main
 outputs = []
 for args in json.loads(sys.argv[1]):
     result = CliRunner().invoke(main, args)

@@ -107,8 +107,8 @@ def test_the_import_graph_has_no_circle() -> None:
     assert typed == [], typed
 
 
-# the faces: the CLI, the MCP server and the rooms only they use, the HTTP server and the relay
-FACES = {"__main__", "cli", "cli_common", "mcp_server", "agent", "serve"}
+# the faces, a room each: the shell's (cli), MCP's (agent), HTTP's (web) and the daemon's
+FACES = {"__main__", "cli", "agent", "web", "daemon"}
 
 
 def _room(module: str) -> str:
@@ -127,25 +127,22 @@ def rooms_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
 def test_no_two_rooms_import_each_other_and_nothing_below_the_faces_imports_one() -> None:
     """As the type checker sees them (function-level and type-only imports count): no circle of
-    rooms, and nothing under the faces imports one; cli_common nothing of serve/, links/ (pure
-    rules) nothing of store/, output nothing of agent/."""
+    rooms, and nothing under the faces imports one; links/ (pure rules) nothing of store/."""
     rooms = rooms_graph(TYPED_GRAPH)
     circular = sorted(room for room in rooms if room in _reachable(room, rooms))
     assert circular == [], circular
     upward = {room: found & FACES for room, found in rooms.items() if room not in FACES}
     assert {room: found for room, found in upward.items() if found} == {}
-    assert "serve" not in rooms["cli_common"]
     assert "store" not in rooms["links"]
-    assert "agent" not in rooms["output"]
 
 
 def test_the_rooms_graph_sees_function_level_and_type_only_imports() -> None:
     source = (
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..agent.results import T\n"
-        "def f():\n    from ..serve.relay import Relay\n"
+        "def f():\n    from ..daemon.relay import Relay\n"
     )
     graph = {"links.parse": imports_of(source, "links.parse", type_only=True)[0]}
-    assert rooms_graph(graph) == {"links": {"agent", "serve"}}
+    assert rooms_graph(graph) == {"links": {"agent", "daemon"}}
 
 
 def test_the_graph_resolves_relative_imports_and_skips_type_checking_ones() -> None:
@@ -161,24 +158,31 @@ def test_the_graph_resolves_relative_imports_and_skips_type_checking_ones() -> N
     assert "search.ranking" in imports_of(source, "search.options", type_only=True)[0]
 
 
-def test_the_cli_and_the_mcp_server_talk_to_the_library_face_only() -> None:
-    face = {"memory", "output", "config", "errors"}
-    relay = {"serve.relay", "serve.session"}
-    cli_may = face | relay | {"cli_common", "sync.watcher", "mcp_server", "serve.commands"}
-    assert GRAPH["cli"] <= cli_may
-    assert GRAPH["cli_common"] <= face
-    agent = {"shapes", "agent.results", "agent.lending", "agent.stdio"}
-    assert GRAPH["mcp_server"] <= face | agent
-    relayed = {"memory", "store.locate", "serve.endpoint", "serve.session"}
-    assert GRAPH["serve.relay"] <= relayed | {"config"}  # config: the client's Invocation
+# below the faces, what they may use: the library face and its values (memory, output and its
+# shapes, config, errors), and for the daemon the engine it runs (the watcher) and the address of
+# the index it serves (store.locate)
+LIBRARY_FACE = {"memory", "output", "shapes", "config", "errors", "redact"}
+DAEMON_ENGINE = {"sync.watcher", "store.locate"}
+
+
+def test_the_faces_stand_on_the_library_face_only() -> None:
+    for name, targets in GRAPH.items():
+        if _room(name) in FACES:
+            below = {t for t in targets if _room(t) not in FACES}
+            assert below <= LIBRARY_FACE | DAEMON_ENGINE, (name, below)
+    assert GRAPH["cli.common"] <= LIBRARY_FACE
+    agent = {t for t in SOURCES if t.startswith("agent.")}
+    assert GRAPH["agent.server"] <= LIBRARY_FACE | agent
+    relayed = {"memory", "config", "store.locate", "daemon.endpoint", "daemon.session"}
+    assert GRAPH["daemon.relay"] <= relayed  # config: the client's Invocation
 
 
 def test_the_shells_client_path_is_the_standard_library_alone() -> None:
     """`memsync query` imports the entry and the endpoint before it knows whether a daemon
     answers: nothing of memsync's own beyond them, no third-party library."""
-    for name in ("__main__", "serve.endpoint", "serve.session"):
+    for name in ("__main__", "daemon.endpoint", "daemon.session"):
         modules, libraries = imports_of(SOURCES[name], name)
-        assert modules <= {"serve.endpoint", "cli"}, (name, modules)
+        assert modules <= {"daemon.endpoint", "cli.commands"}, (name, modules)
         assert libraries <= set(sys.stdlib_module_names), (name, libraries)
 
 
@@ -197,7 +201,7 @@ def test_outside_the_store_only_its_protocols_locate_lock_and_origin_are_used() 
 
 
 def test_only_the_cli_modules_import_click() -> None:
-    assert _importers("click") == {"cli", "cli_common", "serve.commands"}
+    assert _importers("click") == {"cli.commands", "cli.common", "cli.serving"}
 
 
 def test_only_the_http_seam_of_the_embedders_imports_httpx() -> None:
@@ -215,20 +219,25 @@ def test_only_the_watcher_imports_watchdog() -> None:
 
 
 def test_only_the_mcp_server_and_the_http_server_import_mcp() -> None:
-    assert _importers("mcp") == {"mcp_server", "agent.stdio", "serve.http_app", "serve.guard"}
+    assert _importers("mcp") == {"agent.server", "agent.stdio", "web.app", "web.guard"}
 
 
 # the HTTP server: its routes, the page's, its door and its runner; nothing else imports the web
-# stack (the page's HTML is made in serve.page, which imports none)
-HTTP = {"serve.http_app", "serve.page_routes", "serve.guard", "serve.runner"}
+# stack (the page's HTML is made in web.page, which imports none)
+HTTP = {"web.app", "web.page_routes", "web.guard", "daemon.runner"}
 
 
 def test_only_the_http_server_imports_starlette_and_uvicorn() -> None:
     assert _importers("starlette") == HTTP
-    assert _importers("uvicorn") == {"serve.runner"}
-    outside = set().union(*(GRAPH[name] for name in SOURCES if not name.startswith("serve")))
-    used = {name for name in outside if name.startswith("serve")}
-    assert used == {"serve.commands", "serve.session", "serve.endpoint"}
+    assert _importers("uvicorn") == {"daemon.runner"}
+    users = {
+        name
+        for name, targets in GRAPH.items()
+        if _room(name) != "web"
+        for t in targets
+        if _room(t) == "web"
+    }
+    assert users == {"cli.serving", "daemon.runner"}
 
 
 def test_index_query_and_watch_run_without_the_web_stack(tmp_path: Path) -> None:
@@ -240,7 +249,7 @@ def test_index_query_and_watch_run_without_the_web_stack(tmp_path: Path) -> None
     vault.mkdir()
     (vault / "a.md").write_text("# A\n\nhello there\n")
     code = (
-        "import sys\nfrom memsync.cli import main\n"
+        "import sys\nfrom memsync.cli.commands import main\n"
         "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
         "import memsync.sync.watcher\n"
         "web = sorted({m.split('.')[0] for m in sys.modules} & {'starlette', 'uvicorn', 'mcp'})\n"
@@ -288,7 +297,7 @@ def test_a_no_op_sync_imports_no_numpy() -> None:
     import subprocess
 
     code = (
-        "import sys, memsync.cli, memsync.sync.syncer, memsync.store.protocols, memsync.vault, "
+        "import sys, memsync.cli.commands, memsync.sync.syncer, memsync.store.protocols, memsync.vault, "
         "memsync.store.lock; print('numpy' in sys.modules)"
     )
     result = subprocess.run(
@@ -423,8 +432,8 @@ def test_at_most_five_functions_are_over_sixty_code_lines_and_each_says_why() ->
 
 
 def test_the_search_pages_html_is_made_by_pure_renderers() -> None:
-    """serve.page makes the page's HTML from values: no web framework, no store, no face."""
-    ours, others = imports_of(SOURCES["serve.page"], "serve.page")
+    """web.page makes the page's HTML from values: no web framework, no store, no face."""
+    ours, others = imports_of(SOURCES["web.page"], "web.page")
     assert ours <= {"config", "errors", "output"}, ours
     assert others <= set(sys.stdlib_module_names), others
 

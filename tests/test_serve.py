@@ -25,14 +25,14 @@ from mcp.client.streamable_http import streamable_http_client
 from test_mcp import call_each, calls, server_info
 
 import memsync
-from memsync.cli import main
+from memsync.agent.server import MemoryServer
+from memsync.cli.commands import main
 from memsync.config import Config, load_config
-from memsync.mcp_server import MemoryServer
+from memsync.daemon.runner import bind, uvicorn_server
 from memsync.memory import Memory
-from memsync.serve.http_app import make_app
-from memsync.serve.listen import Listen
-from memsync.serve.runner import bind, uvicorn_server
-from memsync.serve.tokens import Tokens
+from memsync.web.app import make_app
+from memsync.web.listen import Listen
+from memsync.web.tokens import Tokens
 
 PAGE = "/Pp1dlmLNaWqTNJ-Yt0mG2w"  # the page's folder (prefix.py makes one per installation)
 
@@ -261,7 +261,7 @@ def test_a_token_file_the_server_may_only_read_still_admits_its_tokens(
         def refused(*_: object) -> None:
             raise PermissionError(errno.EACCES, "Permission denied")
 
-        monkeypatch.setattr("memsync.serve.tokens.write_file", refused)
+        monkeypatch.setattr("memsync.web.tokens.write_file", refused)
     log = _Lines()
     logging.getLogger("memsync.http").addHandler(log)
     try:
@@ -306,7 +306,7 @@ def test_a_token_holds_so_many_mcp_sessions_its_least_recently_used_idle_one_end
     sessions are capped (2 here), an idle one is ended to make room, and with all busy the next
     is refused (429), for the SDK's client too; another token is not held up."""
     _, db = indexed
-    monkeypatch.setattr("memsync.serve.http_app.MAX_MCP_SESSIONS", 2)
+    monkeypatch.setattr("memsync.web.app.MAX_MCP_SESSIONS", 2)
     token, other = Tokens().add("agent"), Tokens().add("other")
     headers = {
         "Authorization": f"Bearer {token}",

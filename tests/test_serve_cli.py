@@ -23,10 +23,10 @@ import pytest
 from click.testing import CliRunner
 from conftest import EmbeddingServer, free_port, write
 
-from memsync.cli import main
+from memsync.cli.commands import main
 from memsync.config import data_dir
-from memsync.serve.prefix import page_prefix
-from memsync.serve.tokens import Tokens
+from memsync.web.prefix import page_prefix
+from memsync.web.tokens import Tokens
 
 
 def _env(host: str = "laptop") -> dict[str, str]:

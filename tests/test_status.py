@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 from conftest import EmbeddingServer, write
 
-from memsync.cli import main
+from memsync.cli.commands import main
 from memsync.config import load_config
 from memsync.memory import Memory, index, search_options
 from memsync.output import status_text

@@ -555,8 +555,8 @@ def test_an_older_index_this_user_may_only_read_answers_from_it_as_it_is_and_is_
 
     from conftest import as_nobody
 
+    from memsync.agent.server import MemoryServer
     from memsync.config import load_config
-    from memsync.mcp_server import MemoryServer
     from memsync.memory import Memory, index, search_options
 
     vault, db = older_index(world_readable, version)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from memsync.cli import main
+from memsync.cli.commands import main
 from memsync.config import data_dir
 from memsync.errors import ArgumentError, StoreError, UnsafeFile
-from memsync.serve.tokens import TOKEN_FILE, Tokens
+from memsync.web.tokens import TOKEN_FILE, Tokens
 
 NOBODY = 65534
 

@@ -703,7 +703,7 @@ def test_hidden_and_ignored_folders_get_no_watch_and_the_watches_follow_the_fold
 def test_log_lines_stay_short_whatever_a_library_logs(tmp_path: Path) -> None:
     import logging
 
-    from memsync.cli_common import MAX_LOG_LINE, _log_to
+    from memsync.cli.common import MAX_LOG_LINE, _log_to
 
     log_file = tmp_path / "watch.log"
     memsync_log = _log_to(log_file, logging.INFO, "watchdog")

@@ -27,9 +27,9 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import output
+from ..agent.server import MemoryServer, build
 from ..config import overridden
 from ..errors import MemsyncError
-from ..mcp_server import MemoryServer, build
 from ..memory import Memory, NoteRequest, note_request, search_options
 from . import page_routes
 from .guard import Guard, Visitor, refusal

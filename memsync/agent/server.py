@@ -1,5 +1,5 @@
 """`memsync mcp`: the vault as an agent's memory, over MCP on stdio (agent.stdio), or over HTTP
-where serve.http_app mounts it. Each tool validates, makes one call on the library face (memory)
+where web.app mounts it. Each tool validates, makes one call on the library face (memory)
 and renders (output); its structured result has its shape in memsync.shapes. A new tool is a
 method of MemoryServer and a line of build().
 
@@ -21,13 +21,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from . import __version__, output
-from .agent import results, stdio
-from .agent.lending import Connections
-from .config import Config, read_setting
-from .errors import ConfigError, IndexNotFound, MemsyncError
-from .memory import MAX_QUERY_CHARS, Memory, note_request, search_options
-from .shapes import Links, NoteLines, SearchResult, Tree, Written
+from .. import __version__, output
+from ..config import Config, read_setting
+from ..errors import ConfigError, IndexNotFound, MemsyncError
+from ..memory import MAX_QUERY_CHARS, Memory, note_request, search_options
+from ..shapes import Links, NoteLines, SearchResult, Tree, Written
+from . import results, stdio
+from .lending import Connections
 
 log = logging.getLogger("memsync.mcp")
 T = TypeVar("T")

@@ -10,7 +10,10 @@ from typing import Any
 
 import click
 
-from .cli_common import (
+from ..config import MODES, current, env, resolved_db
+from ..errors import ConfigError, MemsyncError
+from . import serving as serve_commands
+from .common import (
     DEFAULTS,
     MCP_INSTALL,
     Setting,
@@ -24,9 +27,6 @@ from .cli_common import (
     watch_options,
     writer_options,
 )
-from .config import MODES, current, env, resolved_db
-from .errors import ConfigError, MemsyncError
-from .serve import commands as serve_commands
 
 
 def _progress_factory(bars: list[Any]):  # type: ignore[no-untyped-def]
@@ -49,7 +49,7 @@ class Commands(click.Group):
     any command sees it."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        from .config import utf8_text
+        from ..config import utf8_text
 
         for arg in args:
             try:
@@ -69,7 +69,7 @@ def main() -> None:
 def _warnings_as_messages() -> None:
     """A warning memsync logs (a provider retried) reads like memsync's other messages on stderr;
     watch and mcp put their own log in its place."""
-    from .serve.session import current
+    from ..daemon.session import current
 
     session = current()
     if session is not None:  # a daemon runs this command for a client: to the client's stderr
@@ -114,7 +114,7 @@ def index(
     """Sync VAULT into its index: text first, then vectors for what changed."""
 
     def action() -> None:
-        from . import memory, output
+        from .. import memory, output
 
         config = _config(db=db, name=name, provider=provider, model=model, max_file_mb=max_file_mb)
         bars: list[Any] = []
@@ -146,7 +146,7 @@ def status(vault: Path | None, db: str | None, name: str | None, as_json: bool) 
     PostgreSQL --db without --name, the vaults it holds."""
 
     def action() -> None:
-        from . import memory, output
+        from .. import memory, output
 
         config = _config(db=db, name=name)
         if memory.lists_vaults(config):
@@ -227,9 +227,9 @@ def query(
     """Find the notes and exact lines that match TEXT, by keyword and by meaning."""
 
     def action() -> None:
-        from . import output
-        from .errors import ArgumentError
-        from .memory import Memory, query_words, search_options
+        from .. import output
+        from ..errors import ArgumentError
+        from ..memory import Memory, query_words, search_options
 
         config = _config(db=db, name=name, **flags)
         if flags.get("rerank") and not config.rerank_url:
@@ -278,8 +278,8 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
     '[[Note]]', '[[Note#Heading]]' (that section), '[[Note#^block]]' as a link writes them."""
 
     def action() -> None:
-        from . import output
-        from .memory import Memory, note_request
+        from .. import output
+        from ..memory import Memory, note_request
 
         asked = note_request(location, as_printed=True)
         config = _config(db=db, name=name)
@@ -317,8 +317,8 @@ def links(
     with --unresolved the vault's broken links, with --ambiguous its links by a shared name."""
 
     def action() -> None:
-        from . import output
-        from .memory import Memory
+        from .. import output
+        from ..memory import Memory
 
         if (note is not None) + unresolved + ambiguous != 1:
             raise click.UsageError("give a NOTE, --unresolved or --ambiguous (one of them)")
@@ -340,8 +340,8 @@ def _vault_paths(incomplete: str) -> list[Any]:
     from click.shell_completion import CompletionItem
 
     try:
-        from .config import load_config
-        from .memory import Memory
+        from ..config import load_config
+        from ..memory import Memory
 
         with Memory.open(load_config()) as memory:
             paths = memory.paths(incomplete)
@@ -370,7 +370,7 @@ def watch(
     def action() -> None:
         import signal
 
-        from .sync.watcher import Watcher
+        from ..sync.watcher import Watcher
 
         config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
         config = resolved_db(config)
@@ -425,14 +425,14 @@ def mcp(
         import signal
 
         try:
-            from .mcp_server import MemoryServer, serve
+            from ..agent.server import MemoryServer, serve
         except ImportError as exc:
             raise MemsyncError(
                 f"memsync mcp needs the MCP SDK ({exc.name} is missing): {MCP_INSTALL}"
             ) from exc
 
-        from .memory import Memory
-        from .serve import session as relayed
+        from ..daemon import session as relayed
+        from ..memory import Memory
 
         config = _config(db=db, name=name, protect=protect or None)
         level = logging.DEBUG if verbose else logging.INFO
@@ -467,7 +467,7 @@ def mcp(
 def _open_or_decline(server: Any) -> None:
     """A daemon serves an MCP session only for its own index, opened before the session starts;
     whatever else (another index, one that cannot be opened) its client's own process answers."""
-    from .memory import NotServedHere
+    from ..memory import NotServedHere
 
     try:
         server.connections.memory()

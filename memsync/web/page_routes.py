@@ -1,5 +1,5 @@
 """The search page's routes for `memsync serve`, given the face's three calls, all under the
-page's folder (http_app mounts them there): `/` the form and its results, `/note` one note's
+page's folder (web.app mounts them there): `/` the form and its results, `/note` one note's
 lines, `/assets/NAME` the stylesheet and icon; and the short pages (the login form, a 404) the
 server's auth answers a browser with. Every link is relative, so none needs the folder's name;
 every HTML answer carries a strict Content-Security-Policy.

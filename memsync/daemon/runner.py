@@ -22,7 +22,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..errors import MemsyncError
 from ..sync.watcher import Watcher
-from .listen import Listen
+from ..web.listen import Listen
 
 log = logging.getLogger("memsync.http")
 DRAIN = 3  # seconds a stopping server gives requests in flight and open MCP streams
@@ -53,7 +53,7 @@ class _Server(uvicorn.Server):
 class _JsonErrors(H11Protocol):
     """uvicorn's HTTP/1.1 protocol (h11, the one it picks without httptools), its own answers in
     memsync's JSON like every other error: a request it cannot parse (a path of raw non-ASCII
-    bytes) is a 400. (An app's failure is the app's own JSON: http_app's exception handler.)"""
+    bytes) is a 400. (An app's failure is the app's own JSON: web.app's exception handler.)"""
 
     def send_400_response(self, msg: str) -> None:
         why = f"{msg} Send HTTP/1.1 with the path and the query percent-encoded."

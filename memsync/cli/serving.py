@@ -1,5 +1,5 @@
 """The `memsync serve` and `memsync token` commands: parse flags, then one call on the server
-room (runner, http_app) or on the token file; and the relay that `serve` and `watch` start to
+room (daemon.runner, web.app) or on the token file; and the relay that `serve` and `watch` start to
 answer this user's shell. The web stack is imported only once `serve` runs, so that every other
 command starts without it."""
 
@@ -14,19 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..cli_common import (
-    MCP_INSTALL,
-    _config,
-    _log_to,
-    echo,
-    run,
-    watch_options,
-    writer_flags,
-)
 from ..config import Config, current, resolved_db
 from ..errors import ConfigError, MemsyncError
 from ..redact import redact
-from .listen import (
+from ..web.listen import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     Listen,
@@ -35,12 +26,13 @@ from .listen import (
     cookie_name,
     parse_listen,
 )
+from .common import MCP_INSTALL, _config, _log_to, echo, run, watch_options, writer_flags
 
 if TYPE_CHECKING:
+    from ..daemon.relay import Relay
     from ..store.locate import Location
     from ..sync.watcher import Watcher
-    from .relay import Relay
-    from .tokens import Tokens
+    from ..web.tokens import Tokens
 
 log = logging.getLogger("memsync.relay")
 
@@ -70,7 +62,7 @@ def _web_stack() -> None:
 def _tokens() -> Tokens:
     """This user's token file; its module (and `secrets`) loads only for serve and token, not for
     every command the group holds."""
-    from .tokens import Tokens
+    from ..web.tokens import Tokens
 
     return Tokens()
 
@@ -170,11 +162,12 @@ def _serve(
     writable: bool,
     tls: tuple[Path, Path] | None,
 ) -> None:
-    from ..mcp_server import MemoryServer
+    from ..agent.server import MemoryServer
+    from ..daemon import runner
     from ..memory import Memory
     from ..sync.watcher import Watcher
-    from . import http_app, runner
-    from .prefix import page_prefix
+    from ..web import app as web_app
+    from ..web.prefix import page_prefix
 
     tokens = _tokens()
     tokens.all()  # a token file that cannot be trusted (or read) refuses the start, first
@@ -186,7 +179,7 @@ def _serve(
     )
     server.check_writable()
     prefix = page_prefix(tokens.path.parent)
-    app = http_app.make_app(
+    app = web_app.make_app(
         server,
         tokens,
         hosts=allowed_hosts(where, allow_hosts),
@@ -263,7 +256,7 @@ def answer_the_shell(index: Location, cli: Any, watcher: Watcher | None = None) 
     own processes."""
     import threading
 
-    from .relay import Relay
+    from ..daemon.relay import Relay
 
     relay = Relay(index, lambda args, program: _relayed(cli, args, program), watcher)
     if watcher is None:

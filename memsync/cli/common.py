@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from .config import RANGES, Config, current, env, read_setting
-from .errors import AmbiguousIndex, ConfigError, MemsyncError
+from ..config import RANGES, Config, current, env, read_setting
+from ..errors import AmbiguousIndex, ConfigError, MemsyncError
 
 # what `mcp` and `serve` need, as a command that works wherever memsync came from (a clone, not a
 # package index): the SDK that the mcp extra pins in pyproject.toml
@@ -35,7 +35,7 @@ def echo(message: str, err: bool = False) -> None:
 
 def _one_line(message: str) -> str:
     """An error may quote a note's name or an argument: its control characters as escapes."""
-    from .output import escape_controls
+    from ..output import escape_controls
 
     return escape_controls(message)
 
@@ -59,7 +59,7 @@ def run(action: Callable[[], Any]) -> Any:
 
 
 def _config(**flags: Any):  # type: ignore[no-untyped-def]
-    from .config import is_postgres, load_config  # lazily, like every import here
+    from ..config import is_postgres, load_config  # lazily, like every import here
 
     try:
         config = load_config(**flags)
