@@ -16,6 +16,7 @@ from . import serving as serve_commands
 from .common import (
     DEFAULTS,
     MCP_INSTALL,
+    BoundedGroup,
     Setting,
     _config,
     _log_handler,
@@ -23,7 +24,6 @@ from .common import (
     _Message,
     echo,
     number_option,
-    run,
     watch_options,
     writer_options,
 )
@@ -44,7 +44,7 @@ def _progress_factory(bars: list[Any]):  # type: ignore[no-untyped-def]
     return open_bar
 
 
-class Commands(click.Group):
+class Commands(BoundedGroup):
     """memsync's commands, refusing an argument that is not UTF-8 text as a usage error before
     any command sees it."""
 
@@ -113,29 +113,26 @@ def index(
 ) -> None:
     """Sync VAULT into its index: text first, then vectors for what changed."""
 
-    def action() -> None:
-        from .. import memory, output
+    from .. import memory, output
 
-        config = _config(db=db, name=name, provider=provider, model=model, max_file_mb=max_file_mb)
-        bars: list[Any] = []
-        try:
-            done = memory.index(
-                config,
-                vault,
-                replace_vault=replace,
-                progress=_progress_factory(bars),
-                notice=lambda message: echo(f"memsync: {message}", err=True),
-            )
-        finally:
-            for bar in bars:
-                bar.__exit__(None, None, None)
-        if as_json:
-            summary = {"vault": str(done.vault), "db": done.db, **done.report.as_dict()}
-            echo(output.as_json(summary))
-        else:
-            echo(output.index_summary(done.report, str(done.vault), done.model))
-
-    run(action)
+    config = _config(db=db, name=name, provider=provider, model=model, max_file_mb=max_file_mb)
+    bars: list[Any] = []
+    try:
+        done = memory.index(
+            config,
+            vault,
+            replace_vault=replace,
+            progress=_progress_factory(bars),
+            notice=lambda message: echo(f"memsync: {message}", err=True),
+        )
+    finally:
+        for bar in bars:
+            bar.__exit__(None, None, None)
+    if as_json:
+        summary = {"vault": str(done.vault), "db": done.db, **done.report.as_dict()}
+        echo(output.as_json(summary))
+    else:
+        echo(output.index_summary(done.report, str(done.vault), done.model))
 
 
 @main.command()
@@ -145,19 +142,16 @@ def status(vault: Path | None, db: str | None, name: str | None, as_json: bool) 
     """What is indexed, with which model, and whether it matches the notes on disk; for a
     PostgreSQL --db without --name, the vaults it holds."""
 
-    def action() -> None:
-        from .. import memory, output
+    from .. import memory, output
 
-        config = _config(db=db, name=name)
-        if memory.lists_vaults(config):
-            facts = memory.vaults(config)
-            echo(output.as_json(facts) if as_json else output.vaults_text(facts))
-            return
-        with memory.Memory.open(config, vault) as opened:
-            facts = opened.status()
-        echo(output.as_json(facts) if as_json else output.status_text(facts))
-
-    run(action)
+    config = _config(db=db, name=name)
+    if memory.lists_vaults(config):
+        facts = memory.vaults(config)
+        echo(output.as_json(facts) if as_json else output.vaults_text(facts))
+        return
+    with memory.Memory.open(config, vault) as opened:
+        facts = opened.status()
+    echo(output.as_json(facts) if as_json else output.status_text(facts))
 
 
 @main.command()
@@ -226,45 +220,42 @@ def query(
 ) -> None:
     """Find the notes and exact lines that match TEXT, by keyword and by meaning."""
 
-    def action() -> None:
-        from .. import output
-        from ..errors import ArgumentError
-        from ..memory import Memory, query_words, search_options
+    from .. import output
+    from ..errors import ArgumentError
+    from ..memory import Memory, query_words, search_options
 
-        config = _config(db=db, name=name, **flags)
-        if flags.get("rerank") and not config.rerank_url:
-            raise click.UsageError(
-                "--rerank needs a reranker: set rerank_url (MEMSYNC_RERANK_URL) to its /rerank URL"
-            )
+    config = _config(db=db, name=name, **flags)
+    if flags.get("rerank") and not config.rerank_url:
+        raise click.UsageError(
+            "--rerank needs a reranker: set rerank_url (MEMSYNC_RERANK_URL) to its /rerank URL"
+        )
+    try:
+        options = search_options(
+            config, paths=paths, since=since, until=until, tags=tags, explain=explain
+        )
+    except ArgumentError as exc:  # a filter that cannot be read is a usage error, exit 2
+        raise click.UsageError(str(exc)) from exc
+    with Memory.open(config, vault) as memory:
         try:
-            options = search_options(
-                config, paths=paths, since=since, until=until, tags=tags, explain=explain
-            )
-        except ArgumentError as exc:  # a filter that cannot be read is a usage error, exit 2
+            outcome = memory.search(text, options)
+        except ArgumentError as exc:  # an empty query, or one too long
             raise click.UsageError(str(exc)) from exc
-        with Memory.open(config, vault) as memory:
-            try:
-                outcome = memory.search(text, options)
-            except ArgumentError as exc:  # an empty query, or one too long
-                raise click.UsageError(str(exc)) from exc
-            root = memory.vault
-        if as_json:
-            echo(output.as_json(outcome.as_dict()))
-        elif files:
-            for notice in outcome.notices:
-                echo(f"memsync: note: {notice}", err=True)
-            for path in dict.fromkeys(hit.path for hit in outcome.results):
-                echo(output.escape_name(path))
-        else:
-            color = output.wants_color(current().stdout.isatty(), dict(env()))
-            if outcome.results or outcome.notices:
-                links = root if color else None
-                echo(output.query_text(outcome, query_words(text), color, links))
-        if not outcome.results:
-            shown = text if len(text) <= 80 else text[:77] + "..."
-            echo(f"memsync: no results for {shown!r}", err=True)
-
-    run(action)
+        root = memory.vault
+    if as_json:
+        echo(output.as_json(outcome.as_dict()))
+    elif files:
+        for notice in outcome.notices:
+            echo(f"memsync: note: {notice}", err=True)
+        for path in dict.fromkeys(hit.path for hit in outcome.results):
+            echo(output.escape_name(path))
+    else:
+        color = output.wants_color(current().stdout.isatty(), dict(env()))
+        if outcome.results or outcome.notices:
+            links = root if color else None
+            echo(output.query_text(outcome, query_words(text), color, links))
+    if not outcome.results:
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        echo(f"memsync: no results for {shown!r}", err=True)
 
 
 @main.command()
@@ -277,20 +268,17 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
     """Print lines of a note: LOCATION is PATH, PATH:N or PATH:N-M, as `query` prints them, or
     '[[Note]]', '[[Note#Heading]]' (that section), '[[Note#^block]]' as a link writes them."""
 
-    def action() -> None:
-        from .. import output
-        from ..memory import Memory, note_request
+    from .. import output
+    from ..memory import Memory, note_request
 
-        asked = note_request(location, as_printed=True)
-        config = _config(db=db, name=name)
-        with Memory.open(config, vault) as memory:
-            lines = memory.read_location(asked, capped=False)
-        if lines.copy:
-            echo(f"memsync: note: {output.escape_name(lines.path)}: {lines.copy}", err=True)
-        if lines.end_line >= lines.start_line:
-            echo(lines.text if raw else output.numbered(lines))
-
-    run(action)
+    asked = note_request(location, as_printed=True)
+    config = _config(db=db, name=name)
+    with Memory.open(config, vault) as memory:
+        lines = memory.read_location(asked, capped=False)
+    if lines.copy:
+        echo(f"memsync: note: {output.escape_name(lines.path)}: {lines.copy}", err=True)
+    if lines.end_line >= lines.start_line:
+        echo(lines.text if raw else output.numbered(lines))
 
 
 @main.command()
@@ -316,23 +304,20 @@ def links(
     """A note's links and the notes that link to it (NOTE: its path or '[[its name]]'), or
     with --unresolved the vault's broken links, with --ambiguous its links by a shared name."""
 
-    def action() -> None:
-        from .. import output
-        from ..memory import Memory
+    from .. import output
+    from ..memory import Memory
 
-        if (note is not None) + unresolved + ambiguous != 1:
-            raise click.UsageError("give a NOTE, --unresolved or --ambiguous (one of them)")
-        with Memory.open(_config(db=db, name=name), vault) as memory:
-            if note is None:
-                listed = memory.unresolved_links() if unresolved else memory.ambiguous_links()
-                data: object = [output.link_dict(link) for link in listed]
-                text = output.vault_links_text(listed, "unresolved" if unresolved else "ambiguous")
-            else:
-                found = memory.links(output.unescape_name(note))
-                data, text = output.links_data(found), output.links_text(found)
-        echo(output.as_json(data) if as_json else text)
-
-    run(action)
+    if (note is not None) + unresolved + ambiguous != 1:
+        raise click.UsageError("give a NOTE, --unresolved or --ambiguous (one of them)")
+    with Memory.open(_config(db=db, name=name), vault) as memory:
+        if note is None:
+            listed = memory.unresolved_links() if unresolved else memory.ambiguous_links()
+            data: object = [output.link_dict(link) for link in listed]
+            text = output.vault_links_text(listed, "unresolved" if unresolved else "ambiguous")
+        else:
+            found = memory.links(output.unescape_name(note))
+            data, text = output.links_data(found), output.links_text(found)
+    echo(output.as_json(data) if as_json else text)
 
 
 def _vault_paths(incomplete: str) -> list[Any]:
@@ -367,32 +352,29 @@ def watch(
 ) -> None:
     """Keep VAULT's index in step with every edit until SIGINT/SIGTERM."""
 
-    def action() -> None:
-        import signal
+    import signal
 
-        from ..sync.watcher import Watcher
+    from ..sync.watcher import Watcher
 
-        config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
-        config = resolved_db(config)
-        level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-        memsync_log = _log_to(log_file, level, "watchdog")
-        relay = None
-        try:
-            watcher = Watcher.for_vault(config, vault, replace)
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(signum, lambda *_: watcher.request_stop())
-            relay = serve_commands.answer_the_shell(watcher.location, main, watcher)
-            watcher.run()
-        except MemsyncError as exc:
-            if log_file:  # whoever reads the log learns why it ends (stderr says it anyway)
-                memsync_log.error("stopped: %s", exc)
-            raise
-        finally:
-            if relay is not None:
-                relay.stop()
-        memsync_log.info("stopped")
-
-    run(action)
+    config = _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
+    config = resolved_db(config)
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    memsync_log = _log_to(log_file, level, "watchdog")
+    relay = None
+    try:
+        watcher = Watcher.for_vault(config, vault, replace)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: watcher.request_stop())
+        relay = serve_commands.answer_the_shell(watcher.location, main, watcher)
+        watcher.run()
+    except MemsyncError as exc:
+        if log_file:  # whoever reads the log learns why it ends (stderr says it anyway)
+            memsync_log.error("stopped: %s", exc)
+        raise
+    finally:
+        if relay is not None:
+            relay.stop()
+    memsync_log.info("stopped")
 
 
 @main.command()
@@ -421,47 +403,44 @@ def mcp(
 ) -> None:
     """Serve the vault to an AI agent over MCP on stdio until stdin closes or SIGTERM/SIGINT."""
 
-    def action() -> None:
-        import signal
+    import signal
 
-        try:
-            from ..agent.server import MemoryServer, serve
-        except ImportError as exc:
-            raise MemsyncError(
-                f"memsync mcp needs the MCP SDK ({exc.name} is missing): {MCP_INSTALL}"
-            ) from exc
+    try:
+        from ..agent.server import MemoryServer, serve
+    except ImportError as exc:
+        raise MemsyncError(
+            f"memsync mcp needs the MCP SDK ({exc.name} is missing): {MCP_INSTALL}"
+        ) from exc
 
-        from ..daemon import session as relayed
-        from ..memory import Memory
+    from ..daemon import session as relayed
+    from ..memory import Memory
 
-        config = _config(db=db, name=name, protect=protect or None)
-        level = logging.DEBUG if verbose else logging.INFO
-        session = relayed.current()
-        streams = current().streams
-        if session is None:
-            _log_to(log_file, level, "mcp")
-        else:
-            session.log_to(_log_handler(log_file, level))
+    config = _config(db=db, name=name, protect=protect or None)
+    level = logging.DEBUG if verbose else logging.INFO
+    session = relayed.current()
+    streams = current().streams
+    if session is None:
+        _log_to(log_file, level, "mcp")
+    else:
+        session.log_to(_log_handler(log_file, level))
 
-        def open_memory() -> Memory:
-            return Memory.open(config, vault, long_lived=True)
+    def open_memory() -> Memory:
+        return Memory.open(config, vault, long_lived=True)
 
-        server = MemoryServer(config, open_memory, writable, config.protect)
-        server.check_writable()
+    server = MemoryServer(config, open_memory, writable, config.protect)
+    server.check_writable()
 
-        def serve_until_stdin_closes() -> None:
-            serve(server, streams)
-            logging.getLogger("memsync").info("stopped (stdin closed)")
+    def serve_until_stdin_closes() -> None:
+        serve(server, streams)
+        logging.getLogger("memsync").info("stopped (stdin closed)")
 
-        if session is not None:  # a daemon's: it serves once this index is known to be its own
-            _open_or_decline(server)
-            session.serve_mcp(serve_until_stdin_closes)
-            return
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda number, _: server.exit_now(signal.Signals(number).name))
-        serve_until_stdin_closes()
-
-    run(action)
+    if session is not None:  # a daemon's: it serves once this index is known to be its own
+        _open_or_decline(server)
+        session.serve_mcp(serve_until_stdin_closes)
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda number, _: server.exit_now(signal.Signals(number).name))
+    serve_until_stdin_closes()
 
 
 def _open_or_decline(server: Any) -> None:

@@ -40,7 +40,20 @@ def _one_line(message: str) -> str:
     return escape_controls(message)
 
 
-def run(action: Callable[[], Any]) -> Any:
+class Bounded(click.Command):
+    """A memsync command: it runs inside the boundary."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return within_the_boundary(lambda: super(Bounded, self).invoke(ctx))
+
+
+class BoundedGroup(click.Group):
+    """A group of memsync commands, each inside the boundary."""
+
+    command_class = Bounded
+
+
+def within_the_boundary(action: Callable[[], Any]) -> Any:
     """The boundary: MemsyncError -> one line and exit 1; anything else is a bug and says so."""
     try:
         return action()

@@ -26,7 +26,16 @@ from ..web.listen import (
     cookie_name,
     parse_listen,
 )
-from .common import MCP_INSTALL, _config, _log_to, echo, run, watch_options, writer_flags
+from .common import (
+    MCP_INSTALL,
+    Bounded,
+    BoundedGroup,
+    _config,
+    _log_to,
+    echo,
+    watch_options,
+    writer_flags,
+)
 
 if TYPE_CHECKING:
     from ..daemon.relay import Relay
@@ -84,7 +93,7 @@ def _first_token(tokens: Tokens, writable: bool) -> str | None:
     return tokens.add(DEFAULT_TOKEN, write=writable)
 
 
-@click.command()
+@click.command(cls=Bounded)
 @click.argument("vault", required=False, type=click.Path(path_type=Path))
 @writer_flags
 @watch_options
@@ -141,16 +150,13 @@ def serve(
     where = _listen(listen)
     tls = (tls_cert, tls_key) if tls_cert and tls_key else None
 
-    def action() -> None:
-        _web_stack()
-        config = resolved_db(
-            _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
-        )
-        level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-        _log_to(log_file, level, "watchdog", "uvicorn")
-        _serve(config, vault, replace, where, allow_hosts, writable, tls)
-
-    run(action)
+    _web_stack()
+    config = resolved_db(
+        _config(db=db, name=name, debounce_ms=debounce_ms, provider=provider, model=model)
+    )
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    _log_to(log_file, level, "watchdog", "uvicorn")
+    _serve(config, vault, replace, where, allow_hosts, writable, tls)
 
 
 def _serve(
@@ -270,7 +276,7 @@ def answer_the_shell(index: Location, cli: Any, watcher: Watcher | None = None) 
     return relay
 
 
-@click.group()
+@click.group(cls=BoundedGroup)
 def token() -> None:
     """Make, list and revoke the tokens `memsync serve` admits (one file for all of this user's
     servers; a running server sees a change at its next request)."""
@@ -283,13 +289,10 @@ def token() -> None:
 def token_add(name: str, write: bool, as_json: bool) -> None:
     """Make a token named NAME and print it, alone, this once (it is stored hashed)."""
 
-    def action() -> None:
-        from .. import output
+    from .. import output
 
-        secret = _tokens().add(name, write=write)
-        click.echo(output.as_json({"token": secret}) if as_json else secret)
-
-    run(action)
+    secret = _tokens().add(name, write=write)
+    click.echo(output.as_json({"token": secret}) if as_json else secret)
 
 
 @token.command("list")
@@ -297,13 +300,10 @@ def token_add(name: str, write: bool, as_json: bool) -> None:
 def token_list(as_json: bool) -> None:
     """The tokens' names, kinds, when made and last used (never the tokens)."""
 
-    def action() -> None:
-        from .. import output
+    from .. import output
 
-        listed = [token.listed() for token in _tokens().all()]
-        click.echo(output.as_json({"tokens": listed}) if as_json else output.tokens_text(listed))
-
-    run(action)
+    listed = [token.listed() for token in _tokens().all()]
+    click.echo(output.as_json({"tokens": listed}) if as_json else output.tokens_text(listed))
 
 
 @token.command("revoke")
@@ -311,8 +311,5 @@ def token_list(as_json: bool) -> None:
 def token_revoke(name: str) -> None:
     """End the token NAME now, for running servers too, with the browser sessions it opened."""
 
-    def action() -> None:
-        _tokens().revoke(name)
-        click.echo(f"revoked {name}")
-
-    run(action)
+    _tokens().revoke(name)
+    click.echo(f"revoked {name}")
