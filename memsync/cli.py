@@ -27,6 +27,7 @@ from .cli_common import (
 from .config import MODES, current, env, resolved_db
 from .errors import ConfigError, MemsyncError
 from .serve import commands as serve_commands
+from .service import commands as service_commands
 
 
 def _progress_factory(bars: list[Any]):  # type: ignore[no-untyped-def]
@@ -477,3 +478,4 @@ def _open_or_decline(server: Any) -> None:
 
 main.add_command(serve_commands.serve)
 main.add_command(serve_commands.token)
+main.add_command(service_commands.service)

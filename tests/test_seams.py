@@ -107,8 +107,9 @@ def test_the_import_graph_has_no_circle() -> None:
     assert typed == [], typed
 
 
-# the faces: the CLI, the MCP server and the rooms only they use, the HTTP server and the relay
-FACES = {"__main__", "cli", "cli_common", "mcp_server", "agent", "serve"}
+# the faces: the CLI, the MCP server and the rooms only they use, the HTTP server and the relay,
+# the background service's commands
+FACES = {"__main__", "cli", "cli_common", "mcp_server", "agent", "serve", "service"}
 
 
 def _room(module: str) -> str:
@@ -164,7 +165,8 @@ def test_the_graph_resolves_relative_imports_and_skips_type_checking_ones() -> N
 def test_the_cli_and_the_mcp_server_talk_to_the_library_face_only() -> None:
     face = {"memory", "output", "config", "errors"}
     relay = {"serve.relay", "serve.session"}
-    cli_may = face | relay | {"cli_common", "sync.watcher", "mcp_server", "serve.commands"}
+    commands = {"serve.commands", "service.commands"}
+    cli_may = face | relay | commands | {"cli_common", "sync.watcher", "mcp_server"}
     assert GRAPH["cli"] <= cli_may
     assert GRAPH["cli_common"] <= face
     agent = {"shapes", "agent.results", "agent.lending", "agent.stdio"}
@@ -197,7 +199,7 @@ def test_outside_the_store_only_its_protocols_locate_lock_and_origin_are_used() 
 
 
 def test_only_the_cli_modules_import_click() -> None:
-    assert _importers("click") == {"cli", "cli_common", "serve.commands"}
+    assert _importers("click") == {"cli", "cli_common", "serve.commands", "service.commands"}
 
 
 def test_only_the_http_seam_of_the_embedders_imports_httpx() -> None:
