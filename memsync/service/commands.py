@@ -31,8 +31,7 @@ def manager_options(command: Any) -> Any:
             click.option(
                 "--launchd",
                 is_flag=True,
-                help="A launchd agent (macOS's), whatever this system is: with --dry-run it "
-                "prints the plist anywhere.",
+                help="A launchd agent (macOS's), whatever this system is (default on macOS).",
             ),
             click.option(
                 "--systemd",
@@ -82,7 +81,10 @@ def service() -> None:
 @click.option("--serve", is_flag=True, help="Run `memsync serve VAULT` instead of `watch`.")
 @click.option("--listen", help="serve's HOST:PORT (with --serve).")
 @click.option(
-    "--dry-run", is_flag=True, help="Print the unit and the commands; write and run nothing."
+    "--dry-run",
+    is_flag=True,
+    help="Print the unit and the commands; write and run nothing (with --launchd: the plist, on "
+    "any system).",
 )
 @manager_options
 def install(
