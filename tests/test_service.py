@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import cli
 
+from memsync.errors import ConfigError
 from memsync.service.units import Service, launchd_plist, systemd_unit, systemd_word
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
@@ -78,16 +79,23 @@ def test_a_word_systemd_would_split_or_expand_is_quoted_and_escaped() -> None:
     assert systemd_word("$HOME") == '"$$HOME"'
     assert systemd_word(";") == '";"'
     assert systemd_word("") == '""'
+    assert systemd_word("A=$x 1%", variables=False) == '"A=$x 1%%"'
+
+
+def test_a_program_systemd_cannot_run_is_refused_in_one_line(tmp_path: Path) -> None:
+    argv = (str(tmp_path / 'it"s' / "python3"), "-m", "memsync", "watch", str(tmp_path))
+    with pytest.raises(ConfigError, match="quote or a backslash"):
+        systemd_unit(Service(tmp_path, "watch", argv, tmp_path / "log"))
 
 
 def test_the_unit_passes_systemd_analyze_verify_with_spaces_quotes_and_percents(
     tmp_path: Path,
 ) -> None:
-    """The executable's path has a space: verify finds it executable only if the quoting holds."""
-    python = tmp_path / "my python" / "python3"
+    """verify finds the executable only where systemd reads its quoted path back as it is."""
+    python = tmp_path / "my py 50% $x; 笔记" / "python3"
     python.parent.mkdir()
     python.symlink_to(sys.executable)
-    vault = tmp_path / 'notes "a" 50% $x;'
+    vault = tmp_path / 'notes "a" 50% $x; 笔记 \\'
     log = tmp_path / "logs 100%" / "watch.log"
     service = Service(vault, "watch", (str(python), "-m", "memsync", "watch", str(vault)), log)
     unit = tmp_path / f"{service.name}.service"

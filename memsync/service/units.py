@@ -62,13 +62,28 @@ def checked_path(path: Path, what: str) -> Path:
 _PLAIN = re.compile(r"[A-Za-z0-9_./:,@+=-]+")
 
 
-def systemd_word(text: str) -> str:
-    """One word of ExecStart= or Environment= as systemd reads it back: `%` and `$` doubled
-    (specifiers and variables), then double-quoted with `\\` and `"` escaped unless plain."""
-    text = text.replace("%", "%%").replace("$", "$$")
+def systemd_word(text: str, variables: bool = True) -> str:
+    """One word of ExecStart= or Environment= as systemd reads it back: `%` doubled (a
+    specifier), `$` too where `variables` are expanded (ExecStart's arguments, not its program nor
+    Environment=), then double-quoted with `\\` and `"` escaped unless plain."""
+    text = text.replace("%", "%%")
+    if variables:
+        text = text.replace("$", "$$")
     if _PLAIN.fullmatch(text):
         return text
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def systemd_command(argv: tuple[str, ...]) -> str:
+    """The value of ExecStart=: systemd refuses a program whose path holds a quote or a
+    backslash, and expands no variable in it."""
+    program, *arguments = argv
+    if any(char in program for char in "\"'\\"):
+        raise ConfigError(
+            f"systemd cannot run a program whose path holds a quote or a backslash: {program}: "
+            "install memsync (its Python) in a folder without them"
+        )
+    return " ".join([systemd_word(program, variables=False), *map(systemd_word, arguments)])
 
 
 def systemd_unit(service: Service) -> str:
@@ -84,8 +99,9 @@ def systemd_unit(service: Service) -> str:
             "",
             "[Service]",
             "Type=simple",
-            "ExecStart=" + " ".join(systemd_word(word) for word in service.argv),
-            "Environment=" + " ".join(systemd_word(f"{k}={v}") for k, v in environment),
+            "ExecStart=" + systemd_command(service.argv),
+            "Environment="
+            + " ".join(systemd_word(f"{k}={v}", variables=False) for k, v in environment),
             "Restart=on-failure",
             f"RestartSec={RESTART_SECONDS}",
             f"StandardOutput=append:{log}",
