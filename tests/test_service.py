@@ -135,6 +135,8 @@ def test_install_writes_a_unit_that_runs_this_memsync_enables_and_starts_it(
     log = Path(os.environ["MEMSYNC_HOME"]) / "logs"
     assert f"StandardError=append:{log}/watch-" in text
     assert log.is_dir()  # systemd appends to the file, but makes no folder
+    for name in ("MEMSYNC_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"):  # as this shell has them
+        assert f" {name}={os.environ[name]}" in text
     assert recorded(calls) == [
         ["--user", "show-environment"],
         ["--user", "daemon-reload"],

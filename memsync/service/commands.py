@@ -16,6 +16,10 @@ from ..errors import MemsyncError, VaultError
 from .manager import MANAGERS, Manager, ask, run_steps, shown, write_unit
 from .units import Service, checked_path, slug
 
+# where the service finds the config file and the indexes, as set in this shell: a service
+# manager's environment has none of the shell's (the relay's socket follows MEMSYNC_HOME too)
+LOCATING = ("MEMSYNC_HOME", "MEMSYNC_CONFIG", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
+
 
 def _manager(launchd: bool, systemd: bool) -> Manager:
     """The manager a flag names, else this system's own."""
@@ -54,9 +58,12 @@ def _service(vault: Path, serve: bool, listen: str | None) -> Service:
     argv = [os.path.abspath(sys.executable), "-m", "memsync", command, str(real)]
     if listen is not None:
         argv += ["--listen", listen]
-    home = invocation.env.get("MEMSYNC_HOME")
     log = checked_path(data_dir().absolute() / "logs" / f"{command}-{slug(real)}.log", "log")
-    environment = (("MEMSYNC_HOME", str(data_dir().absolute())),) if home else ()
+    environment = tuple(
+        (name, str(checked_path(invocation.path(invocation.env[name]).absolute(), name)))
+        for name in LOCATING
+        if invocation.env.get(name, "").strip()
+    )
     return Service(real, command, tuple(argv), log, environment)
 
 
