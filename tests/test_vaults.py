@@ -181,3 +181,15 @@ def test_forget_in_postgresql_is_refused_to_all_but_the_owner_and_while_a_writer
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(f"DROP OWNED BY {role}")
             admin.execute(f"DROP ROLE {role}")
+
+
+def test_an_index_that_cannot_be_read_is_listed_with_why_and_can_be_forgotten() -> None:
+    folder = default_db_path(Path("broken")).parent
+    folder.mkdir(parents=True)
+    (folder / "broken-0123456789ab.sqlite").write_bytes(b"not a database" * 100)
+    listed = cli("vaults")
+    assert listed.returncode == 0, listed.stderr
+    assert "  broken-0123456789ab: cannot be read: " in listed.stdout
+    done = cli("vaults", "forget", "broken-0123456789ab")
+    assert done.returncode == 0, done.stderr
+    assert list(folder.iterdir()) == []
