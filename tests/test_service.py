@@ -268,3 +268,19 @@ def test_listen_without_serve_and_a_missing_vault_are_refused(on_path: Path, vau
     missing = cli("service", "install", str(vault / "nothing"))
     assert missing.returncode == 1 and "vault not found" in missing.stderr
     assert not unit_folder().exists()
+
+
+def test_without_a_manager_uninstall_removes_nothing_and_status_says_why(
+    on_path: Path, vault: Path
+) -> None:
+    stand_in(on_path, "systemctl")
+    assert cli("service", "install", str(vault)).returncode == 0
+    [unit] = unit_folder().iterdir()
+    stand_in(on_path, "systemctl", answer=1, says="Failed to connect to bus: No medium found")
+    done = cli("service", "uninstall", str(vault))
+    assert done.returncode == 1 and unit.exists()
+    assert done.stderr.startswith("memsync: error: no user service manager answers here")
+    status = cli("service", "status")
+    assert status.returncode == 0
+    assert status.stdout.startswith("systemd does not answer: Failed to connect to bus")
+    assert f"{unit.stem}: memsync watch {vault}: unknown" in status.stdout
