@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..cli_common import echo, run
-from ..config import current, data_dir
+from ..config import current, data_dir, make_private_folder
 from ..errors import MemsyncError, VaultError
 from .manager import MANAGERS, Manager, ask, run_steps, shown, write_unit
 from .units import Service, checked_path, slug
@@ -118,7 +118,7 @@ def install(
             steps = manager.start(wanted, fresh=True)
         else:
             write_unit(path, text)
-            wanted.log.parent.mkdir(parents=True, exist_ok=True)
+            make_private_folder(wanted.log.parent)  # systemd appends to a file, makes no folder
         run_steps(steps)
         if serve:
             _token_note()
