@@ -39,8 +39,8 @@ from .notes import Lines as Lines  # re-exported: the faces name what read() ret
 from .notes import NoteRequest as NoteRequest  # re-exported: the faces parse with it
 from .search.options import SAMPLE_CHUNKS, Options
 from .search.query import query_words
-from .status import gather, glance, vaults_in
-from .store.locate import Location, check_writer, for_vault, locate, owner_of
+from .status import gather, glance, indexes_here, vault_facts, vaults_in
+from .store.locate import Location, check_writer, for_vault, locate, owner_of, to_forget
 from .store.lock import QUERY_REFRESH, WATCHERS
 from .store.origin import Origin, this_host
 from .store.protocols import LinkRow, ModelKey, StoreWriter
@@ -62,6 +62,7 @@ __all__ = [
     "query_words",
     "search_options",
     "vaults",
+    "forget",
 ]
 
 log = logging.getLogger("memsync.memory")
@@ -197,9 +198,23 @@ def lists_vaults(config: Config) -> bool:
 
 
 def vaults(config: Config) -> dict[str, Any]:
-    assert config.db is not None
-    _served(None)  # a database's list of vaults is no daemon's index
-    return vaults_in(config.db)
+    """The vaults of a PostgreSQL --db, else this user's indexes in the data folder."""
+    _served(None)  # a list of vaults is no daemon's index
+    return vaults_in(config.db) if config.db and is_postgres(config.db) else indexes_here()
+
+
+def forget(
+    config: Config, target: str, confirm: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any] | None:
+    """Remove the index TARGET names (never a note) once `confirm` agrees, seeing what it holds;
+    its facts, or None where `confirm` said no."""
+    _served(None)
+    location, name = to_forget(config, target)
+    facts = vault_facts(location, name)  # an index that cannot be read may be forgotten too
+    if not confirm(facts):
+        return None
+    location.forget()
+    return facts
 
 
 def search_options(

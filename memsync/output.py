@@ -194,26 +194,47 @@ def _sync_state(facts: dict[str, Any], notes_on: str) -> str:
 
 
 def vaults_text(facts: dict[str, Any]) -> str:
-    """The vaults of one PostgreSQL database, one line each."""
+    """The indexes `memsync vaults` lists (a PostgreSQL database's vaults, or this user's index
+    files), one line each, named as `memsync vaults forget` takes them."""
     if not facts["vaults"]:
-        return f"{facts['db']}: no vault indexed yet (memsync index VAULT --db URL)"
+        how = "memsync index VAULT --db URL" if facts["postgresql"] else "memsync index VAULT"
+        return f"{facts['db']}: no vault indexed yet ({how})"
     lines = [f"{facts['db']}: {len(facts['vaults'])} vault(s)"]
     for vault in facts["vaults"]:
-        if vault.get("error"):
-            lines.append(f"  {vault['name']}: cannot be read: {vault['error']}")
-            continue
-        writer = vault["writer"]
-        who = (
-            f"{writer.get('role')} pid {writer.get('pid')} on {writer.get('host')}"
-            if writer
-            else "no writer"
-        )
-        lines.append(
-            f"  {vault['name']}: {vault['vault'] or '(unknown folder)'}, {vault['files']} files, "
-            f"{vault['chunks']} chunks ({vault['chunks_pending']} without vectors), "
-            f"model {vault['model'] or 'none'}, {who}"
-        )
+        lines.append(f"  {vault_line(vault)}")
     return "\n".join(lines)
+
+
+def vault_line(vault: dict[str, Any]) -> str:
+    """One vault of `memsync vaults`: its name, then what its index holds, on one line."""
+    return escape_controls(f"{vault['name']}: {_vault_details(vault)}")
+
+
+def _vault_details(vault: dict[str, Any]) -> str:
+    if vault.get("error"):
+        return f"cannot be read: {vault['error']}"
+    writer = vault["writer"]
+    who = (
+        f"{writer.get('role')} pid {writer.get('pid')} on {writer.get('host')}"
+        if writer
+        else "no writer"
+    )
+    folder = vault["vault"] or "(unknown folder)"
+    if vault["vault_exists"] is False:
+        folder += " (folder gone)"
+    return (
+        f"{folder}, {vault['files']} files, {vault['chunks']} chunks "
+        f"({vault['chunks_pending']} without vectors), {size_text(vault['size_bytes'])}, "
+        f"synced {ago(vault['last_sync_age_s'])}, model {vault['model'] or 'none'}, {who}"
+    )
+
+
+def size_text(size: int) -> str:
+    """Bytes for people: `812 B`, `4.2 MB`."""
+    if size < 1000:
+        return f"{size} B"
+    power = min(3, (len(str(size)) - 1) // 3)
+    return f"{size / 1000**power:.1f} {('KB', 'MB', 'GB')[power - 1]}"
 
 
 def _about(path: str, why: str, lead: str = "  ") -> str:

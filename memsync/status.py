@@ -10,7 +10,7 @@ from typing import Any
 
 from .errors import MemsyncError
 from .redact import redact
-from .store.locate import Location, PostgresLocation, vaults_at
+from .store.locate import Location, SqliteLocation, index_folder, known_indexes, vaults_at
 from .store.origin import Origin
 from .store.protocols import StoreReader
 from .sync.syncer import drift, rules_current
@@ -103,25 +103,52 @@ def _age(moment: float | None) -> float | None:
 
 
 def vaults_in(url: str) -> dict[str, Any]:
-    """`memsync status --db postgresql://...` without --name: the vaults that database holds; one
-    this user cannot read is listed with the reason, in one line."""
-    return {"db": redact(url), "vaults": [_vault_facts(location) for location in vaults_at(url)]}
+    """`memsync vaults --db postgresql://...` (and `status` without --name): the vaults that
+    database holds; one this user cannot read is listed with the reason, in one line."""
+    return {
+        "db": redact(url),
+        "postgresql": True,
+        "vaults": [vault_facts(location, location.name) for location in vaults_at(url)],
+    }
 
 
-def _vault_facts(location: PostgresLocation) -> dict[str, Any]:
+def indexes_here() -> dict[str, Any]:
+    """`memsync vaults`: this user's SQLite indexes in the data folder, by name (the file's)."""
+    return {
+        "db": str(index_folder()),
+        "postgresql": False,
+        "vaults": [
+            vault_facts(SqliteLocation(known.db), known.db.stem) for known in known_indexes()
+        ],
+    }
+
+
+def vault_facts(location: Location, name: str) -> dict[str, Any]:
+    """One line of `memsync vaults`, read from the index and its lock (no walk of the notes)."""
     try:
         with location.open() as store:
             meta = store.meta()
             counts = store.counts()
         writer = location.holder()
+        size = location.size()
     except MemsyncError as exc:
-        return {"name": location.name, "error": str(exc)}
+        return {"name": name, "db": str(location), "error": str(exc)}
+    origin = Origin.of(meta)
+    here = origin.here(location.shared)
+    last_sync = _last_sync(meta)
     return {
-        "name": location.name,
-        "vault": meta.get("vault_path"),
+        "name": name,
+        "vault": origin.path,
+        "vault_host": origin.host,
+        # whether the notes' folder is still there; None where it is on another machine
+        "vault_exists": Path(origin.path).is_dir() if origin.path and here else None,
+        "db": str(location),
         "files": counts["files"],
         "chunks": counts["chunks"],
         "chunks_pending": counts["pending"],
         "model": meta.get("model"),
+        "size_bytes": size,
+        "last_sync": last_sync,
+        "last_sync_age_s": _age(last_sync),
         "writer": writer,
     }

@@ -37,7 +37,9 @@ from memsync.store.locate import SqliteLocation
 from memsync.web.prefix import page_prefix
 from memsync.web.tokens import Tokens
 
-IN_PROCESS = "import sys; from memsync.cli.commands import main; main(prog_name='python -m memsync')"
+IN_PROCESS = (
+    "import sys; from memsync.cli.commands import main; main(prog_name='python -m memsync')"
+)
 
 
 def _env(**extra: str) -> dict[str, str]:

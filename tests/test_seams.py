@@ -201,7 +201,7 @@ def test_outside_the_store_only_its_protocols_locate_lock_and_origin_are_used() 
 
 
 def test_only_the_cli_modules_import_click() -> None:
-    assert _importers("click") == {"cli.commands", "cli.common", "cli.serving"}
+    assert _importers("click") == {"cli.commands", "cli.common", "cli.serving", "cli.service"}
 
 
 def test_only_the_http_seam_of_the_embedders_imports_httpx() -> None:

@@ -12,6 +12,7 @@ import click
 
 from ..config import MODES, current, env, resolved_db
 from ..errors import ConfigError, MemsyncError
+from . import service as service_commands
 from . import serving as serve_commands
 from .common import (
     DEFAULTS,
@@ -320,6 +321,59 @@ def links(
     echo(output.as_json(data) if as_json else text)
 
 
+def _vaults_config(db: str | None):  # type: ignore[no-untyped-def]
+    """`vaults`' settings: a --db there names a PostgreSQL database (index files are listed
+    from the data folder)."""
+    from ..config import is_postgres
+
+    if db is not None and not is_postgres(db):
+        raise click.UsageError("--db names a postgresql:// database here; index files are listed")
+    return _config(db=db)
+
+
+VAULTS_DB = "A postgresql:// URL: its vaults (env MEMSYNC_DB; default: this user's index files)."
+
+
+@main.group(invoke_without_command=True)
+@click.option("--db", help=VAULTS_DB)
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_context
+def vaults(ctx: click.Context, db: str | None, as_json: bool) -> None:
+    """The indexes this user has on this machine, or with --db URL a PostgreSQL database's
+    vaults: each one's folder (and whether it still exists), notes, chunks, vectors waiting,
+    size, last sync and writer."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .. import memory, output
+
+    facts = memory.vaults(_vaults_config(db))
+    echo(output.as_json(facts) if as_json else output.vaults_text(facts))
+
+
+@vaults.command("forget")
+@click.argument("target", metavar="PATH|NAME")
+@click.option("--db", help=VAULTS_DB)
+@click.option("--yes", is_flag=True, help="Ask nothing, even at a terminal.")
+def vaults_forget(target: str, db: str | None, yes: bool) -> None:
+    """Remove the index of the vault at PATH, or NAME as `memsync vaults` lists it; never a
+    note. Refused while a writer (watch, serve, index) holds it, and in PostgreSQL for anyone
+    but the vault's owner. Asks first at a terminal; off a terminal, or with --yes, asks nothing."""
+    from .. import memory, output
+
+    def confirm(facts: dict[str, Any]) -> bool:
+        if yes or not current().stdin.isatty():
+            return True
+        question = f"Forget the index {output.vault_line(facts)}? The notes stay"
+        return bool(click.confirm(question, default=False, err=True))
+
+    facts = memory.forget(_vaults_config(db), target, confirm)
+    if facts is None:
+        echo("memsync: kept: nothing was removed", err=True)
+        raise SystemExit(1)
+    where = f" of {facts['vault']}" if facts.get("vault") else ""
+    echo(f"forgot the index {facts['name']}{where}; the notes were not touched")
+
+
 def _vault_paths(incomplete: str) -> list[Any]:
     """Shell completion of a note path: the indexed notes of the vault around the cwd."""
     from click.shell_completion import CompletionItem
@@ -456,3 +510,4 @@ def _open_or_decline(server: Any) -> None:
 
 main.add_command(serve_commands.serve)
 main.add_command(serve_commands.token)
+main.add_command(service_commands.service)

@@ -51,6 +51,7 @@ class BoundedGroup(click.Group):
     """A group of memsync commands, each inside the boundary."""
 
     command_class = Bounded
+    group_class = type  # a group's groups are bounded too
 
 
 def within_the_boundary(action: Callable[[], Any]) -> Any:

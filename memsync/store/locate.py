@@ -19,11 +19,10 @@ from ..config import (
     Config,
     checked_name,
     current,
-    data_dir,
     default_db_path,
     is_postgres,
 )
-from ..errors import AmbiguousIndex, IndexNotFound, StoreError
+from ..errors import AmbiguousIndex, IndexNotFound, StoreError, os_reason
 from ..redact import redact
 from .origin import Owner
 
@@ -40,6 +39,8 @@ class Location(Protocol):
     def open(self, *, create: bool = False, vectors_in_memory: bool = False) -> StoreWriter: ...
     def writer_lock(self, role: str) -> WriterLock: ...
     def holder(self) -> dict[str, Any] | None: ...
+    def size(self) -> int: ...
+    def forget(self) -> None: ...
     def __str__(self) -> str:  # safe to print: never a password
         ...
 
@@ -65,6 +66,29 @@ class SqliteLocation:
         from .lock import read_holder
 
         return read_holder(self.path)
+
+    def files(self) -> list[Path]:
+        """The index on disk: the database, its write-ahead log and shared memory, its lock."""
+        from .lock import lock_path
+
+        side = [self.path.with_name(self.path.name + end) for end in ("-wal", "-shm", "-journal")]
+        return [self.path, *side, lock_path(self.path)]
+
+    def size(self) -> int:
+        return sum(path.stat().st_size for path in self.files() if path.exists())
+
+    def forget(self) -> None:
+        """Remove the index's files, under its writer lock: refused while a writer holds it."""
+        from .lock import FileLock
+
+        lock = FileLock(self.path, "forget")
+        lock.advice = "stop it first, then forget the index"
+        with lock:
+            for path in self.files():
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError as exc:
+                    raise StoreError(f"cannot remove {path}: {os_reason(exc)}") from exc
 
     def __str__(self) -> str:
         return self.shown or str(self.path)
@@ -98,6 +122,18 @@ class PostgresLocation:
         from .pg_lock import read_holder
 
         return read_holder(self.url, self.name)
+
+    def size(self) -> int:
+        from .pg_schema import schema_size
+
+        return schema_size(self.url, self.name)
+
+    def forget(self) -> None:
+        """Drop the vault's schema and its registration: only its owner may, and not while a
+        writer holds it."""
+        from .pg_schema import drop_vault
+
+        drop_vault(self.url, self.name)
 
     def __str__(self) -> str:
         return f"{redact(self.url)} (vault {self.name})"
@@ -150,11 +186,16 @@ class KnownIndex:
     vault: Path | None
 
 
+def index_folder() -> Path:
+    """Where the SQLite index of each vault is made, unless --db names another file."""
+    return default_db_path(Path("vault")).parent
+
+
 def known_indexes() -> list[KnownIndex]:
     """Every SQLite index in the data folder, with the vault each one records."""
     from .sqlite_store import SqliteStore
 
-    folder = data_dir() / "vaults"
+    folder = index_folder()
     found = []
     for db in sorted(folder.glob("*.sqlite")) if folder.is_dir() else []:
         try:
@@ -221,4 +262,21 @@ def locate(config: Config, vault: Path | None, cwd: Path | None = None) -> Locat
     if not known:
         raise IndexNotFound("no vault is indexed yet: run memsync index VAULT")
     listing = "; ".join(str(k.vault or k.db) for k in known)
-    raise AmbiguousIndex(f"several vaults are indexed, name one with --vault: {listing}")
+    raise AmbiguousIndex(
+        f"several vaults are indexed, name one with --vault (memsync vaults lists them): {listing}"
+    )
+
+
+def to_forget(config: Config, target: str) -> tuple[Location, str]:
+    """The index `memsync vaults forget TARGET` means, and its name as `memsync vaults` lists
+    it: a vault's name in a PostgreSQL --db; else a vault's folder, or an index's name."""
+    if config.db is not None and is_postgres(config.db):
+        return PostgresLocation(config.db, checked_name(target)), target
+    known = known_indexes()
+    real = os.path.realpath(current().path(target))
+    found = [k for k in known if k.vault and os.path.realpath(k.vault) == real] or [
+        k for k in known if target in (k.db.stem, k.db.name)
+    ]
+    if not found:
+        raise IndexNotFound(f"no index of {target} in {index_folder()} (memsync vaults lists them)")
+    return SqliteLocation(found[0].db), found[0].db.stem

@@ -79,6 +79,7 @@ class WriterLock:
     def __init__(self, index: str, role: str) -> None:
         self.index = index  # for messages: the index as the user may see it
         self.role = role
+        self.advice = "stop it first or query while it runs"  # what a refusal tells the user
         self.held = False
         self.facts: dict[str, Any] = {}  # what this holder publishes for `status`
         self._guard = threading.Lock()  # the watcher's threads both publish facts
@@ -122,7 +123,7 @@ class WriterLock:
                 where = f" on {holder['host']}" if holder.get("host") else ""
                 raise LockError(
                     f"index {self.index} is being written by memsync {role or 'writer'} "
-                    f"(pid {holder.get('pid')}{where}); stop it first or query while it runs",
+                    f"(pid {holder.get('pid')}{where}); {self.advice}",
                     pid=holder.get("pid"),
                 )
             time.sleep(0.02)

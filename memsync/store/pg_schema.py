@@ -10,7 +10,17 @@ from collections.abc import Iterator
 
 from ..errors import IndexNotFound, StoreError
 from ..redact import redact
-from .pg_connect import LOCK_CLASS, MIGRATION_LOCK, SHARED, ensure_shared, exists, names
+from .pg_connect import (
+    LOCK_CLASS,
+    MIGRATION_LOCK,
+    SHARED,
+    connect,
+    database_error,
+    ensure_shared,
+    exists,
+    names,
+)
+from .protocols import translated
 from .sql_schema import (
     Migration,
     added_in,
@@ -184,3 +194,47 @@ class VaultSchema(SharedTables):
             return 0
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         return int(row[0]) if row else 0
+
+
+@translated(database_error)
+def schema_size(url: str, name: str) -> int:
+    """The bytes the vault's tables take, their indexes and TOAST included."""
+    with connect(url) as conn:
+        row = conn.execute(
+            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+            (name,),
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+
+@translated(database_error)
+def drop_vault(url: str, name: str) -> None:
+    """The vault's schema dropped and its registration removed, in one transaction: only by the
+    schema's owner (or a member of its role), and not while a writer holds the vault."""
+    from psycopg import sql
+
+    from .pg_lock import AdvisoryLock
+
+    with connect(url) as conn:
+        if name not in names(conn):
+            raise IndexNotFound(f"no vault {name!r} in {redact(url)}")
+        row = conn.execute(
+            "SELECT pg_get_userbyid(nspowner), pg_has_role(current_user, nspowner, 'MEMBER') "
+            "FROM pg_namespace WHERE nspname = %s",
+            (name,),
+        ).fetchone()
+        if row is not None and not row[1]:
+            raise StoreError(
+                f"vault {name} in {redact(url)} belongs to the PostgreSQL user {row[0]}: only "
+                "they may forget it"
+            )
+        lock = AdvisoryLock(url, name, "forget")
+        lock.advice = "stop it first, then forget the vault"
+        with lock, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
+            if row is not None:
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+            conn.execute(f"DELETE FROM {SHARED}.vaults WHERE name = %s", (name,))
+            conn.execute(f"DELETE FROM {SHARED}.writers WHERE name = %s", (name,))
