@@ -411,7 +411,7 @@ def read_setting(name: str, written: object) -> Any:
     return getattr(overridden(Config(), **{name: str(written)}), name)
 
 
-def overridden(config: Config, **texts: str | None) -> Config:
+def overridden(config: Config, **texts: object) -> Config:
     """`config` with some settings given as text (an HTTP request's parameters), read and checked
     as the config file's and the environment's are; None leaves a setting as it is."""
     kinds = {f.name: f.type for f in fields(Config)}

@@ -33,12 +33,19 @@ from .errors import (
     StoreError,
     VaultTaken,
 )
-from .filters import note_filter, path_globs
+from .filters import path_globs
 from .notes import MOST_LINKS, Backlink, Named, NoteLinks, checked_path, note_path, note_request
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import NoteRequest as NoteRequest  # re-exported: the faces parse with it
 from .search.options import SAMPLE_CHUNKS, Options
 from .search.query import query_words
+from .search.request import (
+    MAX_QUERY_CHARS,
+    SearchRequest,
+    checked_text,
+    search_options,
+    search_request,
+)
 from .status import gather, glance, indexes_here, vault_facts, vaults_in
 from .store.locate import Location, check_writer, for_vault, locate, owner_of, to_forget
 from .store.lock import QUERY_REFRESH, WATCHERS
@@ -61,6 +68,9 @@ __all__ = [
     "note_request",
     "query_words",
     "search_options",
+    "search_request",
+    "SearchRequest",
+    "MAX_QUERY_CHARS",
     "vaults",
     "forget",
 ]
@@ -93,9 +103,6 @@ def _served(location: Location | None) -> None:
 
 
 WRITE_SYNC_WAIT = 5.0  # seconds an agent's write waits for a running watcher to index it
-# A question, not a document: embedding costs time in proportion to the text, and one agent's
-# pasted document would hold the MCP server for minutes.
-MAX_QUERY_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -215,23 +222,6 @@ def forget(
         return None
     location.forget()
     return facts
-
-
-def search_options(
-    config: Config,
-    *,
-    paths: Sequence[str] = (),
-    since: str | None = None,
-    until: str | None = None,
-    tags: Sequence[str] = (),
-    explain: bool = False,
-    **overrides: Any,
-) -> Options:
-    """A search's options: the configured defaults, the request's overrides (None: the default)
-    and its filters. ArgumentError names a filter that cannot be read."""
-    chosen = {name: value for name, value in overrides.items() if value is not None}
-    only = note_filter(paths, since, until, tags)
-    return replace(Options.from_settings(config), only=only, explain=explain, **chosen)
 
 
 def _named_vault(vault: Path) -> Path:
@@ -462,17 +452,9 @@ class Memory:
     def ranked(self, text: str, options: Options) -> Answer:
         """The part of a search that reads the index: the text refreshed first, the index's own
         model for the query, and every reason a leg did not run among the notices; with a
-        reranker, the candidates `reranked` orders. An empty query is refused:
-        the vector of nothing is near every short note, and would rank them as matches; so is one
-        longer than MAX_QUERY_CHARS (runs of white space count as one character)."""
-        if not text.strip():
-            raise ArgumentError("the query is empty: give the words or the question to search for")
-        length = len(" ".join(text.split()))
-        if length > MAX_QUERY_CHARS:
-            raise ArgumentError(
-                f"the query is {length:,} characters long (at most {MAX_QUERY_CHARS:,}): "
-                "ask with fewer words"
-            )
+        reranker, the candidates `reranked` orders. The text is checked as every face's request
+        is (search.request.checked_text)."""
+        checked_text(text)
         root = self.vault
         stale = ""
         if root is not None and not root.is_dir():  # moved, deleted, a drive not mounted

@@ -22,9 +22,9 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from pydantic import Field
 
 from .. import __version__, output
-from ..config import Config, read_setting
-from ..errors import ConfigError, IndexNotFound, MemsyncError
-from ..memory import MAX_QUERY_CHARS, Memory, note_request, search_options
+from ..config import MODES, Config
+from ..errors import IndexNotFound, MemsyncError
+from ..memory import MAX_QUERY_CHARS, Memory, note_request, search_request
 from ..shapes import Links, NoteLines, SearchResult, Tree, Written
 from . import results, stdio
 from .lending import Connections
@@ -39,6 +39,14 @@ INSTRUCTIONS = (
     "lists a note's links and backlinks; memory_tree lists what is indexed; memory_status "
     "says how fresh the index is."
 )
+
+
+def _parsed(make: Callable[[], T]) -> T:
+    """A request parsed before any index is opened: a bad one is the tool's error, in one line."""
+    try:
+        return make()
+    except MemsyncError as exc:
+        raise ToolError(output.escape_controls(str(exc))) from None
 
 
 def _result(text: str, structured: Any) -> CallToolResult:
@@ -124,8 +132,11 @@ class MemoryServer:
             Field(description="Drop chunks scoring below this, 0-1 (default: the user's, 0.35)."),
         ] = None,
         mode: Annotated[
-            Literal["hybrid", "vector", "keyword", "rrf"] | None,
-            Field(description="Keyword, meaning (vector) or both (default: the user's, hybrid)."),
+            str | None,
+            Field(
+                description="Keyword, meaning (vector) or both (default: the user's, hybrid).",
+                json_schema_extra={"enum": list(MODES)},  # read by search_request, as every face's
+            ),
         ] = None,
         decay: Annotated[
             bool | None, Field(description="Rank older daily notes lower (default: the user's).")
@@ -159,16 +170,10 @@ class MemoryServer:
         notes' dates (YYYY-MM-DD, today, yesterday, 7d, 2w, 3m); `tags`: all must match.
         Defaults (limit, mode, min_score, decay, mmr) come from the user's memsync
         configuration."""
-        for name, value in (("limit", limit), ("min_score", min_score)):
-            if value is not None:
-                try:
-                    read_setting(name, value)
-                except ConfigError as exc:
-                    raise ToolError(str(exc)) from None
-
-        def work(memory: Memory) -> CallToolResult:
-            options = search_options(
+        asked = _parsed(
+            lambda: search_request(
                 self.config,
+                query,
                 paths=[path] if path else [],
                 since=since,
                 until=until,
@@ -179,9 +184,12 @@ class MemoryServer:
                 decay=decay,
                 mmr=mmr,
             )
-            outcome = memory.ranked(query, options)
+        )
+
+        def work(memory: Memory) -> CallToolResult:
+            outcome = memory.ranked(asked.text, asked.options)
             with self.connections.unlocked():
-                outcome = memory.reranked(outcome, options)
+                outcome = memory.reranked(outcome, asked.options)
             result = output.search_result(outcome)
             return _result(output.search_text(result), result)
 

@@ -223,24 +223,21 @@ def query(
 
     from .. import output
     from ..errors import ArgumentError
-    from ..memory import Memory, query_words, search_options
+    from ..memory import Memory, query_words, search_request
 
     config = _config(db=db, name=name, **flags)
     if flags.get("rerank") and not config.rerank_url:
         raise click.UsageError(
             "--rerank needs a reranker: set rerank_url (MEMSYNC_RERANK_URL) to its /rerank URL"
         )
-    try:
-        options = search_options(
-            config, paths=paths, since=since, until=until, tags=tags, explain=explain
+    try:  # a filter or a text that cannot be read is a usage error, exit 2
+        asked = search_request(
+            config, text, paths=paths, since=since, until=until, tags=tags, explain=explain
         )
-    except ArgumentError as exc:  # a filter that cannot be read is a usage error, exit 2
+    except ArgumentError as exc:
         raise click.UsageError(str(exc)) from exc
     with Memory.open(config, vault) as memory:
-        try:
-            outcome = memory.search(text, options)
-        except ArgumentError as exc:  # an empty query, or one too long
-            raise click.UsageError(str(exc)) from exc
+        outcome = memory.search(asked.text, asked.options)
         root = memory.vault
     if as_json:
         echo(output.as_json(outcome.as_dict()))

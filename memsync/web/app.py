@@ -28,9 +28,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import output
 from ..agent.server import MemoryServer, build
-from ..config import overridden
 from ..errors import MemsyncError
-from ..memory import Memory, NoteRequest, note_request, search_options
+from ..memory import Memory, NoteRequest, note_request, search_request
 from . import page_routes
 from .guard import Guard, Visitor, refusal
 from .page_routes import status_of
@@ -91,9 +90,17 @@ class Api:
         """A search as /api/search and the page ask it: the filters, and settings as text."""
 
         def work(memory: Memory) -> Any:
-            config = overridden(self.server.config, **settings)
-            options = search_options(config, paths=paths, since=since, until=until, tags=tags)
-            return memory.search(text, options).as_dict()
+            asked = search_request(
+                self.server.config,
+                text,
+                paths=paths,
+                since=since,
+                until=until,
+                tags=tags,
+                explain=False,
+                **settings,
+            )
+            return memory.search(asked.text, asked.options).as_dict()
 
         return work
 
