@@ -226,6 +226,9 @@ class Config:
     rerank: bool = True  # rerank when rerank_url is set; --no-rerank skips it
     # agents (memsync mcp): globs of notes an agent may never write, beside the built-in ones
     protect: tuple[str, ...] = ()
+    # agents: `memsync mcp` offers memory_write, as --writable does (MEMSYNC_WRITABLE=true is how
+    # the Claude Code plugin and the Claude Desktop bundle turn writes on)
+    writable: bool = False
     # watcher
     debounce_ms: int = 300
     reconcile_minutes: float = 10.0

@@ -466,7 +466,7 @@ def mcp(
     from ..daemon import session as relayed
     from ..memory import Memory
 
-    config = _config(db=db, name=name, protect=protect or None)
+    config = _config(db=db, name=name, protect=protect or None, writable=writable or None)
     level = logging.DEBUG if verbose else logging.INFO
     session = relayed.current()
     streams = current().streams
@@ -478,7 +478,7 @@ def mcp(
     def open_memory() -> Memory:
         return Memory.open(config, vault, long_lived=True)
 
-    server = MemoryServer(config, open_memory, writable, config.protect)
+    server = MemoryServer(config, open_memory, config.writable, config.protect)
     server.check_writable()
 
     def serve_until_stdin_closes() -> None:
