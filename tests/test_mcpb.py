@@ -56,8 +56,8 @@ def test_mcpb_validates_the_manifest() -> None:
 
 
 def test_the_manifest_runs_memsync_through_uv_for_a_folder_the_user_picks() -> None:
-    from memsync.config import Config
     from memsync.agent.server import MemoryServer, build
+    from memsync.config import Config
 
     manifest = json.loads(MANIFEST.read_text())
     assert (manifest["manifest_version"], manifest["version"]) == ("0.4", memsync.__version__)
