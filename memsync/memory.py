@@ -43,7 +43,7 @@ from .status import gather, glance, vaults_in
 from .store.locate import Location, check_writer, for_vault, locate, owner_of
 from .store.lock import QUERY_REFRESH, WATCHERS
 from .store.origin import Origin, this_host
-from .store.protocols import LinkRow, ModelKey, StoreWriter
+from .store.protocols import LinkRow, ModelKey, NoteRow, StoreWriter
 from .sync.embedding import ProgressFactory
 from .sync.syncer import Report, Syncer, drift, index_vault
 from .text import split_lines
@@ -403,6 +403,10 @@ class Memory:
         globs = path_globs([folder])  # refuses '..', absolute paths; (folder, folder/*) or nothing
         where = globs[0] if globs else ""
         return where, self.store.listing(where)
+
+    def notes_page(self, after: str, limit: int) -> list[NoteRow]:
+        """The indexed notes after the path `after`, `limit` at most, in path order."""
+        return self.store.note_page(after, limit)
 
     def paths(self, prefix: str = "") -> list[str]:
         """Indexed note paths starting with `prefix` (shell completion)."""
