@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
 from mcp.server.context import ServerRequestContext
@@ -41,10 +41,11 @@ from .agent import prompts, resources, results, stdio
 from .agent.lending import Connections
 from .config import Config, read_setting
 from .errors import ArgumentError, ConfigError, IndexNotFound, MemsyncError
-from .filters import note_filter
 from .memory import MAX_QUERY_CHARS, Memory, note_request, search_options
-from .search.options import Options
 from .shapes import Links, NoteLines, SearchResult, Tree, Written
+
+if TYPE_CHECKING:
+    from .search.options import Options
 
 log = logging.getLogger("memsync.mcp")
 T = TypeVar("T")
@@ -420,7 +421,7 @@ class MemoryServer:
         was decided, what is still open."""
 
         def work(memory: Memory) -> list[Message]:
-            dates = note_filter(since=since or "7d", until=until or "today")
+            dates = search_options(self.config, since=since or "7d", until=until or "today").only
             first, last = dates.since or "", dates.until or ""
             _, listing = memory.tree()
             sizes = {path: size for path, size, *_ in listing}

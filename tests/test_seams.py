@@ -167,7 +167,8 @@ def test_the_cli_and_the_mcp_server_talk_to_the_library_face_only() -> None:
     cli_may = face | relay | {"cli_common", "sync.watcher", "mcp_server", "serve.commands"}
     assert GRAPH["cli"] <= cli_may
     assert GRAPH["cli_common"] <= face
-    agent = {"shapes", "agent.results", "agent.lending", "agent.stdio"}
+    agent = {"shapes", "agent.results", "agent.lending", "agent.stdio", "agent.resources"}
+    agent |= {"agent.prompts"}
     assert GRAPH["mcp_server"] <= face | agent
     relayed = {"memory", "store.locate", "serve.endpoint", "serve.session"}
     assert GRAPH["serve.relay"] <= relayed | {"config"}  # config: the client's Invocation
@@ -215,7 +216,8 @@ def test_only_the_watcher_imports_watchdog() -> None:
 
 
 def test_only_the_mcp_server_and_the_http_server_import_mcp() -> None:
-    assert _importers("mcp") == {"mcp_server", "agent.stdio", "serve.http_app", "serve.guard"}
+    agent = {"agent.stdio", "agent.resources", "agent.prompts"}
+    assert _importers("mcp") == {"mcp_server", "serve.http_app", "serve.guard"} | agent
 
 
 # the HTTP server: its routes, the page's, its door and its runner; nothing else imports the web

@@ -4,15 +4,18 @@ notes' own lines with their citations (the search's, a note with its links, dail
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import EmbeddedResource, TextResourceContents
 
 from .. import output
 from ..metadata import note_date
-from ..notes import Lines, NoteLinks
-from ..shapes import SearchResult
 from .resources import MARKDOWN, note_uri
+
+if TYPE_CHECKING:
+    from ..notes import Lines, NoteLinks
+    from ..shapes import SearchResult
 
 # the text of daily notes one review hands over: about 32k tokens, a share of an agent's context
 MOST_REVIEW_BYTES = 128 * 1024
