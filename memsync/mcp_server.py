@@ -80,8 +80,9 @@ def _resource_error(message: str, cause: MemsyncError | None) -> Exception:
     return ResourceError(message)
 
 
-def _prompt_error(message: str, cause: MemsyncError | None) -> Exception:
-    """An MCPError: the SDK would put any other error of a prompt's in words of its own."""
+def _request_error(message: str, cause: MemsyncError | None) -> Exception:
+    """An MCPError (a page of resources, a prompt): the SDK would put any other error in words
+    of its own."""
     code = INVALID_PARAMS if isinstance(cause, ArgumentError) else INTERNAL_ERROR
     return MCPError(code, message)
 
@@ -355,7 +356,7 @@ class MemoryServer:
                 memory.notes_page(after, resources.PAGE_SIZE + 1), resources.PAGE_SIZE
             )
 
-        return self.call("resources/list", work, _prompt_error)
+        return self.call("resources/list", work, _request_error)
 
     def note(self, path: str) -> str:
         """A note of the user's, its whole text read from disk now (the indexed copy where the
@@ -381,7 +382,7 @@ class MemoryServer:
             options = search_options(self.config, paths=[path] if path else [])
             return list(prompts.recall(topic, self._searched(memory, topic, options)))
 
-        return self.call("recall", work, _prompt_error)
+        return self.call("recall", work, _request_error)
 
     def note_with_links(
         self,
@@ -401,7 +402,7 @@ class MemoryServer:
             text = memory.read(found.path, capped=False)
             return list(prompts.gathered(text, found))
 
-        return self.call("note_with_links", work, _prompt_error)
+        return self.call("note_with_links", work, _request_error)
 
     def daily_review(
         self,
@@ -430,7 +431,7 @@ class MemoryServer:
             notes = [memory.read(path, capped=False) for path in daily[:kept]]
             return list(prompts.review(first, last, notes, daily[kept:]))
 
-        return self.call("daily_review", work, _prompt_error)
+        return self.call("daily_review", work, _request_error)
 
 
 READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)

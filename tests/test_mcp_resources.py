@@ -116,6 +116,7 @@ def test_a_resource_is_read_from_disk_now_under_memory_get_s_rules_and_words(
 ) -> None:
     vault, db = vault_db
     refused = ["../outside.md", "/etc/passwd.md", "drafts/secret.md", "nothere.md", "tech/"]
+    refused += ["a\x00b.md", ".obsidian/workspace.md"]
 
     async def reads(session: ClientSession) -> tuple[list[Any], list[tuple[str, str]], Any]:
         write(vault, "tech/redis.md", "# Redis\n\nNow on port 6390.\n")  # not indexed yet
