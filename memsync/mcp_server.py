@@ -424,12 +424,11 @@ class MemoryServer:
         def work(memory: Memory) -> list[Message]:
             dates = search_options(self.config, since=since or "7d", until=until or "today").only
             first, last = dates.since or "", dates.until or ""
-            _, listing = memory.tree()
-            sizes = {path: size for path, size, *_ in listing}
-            daily = prompts.daily_paths(sizes, first, last)
-            kept = prompts.fitting([sizes[path] for path in daily])
-            notes = [memory.read(path, capped=False) for path in daily[:kept]]
-            return list(prompts.review(first, last, notes, daily[kept:]))
+            daily = memory.daily_notes(first, last)
+            kept = prompts.fitting([size for _, size in daily])
+            notes = [memory.read(path, capped=False) for path, _ in daily[:kept]]
+            left = [path for path, _ in daily[kept:]]
+            return list(prompts.review(first, last, notes, left))
 
         return self.call("daily_review", work, _request_error)
 

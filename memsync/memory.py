@@ -34,6 +34,7 @@ from .errors import (
     VaultTaken,
 )
 from .filters import note_filter, path_globs
+from .metadata import note_date
 from .notes import MOST_LINKS, Backlink, Named, NoteLinks, checked_path, note_path, note_request
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import NoteRequest as NoteRequest  # re-exported: the faces parse with it
@@ -407,6 +408,13 @@ class Memory:
     def notes_page(self, after: str, limit: int) -> list[NoteRow]:
         """The indexed notes after the path `after`, `limit` at most, in path order."""
         return self.store.note_page(after, limit)
+
+    def daily_notes(self, first: str, last: str) -> list[tuple[str, int]]:
+        """The daily notes (daily/ or memory/ YYYY-MM-DD.md) dated first..last (YYYY-MM-DD,
+        inclusive) by their names, oldest first, with their sizes in bytes."""
+        dated = [(note_date(path), path, size) for path, size, *_ in self.store.listing()]
+        days = sorted((day.isoformat(), path, size) for day, path, size in dated if day)
+        return [(path, size) for day, path, size in days if first <= day <= last]
 
     def paths(self, prefix: str = "") -> list[str]:
         """Indexed note paths starting with `prefix` (shell completion)."""

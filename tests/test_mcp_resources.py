@@ -27,6 +27,7 @@ import memsync
 from memsync.agent import prompts, resources
 from memsync.cli import main
 from memsync.config import load_config
+from memsync.memory import Memory, index
 from memsync.serve.tokens import Tokens
 
 INDEXED = [
@@ -244,10 +245,25 @@ def test_the_daily_review_says_when_no_note_falls_in_the_range(
     ]
 
 
-def test_daily_notes_are_chosen_by_their_names_and_fit_in_the_room_in_date_order() -> None:
-    paths = ["daily/2026-12-02.md", "x/daily/2026-11-30.md", "memory/2026-11-01.md", "b.md"]
-    assert prompts.daily_paths(paths, "2026-11-02", None) == paths[1::-1]
-    assert prompts.daily_paths(paths, None, "2026-11-30") == [paths[2], paths[1]]
+def test_daily_notes_are_chosen_by_their_names_oldest_first(tmp_path: Path) -> None:
+    vault = tmp_path / "notes"
+    for path in ("daily/2026-12-02.md", "x/daily/2026-11-30.md", "memory/2026-11-01.md"):
+        write(vault, path, "# a day\n")
+    write(vault, "b.md", "---\ndate: 2026-11-15\n---\n# dated, but no daily note\n")
+    db = tmp_path / "i.sqlite"
+    index(load_config(db=str(db), provider="none"), vault)
+    with Memory.open(load_config(db=str(db))) as memory:
+        assert memory.daily_notes("2026-11-02", "2026-12-31") == [
+            ("x/daily/2026-11-30.md", 8),
+            ("daily/2026-12-02.md", 8),
+        ]
+        assert [path for path, _ in memory.daily_notes("2026-11-01", "2026-11-30")] == [
+            "memory/2026-11-01.md",
+            "x/daily/2026-11-30.md",
+        ]
+
+
+def test_daily_notes_fit_in_the_review_s_room_in_date_order() -> None:
     assert prompts.fitting([10, 10, 10], room=25) == 2
     assert prompts.fitting([30, 10], room=25) == 1  # the first, whatever its size
     assert prompts.fitting([], room=25) == 0

@@ -3,14 +3,13 @@ notes' own lines with their citations (the search's, a note with its links, dail
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import EmbeddedResource, TextResourceContents
 
 from .. import output
-from ..metadata import note_date
 from .resources import MARKDOWN, note_uri
 
 if TYPE_CHECKING:
@@ -39,17 +38,6 @@ def gathered(note: Lines, found: NoteLinks) -> list[UserMessage]:
         "read a linked note with memory_get when it matters, and cite path#Lstart-Lend."
     )
     return [UserMessage(ask), _embedded(note), UserMessage(output.links_text(found))]
-
-
-def daily_paths(paths: Iterable[str], since: str | None, until: str | None) -> list[str]:
-    """Pure: the daily notes (daily/ or memory/ YYYY-MM-DD.md) dated since..until (YYYY-MM-DD,
-    inclusive; None: open), oldest first."""
-    dated = [(day.isoformat(), path) for path in paths if (day := note_date(path)) is not None]
-    return [
-        path
-        for day, path in sorted(dated)
-        if (since is None or day >= since) and (until is None or day <= until)
-    ]
 
 
 def review(first: str, last: str, notes: Sequence[Lines], left: Sequence[str]) -> list[UserMessage]:

@@ -7,12 +7,15 @@ import base64
 import binascii
 from collections.abc import Iterable
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from mcp.types import Annotations, ListResourcesResult, Resource, ResourceLink
 
 from ..errors import ArgumentError
-from ..store.protocols import NoteRow
+
+if TYPE_CHECKING:
+    from ..store.protocols import NoteRow
 
 NOTE_URI = "memsync://note/"
 # `+`: a path's slashes stay as they are (a plain {path} would hold no slash), as listed
