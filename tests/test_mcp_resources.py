@@ -8,20 +8,24 @@ import importlib.metadata
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx2
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, agent_vault, write
+from conftest import ROOT, agent_vault, free_port, write
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp.types import PaginatedRequestParams
 from test_mcp import server_info, with_server
 from test_serve import serving, with_session
+from test_serve_cli import _wait_until_served, serve
 
 import memsync
 from memsync.agent import prompts, resources
@@ -350,6 +354,30 @@ def test_the_mcp_inspector_cli_lists_reads_and_prompts_over_stdio(
     home = ["-e", f"MEMSYNC_HOME={os.environ['MEMSYNC_HOME']}"]  # it passes on few variables
     command = [sys.executable, "-m", "memsync", "mcp", "--db", str(db)]
     _check_inspected(_inspected(home, command))
+
+
+def test_the_mcp_inspector_cli_lists_reads_and_prompts_from_memsync_serve_with_a_token(
+    vault_db: tuple[Path, Path],
+) -> None:
+    vault, _ = vault_db
+    token, port = Tokens().add("agent"), free_port()
+    url = f"http://127.0.0.1:{port}"
+    with serve(str(vault), "--listen", f"127.0.0.1:{port}") as process:
+        _wait_until_served(url, token, process)
+        deadline = time.monotonic() + 60
+        while status(url, token)["files_indexed"] < len(INDEXED):  # its watcher's first pass
+            assert time.monotonic() < deadline, "memsync serve did not index the vault"
+            time.sleep(0.05)
+        target = ["--transport", "http", "--server-url", f"{url}/mcp"]
+        seen = _inspected([*target, "--header", f"Authorization: Bearer {token}"], [])
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    _check_inspected(seen)
+
+
+def status(url: str, token: str) -> Any:
+    headers = {"Authorization": f"Bearer {token}"}
+    return httpx2.get(f"{url}/api/status", headers=headers).json()
 
 
 def test_the_mcp_inspector_cli_walks_every_page_over_http_with_a_token(
