@@ -55,7 +55,8 @@ INSTRUCTIONS = (
     "(English and Chinese) and cites path#Lstart-Lend; memory_get reads the exact lines; "
     "memory_get also follows a link as the notes write it ([[Note#Heading]]); memory_links "
     "lists a note's links and backlinks; memory_tree lists what is indexed; memory_status "
-    "says how fresh the index is."
+    "says how fresh the index is. Each indexed note is also a resource, memsync://note/PATH, "
+    "which a search result links to."
 )
 
 

@@ -286,6 +286,11 @@ def test_the_server_s_version_is_the_installed_package_s(vault_db: tuple[Path, P
     assert memsync.__version__ == importlib.metadata.version("memsync") == declared
     assert with_server(["--db", str(db)], server_info) == ("memsync", declared)
 
+    async def instructions(session: ClientSession) -> str | None:
+        return (await session.initialize()).instructions
+
+    assert "memsync://note/PATH" in (with_server(["--db", str(db)], instructions) or "")
+
 
 # -- the real MCP Inspector CLI -------------------------------------------------------------
 
