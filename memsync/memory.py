@@ -34,6 +34,7 @@ from .errors import (
     VaultTaken,
 )
 from .filters import path_globs
+from .metadata import note_date
 from .notes import MOST_LINKS, Backlink, Named, NoteLinks, checked_path, note_path, note_request
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import NoteRequest as NoteRequest  # re-exported: the faces parse with it
@@ -50,7 +51,7 @@ from .status import gather, glance, indexes_here, vault_facts, vaults_in
 from .store.locate import Location, check_writer, for_vault, locate, owner_of, to_forget
 from .store.lock import QUERY_REFRESH, WATCHERS
 from .store.origin import Origin, this_host
-from .store.protocols import LinkRow, ModelKey, StoreWriter
+from .store.protocols import LinkRow, ModelKey, NoteRow, StoreWriter
 from .sync.embedding import ProgressFactory
 from .sync.syncer import Report, Syncer, drift, index_vault
 from .text import split_lines
@@ -408,6 +409,17 @@ class Memory:
         globs = path_globs([folder])  # refuses '..', absolute paths; (folder, folder/*) or nothing
         where = globs[0] if globs else ""
         return where, self.store.listing(where)
+
+    def notes_page(self, after: str, limit: int) -> list[NoteRow]:
+        """The indexed notes after the path `after`, `limit` at most, in path order."""
+        return self.store.note_page(after, limit)
+
+    def daily_notes(self, first: str, last: str) -> list[tuple[str, int]]:
+        """The daily notes (daily/ or memory/ YYYY-MM-DD.md) dated first..last (YYYY-MM-DD,
+        inclusive) by their names, oldest first, with their sizes in bytes."""
+        dated = [(note_date(path), path, size) for path, size, *_ in self.store.listing()]
+        days = sorted((day.isoformat(), path, size) for day, path, size in dated if day)
+        return [(path, size) for day, path, size in days if first <= day <= last]
 
     def paths(self, prefix: str = "") -> list[str]:
         """Indexed note paths starting with `prefix` (shell completion)."""

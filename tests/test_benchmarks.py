@@ -143,6 +143,13 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
             ["--chunks", "50", "--runs", "3"],
             [rf"\| 50 chunks, hybrid, over stdio \| {f} \| {f} \| \d+ \|"],
         ),
+        "bench_mcp_resources": (
+            ["--notes", "7", "--runs", "1", "--postgres", "--db", pg_url],
+            [
+                rf"\| SQLite \| 7 \| 1 \| \d+ \| \d+ \| - / - \| {f} \|",
+                rf"\| PostgreSQL \| 7 \| 1 \| \d+ \| \d+ \| - / - \| {f} \|",
+            ],
+        ),
         "bench_http": (
             ["--chunks", "50", "--runs", "3", "--clients", "2", "--searches", "3"]
             + ["--sessions", "2", "--vault", vault],

@@ -219,7 +219,8 @@ def test_only_the_watcher_imports_watchdog() -> None:
 
 
 def test_only_the_mcp_server_and_the_http_server_import_mcp() -> None:
-    assert _importers("mcp") == {"agent.server", "agent.stdio", "web.app", "web.guard"}
+    agent = {"agent.server", "agent.stdio", "agent.resources", "agent.prompts"}
+    assert _importers("mcp") == {"web.app", "web.guard"} | agent
 
 
 # the HTTP server: its routes, the page's, its door and its runner; nothing else imports the web

@@ -20,7 +20,7 @@ from memsync.filters import NoteFilter
 from memsync.search.options import Options
 from memsync.search.pipeline import Hit, search
 from memsync.store.locate import Location, PostgresLocation, SqliteLocation
-from memsync.store.protocols import FileRow, ModelKey, NewChunk
+from memsync.store.protocols import FileFacts, FileRow, ModelKey, NewChunk, NoteRow
 from memsync.store.protocols import StoreWriter as Store
 from memsync.sync.syncer import index_vault
 from memsync.vectors import MeanVectors
@@ -50,6 +50,25 @@ def test_migrations_apply_once_and_readers_never_create_an_index(location: Locat
         assert int(version) >= 1 and store.counts()["files"] == 0
     with location.open() as again:  # a reader opens it; reopening applies nothing twice
         assert again.meta()["schema_version"] == version and not again.read_only
+
+
+def test_notes_are_listed_page_by_page_in_code_point_order_with_their_titles(
+    location: Location,
+) -> None:
+    paths = ["b.md", "B.md", "a/z.md", "a b.md", "笔记/x.md", "é.md", "a.md"]
+    with location.open(create=True) as store:
+        for number, path in enumerate(paths):
+            title = None if path == "a.md" else f"Title {number}"
+            store.replace_file(
+                FileRow(path, "x", 1_000 + number, 10 + number), [], FileFacts(title)
+            )
+        pages, after = [], ""
+        while page := store.note_page(after, 3):
+            pages.append([note.path for note in page])
+            after = page[-1].path
+        assert pages == [["B.md", "a b.md", "a.md"], ["a/z.md", "b.md", "é.md"], ["笔记/x.md"]]
+        assert store.note_page("", 1)[0] == NoteRow("B.md", 11, 1_001, "Title 1")
+        assert store.note_page("a b.md", 1)[0] == NoteRow("a.md", 16, 1_006, None)
 
 
 def test_vector_search_finds_the_exact_nearest_neighbours(location: Location) -> None:

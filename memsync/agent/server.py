@@ -13,20 +13,42 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
+import anyio.to_thread
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.prompts.base import Message, Prompt
+from mcp.server.mcpserver.resources.templates import ResourceSecurity
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    CallToolResult,
+    InputRequiredResult,
+    ListResourcesResult,
+    PaginatedRequestParams,
+    ResourceLink,
+    TextContent,
+    ToolAnnotations,
+)
 from pydantic import Field
 
 from .. import __version__, output
 from ..config import MODES, Config
-from ..errors import IndexNotFound, MemsyncError
-from ..memory import MAX_QUERY_CHARS, Memory, note_request, search_request
+from ..errors import ArgumentError, IndexNotFound, MemsyncError
+from ..memory import (
+    MAX_QUERY_CHARS,
+    Memory,
+    SearchRequest,
+    note_request,
+    search_options,
+    search_request,
+)
 from ..shapes import Links, NoteLines, SearchResult, Tree, Written
-from . import results, stdio
+from . import prompts, resources, results, stdio
 from .lending import Connections
 
 log = logging.getLogger("memsync.mcp")
@@ -37,7 +59,8 @@ INSTRUCTIONS = (
     "(English and Chinese) and cites path#Lstart-Lend; memory_get reads the exact lines; "
     "memory_get also follows a link as the notes write it ([[Note#Heading]]); memory_links "
     "lists a note's links and backlinks; memory_tree lists what is indexed; memory_status "
-    "says how fresh the index is."
+    "says how fresh the index is. Each indexed note is also a resource, memsync://note/PATH, "
+    "which a search result links to."
 )
 
 
@@ -49,10 +72,32 @@ def _parsed(make: Callable[[], T]) -> T:
         raise ToolError(output.escape_controls(str(exc))) from None
 
 
-def _result(text: str, structured: Any) -> CallToolResult:
+def _result(text: str, structured: Any, links: Sequence[ResourceLink] = ()) -> CallToolResult:
     return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=structured
+        content=[TextContent(type="text", text=text), *links], structured_content=structured
     )
+
+
+# how a call's failure reaches the client: (its one line, memsync's error or None) -> exception
+Refusal = Callable[[str, MemsyncError | None], Exception]
+
+
+def _tool_error(message: str, cause: MemsyncError | None) -> Exception:
+    return ToolError(message)
+
+
+def _resource_error(message: str, cause: MemsyncError | None) -> Exception:
+    """A note that cannot be read is the SDK's "not found" (invalid params): memory_get's words."""
+    if isinstance(cause, ArgumentError):
+        return ResourceNotFoundError(message)
+    return ResourceError(message)
+
+
+def _request_error(message: str, cause: MemsyncError | None) -> Exception:
+    """An MCPError (a page of resources, a prompt): the SDK would put any other error in words
+    of its own."""
+    code = INVALID_PARAMS if isinstance(cause, ArgumentError) else INTERNAL_ERROR
+    return MCPError(code, message)
 
 
 class MemoryServer:
@@ -95,22 +140,30 @@ class MemoryServer:
         logging.shutdown()
         os._exit(0)
 
-    def call(self, name: str, work: Callable[[Memory], T]) -> T:
-        """One tool call: memsync's errors become one-line tool errors; anything else is logged
-        with its trace and reported in one line; the server goes on."""
+    def call(self, name: str, work: Callable[[Memory], T], refuse: Refusal = _tool_error) -> T:
+        """One call (a tool's, a resource's, a prompt's): memsync's errors become the one line
+        `refuse` makes of them; anything else is logged with its trace and reported in one
+        line; the server goes on."""
         started = time.perf_counter()
         try:
             with self.connections.borrowed() as memory:
                 return work(memory)
-        except MemsyncError as exc:
-            raise ToolError(output.escape_controls(str(exc))) from None  # a name may hold a newline
+        except MemsyncError as exc:  # a name may hold a newline
+            raise refuse(output.escape_controls(str(exc)), exc) from None
         except Exception as exc:
             log.exception("%s failed", name)
-            raise ToolError(
-                f"{name} failed unexpectedly ({exc.__class__.__name__}); see the log"
+            raise refuse(
+                f"{name} failed unexpectedly ({exc.__class__.__name__}); see the log", None
             ) from None
         finally:
             log.debug("%s: %.1f ms", name, (time.perf_counter() - started) * 1000)
+
+    def _searched(self, memory: Memory, asked: SearchRequest) -> SearchResult:
+        """A search, its slot let go while a reranker thinks."""
+        outcome = memory.ranked(asked.text, asked.options)
+        with self.connections.unlocked():
+            outcome = memory.reranked(outcome, asked.options)
+        return output.search_result(outcome)
 
     # -- tools ----------------------------------------------------------------------------------
 
@@ -187,11 +240,9 @@ class MemoryServer:
         )
 
         def work(memory: Memory) -> CallToolResult:
-            outcome = memory.ranked(asked.text, asked.options)
-            with self.connections.unlocked():
-                outcome = memory.reranked(outcome, asked.options)
-            result = output.search_result(outcome)
-            return _result(output.search_text(result), result)
+            result = self._searched(memory, asked)
+            links = resources.note_links(hit["path"] for hit in result["results"])
+            return _result(output.search_text(result), result, links)
 
         return self.call("memory_search", work)
 
@@ -307,6 +358,93 @@ class MemoryServer:
 
         return self.call("memory_write", work)
 
+    # -- resources: every indexed note, read from disk as memory_get reads it ---------------
+
+    def note_resources(self, cursor: str | None) -> ListResourcesResult:
+        """resources/list: a page of the indexed notes, in path order."""
+
+        def work(memory: Memory) -> ListResourcesResult:
+            after = resources.after_cursor(cursor)
+            return resources.notes_page(
+                memory.notes_page(after, resources.PAGE_SIZE + 1), resources.PAGE_SIZE
+            )
+
+        return self.call("resources/list", work, _request_error)
+
+    def note(self, path: str) -> str:
+        """A note of the user's, its whole text read from disk now (the indexed copy where the
+        vault is not on this machine), under memory_get's rules."""
+        return self.call(
+            "resources/read", lambda memory: memory.read(path, capped=False).text, _resource_error
+        )
+
+    # -- prompts: what a user picks from the agent's menu ----------------------------------
+
+    def recall(
+        self,
+        topic: Annotated[str, Field(description="What to recall: words, a phrase or a question.")],
+        path: Annotated[
+            str | None,
+            Field(description="Only notes in this folder (projects/) or glob (daily/2026-*.md)."),
+        ] = None,
+    ) -> list[Message]:
+        """Recall what my notes say about a topic: searches them and hands over the lines
+        found, each with its citation."""
+
+        def work(memory: Memory) -> list[Message]:
+            asked = search_request(self.config, topic, paths=[path] if path else [])
+            return list(prompts.recall(topic, self._searched(memory, asked)))
+
+        return self.call("recall", work, _request_error)
+
+    def note_with_links(
+        self,
+        note: Annotated[
+            str,
+            Field(
+                description="The note: its path relative to the vault (projects/heron.md) or "
+                "[[its name]]."
+            ),
+        ],
+    ) -> list[Message]:
+        """Gather a note with its links and backlinks: its text, the notes it links to, and
+        the lines of other notes that link to it."""
+
+        def work(memory: Memory) -> list[Message]:
+            found = memory.links(note)
+            text = memory.read(found.path, capped=False)
+            return list(prompts.gathered(text, found))
+
+        return self.call("note_with_links", work, _request_error)
+
+    def daily_review(
+        self,
+        since: Annotated[
+            str | None,
+            Field(
+                description="The first day: YYYY-MM-DD, today, yesterday, 7d, 2w, 3m "
+                "(default: 7d, a week ago)."
+            ),
+        ] = None,
+        until: Annotated[
+            str | None,
+            Field(description="The last day, in the same forms (default: today)."),
+        ] = None,
+    ) -> list[Message]:
+        """Review my daily notes (daily/YYYY-MM-DD.md) of a date range: what happened, what
+        was decided, what is still open."""
+
+        def work(memory: Memory) -> list[Message]:
+            dates = search_options(self.config, since=since or "7d", until=until or "today").only
+            first, last = dates.since or "", dates.until or ""
+            daily = memory.daily_notes(first, last)
+            kept = prompts.fitting([size for _, size in daily])
+            notes = [memory.read(path, capped=False) for path, _ in daily[:kept]]
+            left = [path for path, _ in daily[kept:]]
+            return list(prompts.review(first, last, notes, left))
+
+        return self.call("daily_review", work, _request_error)
+
 
 READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 # a write may replace a note's text (mode replace); it never reaches outside the vault
@@ -360,7 +498,41 @@ def build(server: MemoryServer, read_only: bool = False) -> MCPServer:
         tools.append((server.memory_write, WRITES))
     for tool, hints in tools:
         app.add_tool(tool, name=tool.__name__, annotations=hints, structured_output=True)
+    _offer_notes(app, server)
+    for prompt, title in (
+        (server.recall, "Recall from my notes"),
+        (server.note_with_links, "A note with its links"),
+        (server.daily_review, "Review my daily notes"),
+    ):
+        about = " ".join((prompt.__doc__ or "").split())  # one line, as a menu shows it
+        app.add_prompt(
+            Prompt.from_function(prompt, name=prompt.__name__, title=title, description=about)
+        )
     return app
+
+
+def _offer_notes(app: MCPServer, server: MemoryServer) -> None:
+    """Every indexed note as a resource: listed a page at a time (the SDK would list every
+    resource it holds in one answer), read through the template, whose path memsync checks as
+    memory_get's (the SDK's own check would answer a `..` with words of its own)."""
+
+    async def list_notes(
+        context: ServerRequestContext[Any], params: PaginatedRequestParams
+    ) -> ListResourcesResult:
+        return await anyio.to_thread.run_sync(server.note_resources, params.cursor)
+
+    app._lowlevel_server.add_request_handler(  # the SDK's own MCPServer registers it there
+        "resources/list", PaginatedRequestParams, list_notes
+    )
+    app.resource(
+        resources.NOTE_TEMPLATE,
+        name="note",
+        title="A note",
+        description="A note of the vault, its whole text read from disk now; `path` is "
+        "relative to the vault, as memory_search returns it.",
+        mime_type=resources.MARKDOWN,
+        security=ResourceSecurity(exempt_params=frozenset({"path"})),
+    )(server.note)
 
 
 def serve(server: MemoryServer, streams: Any) -> None:

@@ -38,6 +38,16 @@ class FileRow(NamedTuple):  # a tuple: a sync loads one per note
     size: int
 
 
+class NoteRow(NamedTuple):
+    """An indexed note as a listing gives it: its title as the index knows it (front matter or
+    first heading; None without either)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    title: str | None
+
+
 @dataclass(frozen=True)
 class NewChunk:
     start_line: int
@@ -155,6 +165,10 @@ class StoreReader(Protocol):
     def file_stats(self) -> dict[str, tuple[int, int]]: ...
     def file_hashes(self, paths: Sequence[str]) -> dict[str, str]: ...
     def listing(self, folder: str = "") -> list[tuple[str, int, int, int]]: ...
+    def note_page(self, after: str, limit: int) -> list[NoteRow]:
+        """The first `limit` indexed notes whose paths come after `after` ("": from the first),
+        in code-point order on both engines: a listing page by page."""
+
     def file_warnings(self) -> list[tuple[str, str]]: ...
     def indexed_text(self, path: str) -> tuple[str, float] | None: ...
     def skip_rows(self) -> dict[str, SkipRow]: ...

@@ -20,6 +20,7 @@ from .protocols import (
     FileRow,
     ModelKey,
     NewChunk,
+    NoteRow,
     NoteWrite,
     PendingChunk,
     SkipRow,
@@ -178,6 +179,16 @@ class SharedTables(LinkTables):
                 args,
             )
         )
+
+    def note_page(self, after: str, limit: int) -> list[NoteRow]:
+        order = f"path{self.CODE_POINTS}"
+        title = self._column("files.title")
+        rows = self._rows(
+            f"SELECT path, size, mtime, {title} FROM files WHERE {order} > ? ORDER BY {order} "
+            "LIMIT ?",
+            (after, limit),
+        )
+        return [NoteRow(*row) for row in rows]
 
     def indexed_text(self, path: str) -> tuple[str, float] | None:
         """A note's text as it was indexed, and when: where the vault's files cannot be read."""
