@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, write
+from tests.conftest import ROOT, write
 
 TOPICS = {
     "replication": "postgres replication lag runbook: check the standby and the wal sender",

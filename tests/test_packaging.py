@@ -9,7 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from conftest import ROOT
+from tests.conftest import ROOT
 
 
 def test_the_wheel_ships_every_module_and_each_imports(tmp_path: Path) -> None:
