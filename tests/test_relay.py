@@ -103,13 +103,23 @@ ANSWERING = "answering this user's memsync commands"
 
 
 class Daemon:
-    """`memsync COMMAND -v --log-file LOG` (watch, serve), once its log says `until`."""
+    """`memsync COMMAND -v --log-file LOG` (watch, serve), once its log says `until`; in the
+    folder `cwd` with the environment `env` where given, else the test's."""
 
-    def __init__(self, command: list[str], log: Path, until: str = ANSWERING) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        log: Path,
+        until: str = ANSWERING,
+        *,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.log = log
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memsync", *command, "-v", "--log-file", str(log)],
-            env=_env(),
+            cwd=cwd,
+            env=_env() if env is None else env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
