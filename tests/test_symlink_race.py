@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import write
+from conftest import wait_until, write
 
 from memsync.config import load_config
 from memsync.errors import ArgumentError
@@ -241,10 +241,3 @@ def _files(db: Path) -> dict[str, str]:
 def _texts(db: Path) -> list[str]:
     with SqliteStore(db) as store:
         return [found[0] for row in store.listing() if (found := store.indexed_text(row[0]))]
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
