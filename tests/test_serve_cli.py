@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx2
 import pytest
 from click.testing import CliRunner
-from conftest import EmbeddingServer, free_port, write
+from conftest import EmbeddingServer, free_port, wait_until, write
 
 from memsync.cli.commands import main
 from memsync.config import data_dir
@@ -315,12 +315,9 @@ def test_sigterm_lets_a_request_in_flight_finish_then_exits_0(
             )
         )
         asking.start()
-        deadline = time.monotonic() + 60
-        while embedding_server.in_flight == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: embedding_server.in_flight, 60, "the question's embedding request")
         process.send_signal(signal.SIGTERM)
-        while _accepts(port) and time.monotonic() < deadline:  # stopping: it listens no more
-            time.sleep(0.01)
+        wait_until(lambda: not _accepts(port), 60, "serve stopping: it listens no more")
         embedding_server.closing.set()
         asking.join()
         _, err = process.communicate(timeout=30)
