@@ -90,8 +90,11 @@ def _two_vaults(tmp_path: Path, env: dict[str, str]) -> dict[str, Command]:
     others_data = env | {"XDG_DATA_HOME": str(tmp_path / "b-data")}
     # status names a query refreshing its index as its writer: B's status has an index to itself
     status_data = env | {"XDG_DATA_HOME": str(tmp_path / "b-status")}
+    # a MEMSYNC_HOME of its own moves the endpoint too: no daemon of this test answers there
+    others_home = env | {"MEMSYNC_HOME": str(tmp_path / "b-home")}
     indexes = [(a, env, ["--db", "idx.sqlite"]), (b, env, ["--db", "idx.sqlite"])]
-    for folder, indexed, db in [*indexes, (b, others_data, []), (b, status_data, [])]:
+    defaults = [(b, others_data, []), (b, status_data, []), (b, others_home, [])]
+    for folder, indexed, db in [*indexes, *defaults]:
         index = ["index", "notes", "--provider", "none", *db]
         assert _memsync("cold", (folder, indexed, index))[0] == 0
     return {
@@ -102,6 +105,13 @@ def _two_vaults(tmp_path: Path, env: dict[str, str]) -> dict[str, Command]:
         "B's MEMSYNC_DB": (b, env | {"MEMSYNC_DB": "idx.sqlite"}, ["get", "bravo.md"]),
         "B's data folder": (b / "notes", others_data, ["query", "port", "--mode", "keyword"]),
         "B's status": (b / "notes", status_data, ["status", "--json"]),
+        "B's MEMSYNC_HOME": (b / "notes", others_home, ["get", "servers.md"]),
+        # after the edits (status says which it has not applied yet), on another machine
+        "A's status elsewhere": (
+            a,
+            env | {"MEMSYNC_HOST": "elsewhere"},
+            ["status", "--db", "idx.sqlite"],
+        ),
         "no vector search": (
             a,
             env | {"MEMSYNC_DISABLE_VEC": "1"},
@@ -115,6 +125,78 @@ def _two_vaults(tmp_path: Path, env: dict[str, str]) -> dict[str, Command]:
     }
 
 
+class Served:
+    """`memsync serve notes --db idx.sqlite` started in `folder` (A's), an HTTP client of it,
+    and what the test's threads do to it at once."""
+
+    def __init__(self, folder: Path, env: dict[str, str]) -> None:
+        self.vault = folder / "notes"
+        token, port = Tokens().add("agent"), free_port()
+        listen = ["--listen", f"127.0.0.1:{port}", "--provider", "none"]
+        serve = ["serve", "notes", "--db", "idx.sqlite", *listen]
+        self.daemon = Daemon(serve, folder.parent / "serve.log", cwd=folder, env=env)
+        self.http = httpx2.Client(
+            base_url=f"http://127.0.0.1:{port}",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=TIMEOUT,
+        )
+        self.clients_done, self.edits_done = threading.Event(), threading.Event()
+
+    def asking(self, path: str) -> Callable[[], list[Any]]:
+        """`path` asked over and over, from the daemon's first relayed command (the HTTP side
+        opens its index connections among them) until the last has answered: the answers."""
+
+        def ask() -> list[Any]:
+            wait_until(lambda: "relayed " in self.daemon.text(), TIMEOUT, "a relayed command")
+            answers = []
+            while not answers or not self.clients_done.is_set():
+                answer = self.http.get(path)
+                assert answer.status_code == 200, answer.text
+                answers.append(answer.json())
+            return answers
+
+        return ask
+
+    def editing(self) -> None:
+        """Edits the watcher applies to the served vault, each until it is found over HTTP."""
+        for word in EDITS[1:]:
+            write(self.vault, "edits.md", f"# Edits\n\nNow about the {word}.\n")
+            wait_until(lambda w=word: self._found(w) == ["edits.md"], TIMEOUT, f"the {word} edit")
+        self.edits_done.set()
+
+    def _found(self, word: str) -> list[str]:
+        found = self.http.get("/api/search", params={"q": word, "mode": "keyword"}).json()
+        return [hit["path"] for hit in found["results"]]
+
+    def close(self) -> None:
+        self.http.close()
+        self.daemon.stop()
+
+
+def _relayed(served: Served, commands: dict[str, Command]) -> Callable[[], Any]:
+    """Every command by both clients that ask a daemon, all at once (a status once the edits
+    are applied: it says which are not); what each printed, by (command, client)."""
+
+    def client(name: str, way: str) -> Callable[[], Any]:
+        def ask() -> Any:
+            if name == "A's status elsewhere":
+                assert served.edits_done.wait(TIMEOUT)
+            return _memsync(way, commands[name])
+
+        return ask
+
+    def all_at_once() -> dict[tuple[str, str], Any]:
+        try:
+            ways = ("relayed", "daemon decides")
+            return _in_threads(
+                {(name, way): client(name, way) for name in commands for way in ways}
+            )
+        finally:
+            served.clients_done.set()
+
+    return all_at_once
+
+
 def test_relayed_commands_http_requests_and_the_watcher_at_once_each_answer_for_their_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,82 +206,30 @@ def test_relayed_commands_http_requests_and_the_watcher_at_once_each_answer_for_
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "runtime"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")}
     commands = _two_vaults(tmp_path, env)
-    served = tmp_path / "a" / "notes"
-    token, port = Tokens().add("agent"), free_port()
-    listen = ["--listen", f"127.0.0.1:{port}", "--provider", "none"]
-    serve = ["serve", "notes", "--db", "idx.sqlite", *listen]
-    daemon = Daemon(serve, tmp_path / "serve.log", cwd=served.parent, env=env)
-    http = httpx2.Client(
-        base_url=f"http://127.0.0.1:{port}",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=TIMEOUT,
-    )
-    clients_done = threading.Event()
-
-    def relayed() -> dict[tuple[str, str], Any]:
-        """Every command by both clients that ask a daemon, all at once."""
-        try:
-            return _in_threads(
-                {
-                    (name, client): lambda client=client, command=command: _memsync(client, command)
-                    for name, command in commands.items()
-                    for client in ("relayed", "daemon decides")
-                }
-            )
-        finally:
-            clients_done.set()
-
-    def asking(path: str) -> Callable[[], list[Any]]:
-        """`path` asked over and over, from the daemon's first relayed command (the HTTP side
-        opens its index connections among them) until the last has answered: the answers."""
-
-        def ask() -> list[Any]:
-            wait_until(lambda: "relayed " in daemon.text(), TIMEOUT, "a relayed command")
-            answers = []
-            while not answers or not clients_done.is_set():
-                answer = http.get(path)
-                assert answer.status_code == 200, answer.text
-                answers.append(answer.json())
-            return answers
-
-        return ask
-
-    def edited(word: str) -> Callable[[], bool]:
-        def found() -> bool:
-            results = http.get("/api/search", params={"q": word, "mode": "keyword"}).json()
-            return [hit["path"] for hit in results["results"]] == ["edits.md"]
-
-        return found
-
-    def editing() -> None:
-        """Edits the watcher applies to the served vault, each seen over HTTP."""
-        for word in EDITS[1:]:
-            write(served, "edits.md", f"# Edits\n\nNow about the {word}.\n")
-            wait_until(edited(word), TIMEOUT, f"the watcher applying {word}")
-
+    served = Served(tmp_path / "a", env)
     try:
         at_once = _in_threads(
             {
-                "relayed": relayed,
-                "search": asking("/api/search?q=port&mode=keyword"),
-                "get": asking("/api/get?location=servers.md:3"),
-                "status": asking("/api/status"),
-                "edits": editing,
+                "relayed": _relayed(served, commands),
+                "search": served.asking("/api/search?q=port&mode=keyword"),
+                "get": served.asking("/api/get?location=servers.md:3"),
+                "status": served.asking("/api/status"),
+                "edits": served.editing,
             }
         )
         # the same commands in processes of their own, while the daemon still holds its
         # vault's writer lock (status names it)
         cold = {name: _memsync("cold", command) for name, command in commands.items()}
     finally:
-        http.close()
-        daemon.stop()
-    assert at_once["relayed"] == {(name, client): cold[name] for name, client in at_once["relayed"]}
-    assert ("query", "0") in daemon.relayed()  # the daemon did answer some of them
+        served.close()
+    assert at_once["relayed"] == {(name, way): cold[name] for name, way in at_once["relayed"]}
+    assert ("query", "0") in served.daemon.relayed()  # the daemon did answer some of them
     assert b"alpha" in cold["A's --db in B"][1] and b"bravo" in cold["B's --db in B, get"][1]
-    assert b"bravo.md" in cold["B's data folder"][1]
+    assert b"bravo.md" in cold["B's data folder"][1] and b"bravo" in cold["B's MEMSYNC_HOME"][1]
+    assert b"memsync serve running" in cold["A's status elsewhere"][1]
     for found in at_once["search"]:
         assert {hit["path"] for hit in found["results"]} == {"servers.md", "runbook.md"}
         assert all("alpha" in hit["snippet"] for hit in found["results"])
     assert {got["text"] for got in at_once["get"]} == {ALPHA["servers.md"]}
     named = {(status["vault"], status["db"]) for status in at_once["status"]}
-    assert named == {(str(served), str(served.parent / "idx.sqlite"))}
+    assert named == {(str(served.vault), str(tmp_path / "a" / "idx.sqlite"))}
