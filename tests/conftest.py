@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -80,8 +81,6 @@ def glossary_home(built: Path, isolated_env: Path) -> Path:
 def no_leaked_threads() -> Iterator[None]:
     before = set(threading.enumerate())
     yield
-    import time
-
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
@@ -314,6 +313,16 @@ def write(root: Path, rel: str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def wait_until(check: Callable[[], object], timeout: float = 30.0, what: str = "") -> None:
+    """Until `check()` holds, asked again every 50 ms: a wait for something another thread or
+    process does, bounded by `timeout` seconds (then the test fails, saying `what` it waited for).
+    """
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"not met in {timeout:g} s: {what or check}"
+        time.sleep(0.05)
 
 
 def free_port() -> int:

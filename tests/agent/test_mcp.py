@@ -804,7 +804,9 @@ def test_connections_are_lent_in_the_order_calls_asked_for_them() -> None:
         waiter = threading.Thread(target=wait_for_a_turn, args=(name,))
         waiter.start()
         waiters.append(waiter)
+        deadline = time.monotonic() + 60  # until it waits in line: then the next one asks
         while len(turns._waiting) < len(waiters):
+            assert time.monotonic() < deadline, "a waiter never asked for its turn"
             time.sleep(0.01)
     turns.give(held)  # handed to the first waiter, not left for whoever asks next
     with pytest.raises(queue.Empty):

@@ -35,7 +35,7 @@ from memsync.daemon.relay import Relay
 from memsync.store.locate import SqliteLocation
 from memsync.web.prefix import page_prefix
 from memsync.web.tokens import Tokens
-from tests.conftest import MCP_HELLO, as_nobody, drop_vault, free_port, write
+from tests.conftest import MCP_HELLO, as_nobody, drop_vault, free_port, wait_until, write
 
 IN_PROCESS = (
     "import sys; from memsync.cli.commands import main; main(prog_name='python -m memsync')"
@@ -103,13 +103,23 @@ ANSWERING = "answering this user's memsync commands"
 
 
 class Daemon:
-    """`memsync COMMAND -v --log-file LOG` (watch, serve), once its log says `until`."""
+    """`memsync COMMAND -v --log-file LOG` (watch, serve), once its log says `until`; in the
+    folder `cwd` with the environment `env` where given, else the test's."""
 
-    def __init__(self, command: list[str], log: Path, until: str = ANSWERING) -> None:
+    def __init__(
+        self,
+        command: list[str],
+        log: Path,
+        until: str = ANSWERING,
+        *,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.log = log
         self.process = subprocess.Popen(
             [sys.executable, "-m", "memsync", *command, "-v", "--log-file", str(log)],
-            env=_env(),
+            cwd=cwd,
+            env=_env() if env is None else env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -287,10 +297,7 @@ def test_an_index_the_watcher_cannot_honour_finds_the_index_locked_and_the_watch
     assert locked in shown and b"Traceback" not in shown  # progress bars cannot be relayed
     assert daemon.relayed() == [] and daemon.text().count("relayed index: declined") == 2
     write(vault, "after.md", "The watcher still applies what changes: zanzibar.\n")
-    deadline = time.monotonic() + 30
-    while b"after.md" not in run(["query", "zanzibar", "--mode", "keyword"], vault)[1]:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_until(lambda: b"after.md" in run(["query", "zanzibar", "--mode", "keyword"], vault)[1])
     assert _untimed(run(["index", str(vault)], vault))[0] == 0
     assert daemon.relayed()[-1] == ("index", "0") and daemon.process.poll() is None
 
@@ -368,10 +375,8 @@ def test_an_agents_relayed_session_ended_by_a_signal_exits_0_as_its_own_would(
         client.send_signal(signum)
         _, err = client.communicate(timeout=60)
         assert client.returncode == 0 and b"Traceback" not in err, err
-    deadline = time.monotonic() + 60
-    while daemon.relayed().count(("mcp", "0")) < 2:  # each session ended; the daemon goes on
-        assert time.monotonic() < deadline, daemon.text()
-        time.sleep(0.05)
+    # each session ended; the daemon goes on
+    wait_until(lambda: daemon.relayed().count(("mcp", "0")) == 2, 60, "both sessions ended")
 
 
 def test_an_agents_session_whose_daemon_stops_ends_with_one_line_and_exit_1(
@@ -567,8 +572,6 @@ def _fake_cli(args: list[str], program: str) -> None:
         raise NotServedHere("another index")
     if args[1] == "fail":
         raise ValueError("a bug")
-    if args[1] == "slow":
-        time.sleep(1.0)
     client = current()  # the client's folder, environment and streams: never the process's
     print(f"{program} answered {args[1]} in {client.cwd}", file=client.stdout)
     print("a notice", file=client.stderr)
@@ -670,12 +673,17 @@ def test_a_command_that_waits_too_long_for_its_turn_is_answered_by_its_own_proce
     from memsync.daemon import relay as relay_module
 
     monkeypatch.setattr(relay_module, "TURN_WAIT", 0.2)
-    slow = threading.Thread(target=endpoint.relayed, args=(["query", "slow"],))
-    slow.start()
-    time.sleep(0.3)  # the slow one holds the turn
-    assert endpoint.relayed(["query", "this"]) is None
-    slow.join()
-    assert "answered slow" in capfd.readouterr().out
+    HELD.clear()
+    RELEASED.clear()
+    held = threading.Thread(target=endpoint.relayed, args=(["query", "held"],))
+    held.start()
+    try:
+        assert HELD.wait(60)  # the held one has the turn
+        assert endpoint.relayed(["query", "this"]) is None
+    finally:
+        RELEASED.set()
+        held.join(60)
+    assert "answered held" in capfd.readouterr().out
 
 
 def test_without_unix_sockets_a_loopback_port_wants_the_secret(

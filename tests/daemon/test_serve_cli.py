@@ -26,7 +26,7 @@ from memsync.cli.commands import main
 from memsync.config import data_dir
 from memsync.web.prefix import page_prefix
 from memsync.web.tokens import Tokens
-from tests.conftest import EmbeddingServer, free_port, write
+from tests.conftest import EmbeddingServer, free_port, wait_until, write
 
 
 def _env(host: str = "laptop") -> dict[str, str]:
@@ -71,11 +71,12 @@ def _wait_until_served(url: str, token: str, process: subprocess.Popen[str]) -> 
 
 
 def _wait_until_embedded(url: str, token: str) -> None:
-    deadline = time.monotonic() + 60
     headers = {"Authorization": f"Bearer {token}"}
-    while httpx2.get(f"{url}/api/status", headers=headers).json()["chunks_pending"]:
-        assert time.monotonic() < deadline, "the watcher did not embed the vault"
-        time.sleep(0.05)
+
+    def embedded() -> bool:
+        return not httpx2.get(f"{url}/api/status", headers=headers).json()["chunks_pending"]
+
+    wait_until(embedded, 60, "the watcher embedding the vault")
 
 
 def test_serve_keeps_the_vault_fresh_and_stops_at_sigterm_with_exit_0(tmp_path: Path) -> None:
@@ -315,12 +316,9 @@ def test_sigterm_lets_a_request_in_flight_finish_then_exits_0(
             )
         )
         asking.start()
-        deadline = time.monotonic() + 60
-        while embedding_server.in_flight == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: embedding_server.in_flight, 60, "the question's embedding request")
         process.send_signal(signal.SIGTERM)
-        while _accepts(port) and time.monotonic() < deadline:  # stopping: it listens no more
-            time.sleep(0.01)
+        wait_until(lambda: not _accepts(port), 60, "serve stopping: it listens no more")
         embedding_server.closing.set()
         asking.join()
         _, err = process.communicate(timeout=30)
@@ -379,10 +377,8 @@ def test_tls_serves_https_with_a_secure_cookie_and_a_bad_certificate_is_one_line
     token, port = Tokens().add("agent"), free_port()
     tls = ("--tls-cert", str(cert), "--tls-key", str(key))
     with serve(str(_vault(tmp_path)), "--listen", f"127.0.0.1:{port}", *tls) as process:
-        deadline = time.monotonic() + 60
         with httpx2.Client(verify=ssl.create_default_context(cafile=cert)) as browser:
-            while not _accepts(port) and process.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(lambda: _accepts(port) or process.poll() is not None, 60, "serve listening")
             page = f"https://127.0.0.1:{port}{page_prefix(data_dir())}/"
             login = browser.get(f"{page}login?token={token}")
             status = browser.get(page)

@@ -163,7 +163,7 @@ def _kill_when(
             if seen and reached(seen):
                 process.send_signal(signal.SIGKILL)
                 break
-            time.sleep(0.002)
+            time.sleep(0.002)  # a poll with a deadline, often enough to kill it mid-run
     finally:
         process.kill()
         process.wait(30)

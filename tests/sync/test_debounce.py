@@ -45,7 +45,7 @@ def test_a_steady_stream_is_cut_at_max_wait() -> None:
         while not stop.is_set():
             batches.put(count)
             count += 1
-            time.sleep(0.01)
+            time.sleep(0.01)  # the stream under test: an event well within the quiet window
 
     feeder = threading.Thread(target=stream)
     feeder.start()

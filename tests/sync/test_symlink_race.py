@@ -25,7 +25,7 @@ from memsync.store.sqlite_store import SqliteStore
 from memsync.sync.syncer import Syncer, index_vault
 from memsync.sync.watcher import Watcher
 from memsync.vault import IgnoreRules, SkipFile, read_note
-from tests.conftest import write
+from tests.conftest import wait_until, write
 
 SECONDS = 2.0  # each race: long enough for thousands of swaps against hundreds of calls
 SECRET = "OUTSIDE SECRET"
@@ -241,10 +241,3 @@ def _files(db: Path) -> dict[str, str]:
 def _texts(db: Path) -> list[str]:
     with SqliteStore(db) as store:
         return [found[0] for row in store.listing() if (found := store.indexed_text(row[0]))]
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,16 +23,7 @@ from memsync.search.pipeline import search
 from memsync.store.locate import SqliteLocation
 from memsync.store.sqlite_store import SqliteStore
 from memsync.sync.watcher import Watcher
-from tests.conftest import EmbeddingServer, write
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
+from tests.conftest import EmbeddingServer, wait_until, write
 
 
 class Running:
@@ -426,7 +417,7 @@ def test_the_periodic_reconcile_runs_even_under_a_steady_stream_of_events(
         while "start.md" not in r.files():
             assert time.monotonic() < deadline, "the periodic reconcile never ran"
             write(vault, "busy.md", f"# Busy\n\nedit at {time.monotonic()}\n")  # never quiet
-            time.sleep(0.05)
+            time.sleep(0.05)  # the steady stream under test: an edit well within the debounce
     finally:
         r.stop()
 
@@ -770,7 +761,7 @@ def test_an_embedding_worker_that_cannot_open_its_index_answers_a_wait_and_backs
         started = time.monotonic()
         assert worker.caught_up() is None
         assert time.monotonic() - started < 3.0
-        time.sleep(0.5)
+        time.sleep(0.5)  # the time under test: a worker with no backoff fails hundreds of times
         assert worker.failures <= 2 and worker.is_alive()
     finally:
         stop.set()

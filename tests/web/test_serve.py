@@ -50,7 +50,9 @@ def serving(config: Config, vault: Path | None, writable: bool = False) -> Itera
     thread = threading.Thread(target=uvicorn.run, kwargs={"sockets": [sock]})
     thread.start()
     try:
+        deadline = time.monotonic() + 60
         while not uvicorn.started and thread.is_alive():
+            assert time.monotonic() < deadline, "uvicorn did not start"
             time.sleep(0.01)
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
