@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -465,15 +465,43 @@ def agent_vault(root: Path) -> Path:
     return root
 
 
+class VaultIndexer:
+    """`memsync index` on a vault through the real CLI, which must succeed: the preamble of a
+    test about what comes after. Called with no vault, it indexes agent_vault in
+    tmp_path/notes; `notes` (path: text) are written into the vault first; keyword-only unless
+    `provider` says otherwise; `db` None is the vault's default index. Returns the vault."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+
+    def __call__(
+        self,
+        vault: Path | None = None,
+        *,
+        notes: Mapping[str, str] | None = None,
+        db: Path | str | None = None,
+        provider: str = "none",
+        flags: Sequence[str] = (),
+        host: str = "laptop",
+        env: dict[str, str] | None = None,
+    ) -> Path:
+        if vault is None:
+            vault = agent_vault(self.tmp_path / "notes")
+        for rel, text in (notes or {}).items():
+            write(vault, rel, text)
+        where = ["--db", str(db)] if db is not None else []
+        done = cli("index", str(vault), *where, "--provider", provider, *flags, host=host, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return vault
+
+
 @pytest.fixture
-def indexed(tmp_path: Path) -> tuple[Path, Path]:
+def indexed_vault(tmp_path: Path) -> VaultIndexer:
+    return VaultIndexer(tmp_path)
+
+
+@pytest.fixture
+def indexed(indexed_vault: VaultIndexer, tmp_path: Path) -> tuple[Path, Path]:
     """agent_vault indexed keyword-only: (vault, index file)."""
-    from click.testing import CliRunner
-
-    from memsync.cli.commands import main
-
-    vault = agent_vault(tmp_path / "notes")
     db = tmp_path / "i.sqlite"
-    result = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
-    assert result.exit_code == 0, result.output
-    return vault, db
+    return indexed_vault(db=db), db

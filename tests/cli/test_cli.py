@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from memsync.cli.commands import main
 from memsync.config import data_dir
-from tests.conftest import ROOT, EmbeddingServer, memsync, write
+from tests.conftest import ROOT, EmbeddingServer, VaultIndexer, memsync, write
 
 
 def _vault(root: Path) -> Path:
@@ -109,11 +109,11 @@ def test_default_index_lives_in_the_data_folder_and_status_finds_it(tmp_path: Pa
 
 
 def test_several_vaults_without_a_choice_exit_2_and_list_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    indexed_vault: VaultIndexer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     one, two = _vault(tmp_path / "one"), _vault(tmp_path / "two")
-    _invoke("index", str(one), "--provider", "none")
-    _invoke("index", str(two), "--provider", "none")
+    indexed_vault(one)
+    indexed_vault(two)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["status"])
     assert result.exit_code == 2
@@ -234,6 +234,7 @@ def test_a_foreign_database_as_db_is_refused_in_one_line_and_not_changed(tmp_pat
 
 
 def test_an_index_damaged_after_it_opened_says_so_and_not_that_it_is_intact(
+    indexed_vault: VaultIndexer,
     tmp_path: Path,
 ) -> None:
     import apsw
@@ -242,7 +243,7 @@ def test_an_index_damaged_after_it_opened_says_so_and_not_that_it_is_intact(
     for i in range(40):
         write(vault, f"n{i}.md", f"# Note {i}\n\n" + "kombucha fermentation notes\n" * 50)
     db = tmp_path / "i.sqlite"
-    assert memsync("index", str(vault), "--db", str(db), "--provider", "none").returncode == 0
+    indexed_vault(vault, db=db)
     conn = apsw.Connection(str(db))
     page_size = conn.execute("PRAGMA page_size").fetchall()[0][0]
     root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'chunks_fts_data'")
@@ -259,14 +260,14 @@ def test_an_index_damaged_after_it_opened_says_so_and_not_that_it_is_intact(
 
 
 def test_query_and_status_work_on_an_index_this_user_cannot_write(
-    world_readable: Path, monkeypatch: pytest.MonkeyPatch
+    indexed_vault: VaultIndexer, world_readable: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.conftest import as_nobody
 
     monkeypatch.setenv("MEMSYNC_CONFIG", str(world_readable / "config.toml"))  # none, readable
     vault = _vault(world_readable / "notes")
     db = world_readable / "i.sqlite"
-    assert _invoke("index", str(vault), "--provider", "none", "--db", str(db)).exit_code == 0
+    indexed_vault(vault, db=db)
     db.chmod(0o644)
     write(vault, "b.md", "# New\n\nport 6380 again\n")  # the index is now behind
 
@@ -328,12 +329,14 @@ def _fill(disk: Path) -> None:
             out.write(b"\0" * 65536)
 
 
-def test_a_full_disk_is_called_full_naming_the_index(tmp_path: Path, small_disk: Path) -> None:
+def test_a_full_disk_is_called_full_naming_the_index(
+    indexed_vault: VaultIndexer, tmp_path: Path, small_disk: Path
+) -> None:
     """SQLite reports a full disk met while making its shared memory file as an I/O error, and a
     new index failed on its lock file with a bare OSError."""
     vault = _vault(tmp_path / "notes")
     kept, new = small_disk / "kept.sqlite", small_disk / "new.sqlite"
-    assert memsync("index", str(vault), "--provider", "none", "--db", str(kept)).returncode == 0
+    indexed_vault(vault, db=kept)
     _fill(small_disk)
     write(vault, "b.md", "# Beta\n\nA note written while the index's disk was full.\n")
     for db in (kept, new):
@@ -360,11 +363,11 @@ def test_openai_without_a_key_fails_at_once_naming_the_variable(tmp_path: Path) 
 
 
 def test_provider_none_sends_no_query_to_the_index_s_provider(
-    tmp_path: Path, embedding_server: EmbeddingServer
+    indexed_vault: VaultIndexer, tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
     vault = _vault(tmp_path / "notes")
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
-    assert _invoke("index", str(vault), "--provider", "openai", env=env).exit_code == 0
+    indexed_vault(vault, provider="openai", env=env)
     sent = len(embedding_server.requests)
     result = _invoke(
         "query",
@@ -378,10 +381,12 @@ def test_provider_none_sends_no_query_to_the_index_s_provider(
     assert "provider is none" in " ".join(json.loads(result.output)["notices"])
 
 
-def test_status_lists_notes_indexed_with_a_warning(tmp_path: Path) -> None:
+def test_status_lists_notes_indexed_with_a_warning(
+    indexed_vault: VaultIndexer, tmp_path: Path
+) -> None:
     vault = _vault(tmp_path / "notes")
     write(vault, "broken.md", "---\ntags: [unclosed\n---\nstill indexed #rescued\n")
-    assert _invoke("index", str(vault), "--provider", "none").exit_code == 0
+    indexed_vault(vault)
     facts = json.loads(_invoke("status", "--vault", str(vault), "--json").output)
     assert facts["warnings"] == [
         {"path": "broken.md", "warning": "front matter is not valid YAML (line 3): indexed as text"}
@@ -422,9 +427,11 @@ def test_notes_whose_front_matter_cannot_be_read_are_indexed_as_text_and_listed(
 
 @pytest.mark.parametrize("flag", ["--since", "--until"])
 @pytest.mark.parametrize("value", ["99999m", "0000-01-01", "2026-02-30"])
-def test_an_out_of_range_date_is_a_usage_error(tmp_path: Path, flag: str, value: str) -> None:
+def test_an_out_of_range_date_is_a_usage_error(
+    indexed_vault: VaultIndexer, tmp_path: Path, flag: str, value: str
+) -> None:
     vault = _vault(tmp_path / "notes")
-    assert memsync("index", str(vault), "--provider", "none").returncode == 0
+    indexed_vault(vault)
     done = memsync("query", "port", "--vault", str(vault), flag, value)
     assert done.returncode == 2
     assert f"{value!r} is not a date: use YYYY-MM-DD" in done.stderr

@@ -11,14 +11,14 @@ import httpx2
 import pytest
 
 from memsync.web.tokens import Tokens
-from tests.conftest import cli, free_port, memsync, older_index, write
+from tests.conftest import VaultIndexer, cli, free_port, memsync, older_index, write
 from tests.daemon.test_serve_cli import _wait_until_served, serve
 
 DESIGN = "projects/Heron sync design.md"
 
 
 @pytest.fixture
-def linked(tmp_path: Path) -> Path:
+def linked(indexed_vault: VaultIndexer, tmp_path: Path) -> Path:
     """A vault whose notes link to the design note by name, by alias, by path and by block."""
     vault = tmp_path / "notes"
     write(
@@ -39,7 +39,7 @@ def linked(tmp_path: Path) -> Path:
         "# Runbook\n\nSee [design](../projects/Heron%20sync%20design.md) and "
         "![[Heron sync design#^lww]].\n",
     )
-    assert cli("index", str(vault), "--provider", "none").returncode == 0
+    indexed_vault(vault)
     return vault
 
 
@@ -106,7 +106,9 @@ def test_a_note_s_outgoing_links_as_text_and_json(linked: Path) -> None:
     ]
 
 
-def test_unresolved_links_exit_0_as_text_and_json(linked: Path) -> None:
+def test_unresolved_links_exit_0_as_text_and_json(
+    indexed_vault: VaultIndexer, linked: Path
+) -> None:
     """[[HSD]] is an alias written as a link: Obsidian shows it unresolved, and so does memsync."""
     done = cli("links", "--unresolved", "--vault", str(linked))
     assert done.returncode == 0
@@ -121,12 +123,13 @@ def test_unresolved_links_exit_0_as_text_and_json(linked: Path) -> None:
     ]
     write(linked, "ops/kafka.md", "# Kafka\n")
     write(linked, "daily/2026-11-20.md", "# 2026-11-20\n\nAsk about [[Kafka]].\n")
-    assert cli("index", str(linked), "--provider", "none").returncode == 0
+    indexed_vault(linked)
     cleared = cli("links", "--unresolved", "--vault", str(linked))
     assert cleared.returncode == 0 and cleared.stdout == "no unresolved links\n"
 
 
 def test_unresolved_lists_broken_links_and_ambiguous_the_names_left_to_a_tie_break(
+    indexed_vault: VaultIndexer,
     tmp_path: Path,
 ) -> None:
     """A name two notes share is no broken link; it is ambiguous only where neither note
@@ -136,7 +139,7 @@ def test_unresolved_lists_broken_links_and_ambiguous_the_names_left_to_a_tie_bre
     write(vault, "b/Overview.md", "# B\n")
     write(vault, "a/index.md", "[x](Overview.md) [[Overview]] [[Gone]]\n")
     write(vault, "c/index.md", "See [[Overview]].\n")
-    assert cli("index", str(vault), "--provider", "none").returncode == 0
+    indexed_vault(vault)
     broken = cli("links", "--unresolved", "--vault", str(vault))
     assert broken.stdout.splitlines() == ["a/index.md:1: [[Gone]]"]
     ambiguous = cli("links", "--ambiguous", "--vault", str(vault))
@@ -147,7 +150,7 @@ def test_unresolved_lists_broken_links_and_ambiguous_the_names_left_to_a_tie_bre
         ("c/index.md", 1, "[[Overview]]", "a/Overview.md")
     ]
     (vault / "b/Overview.md").unlink()
-    assert cli("index", str(vault), "--provider", "none").returncode == 0
+    indexed_vault(vault)
     assert cli("links", "--ambiguous", "--vault", str(vault)).stdout == "no ambiguous links\n"
 
 
@@ -212,6 +215,7 @@ def test_status_counts_every_link_and_the_unresolved_ones(linked: Path) -> None:
 
 
 def test_a_reader_of_an_index_from_before_links_says_its_writer_must_index_it(
+    indexed_vault: VaultIndexer,
     tmp_path: Path,
 ) -> None:
     """One line naming who brings the links; status leaves their counts out until then."""
@@ -225,7 +229,7 @@ def test_a_reader_of_an_index_from_before_links_says_its_writer_must_index_it(
     facts = json.loads(cli("status", "--db", str(db), "--json").stdout)
     assert "links" not in facts and "unresolved_links" not in facts
     assert "links:" not in cli("status", "--db", str(db)).stdout
-    assert cli("index", str(vault), "--db", str(db), "--provider", "none").returncode == 0
+    indexed_vault(vault, db=db)
     backlinks = cli("links", "[[redis]]", "--db", str(db)).stdout.splitlines()
     assert backlinks[-2:] == ["backlinks: 1", "  log.md:1: [[Redis]]"]
     assert json.loads(cli("status", "--db", str(db), "--json").stdout)["links"] == 1

@@ -15,22 +15,20 @@ import pytest
 
 from memsync.config import default_db_path
 from memsync.store.lock import FileLock
-from tests.conftest import cli, write
+from tests.conftest import VaultIndexer, cli
 
-
-def indexed_vault(root: Path, *extra: str) -> Path:
-    write(root, "redis.md", "# Redis\n\nThe redis service listens on port 6380.\n")
-    write(root, "kafka.md", "# Kafka\n\nkafka brokers\n")
-    done = cli("index", str(root), "--provider", "none", *extra)
-    assert done.returncode == 0, done.stderr
-    return root
+NOTES = {
+    "redis.md": "# Redis\n\nThe redis service listens on port 6380.\n",
+    "kafka.md": "# Kafka\n\nkafka brokers\n",
+}
 
 
 def test_vaults_lists_each_index_with_its_folder_counts_size_sync_and_writer(
     tmp_path: Path,
+    indexed_vault: VaultIndexer,
 ) -> None:
-    notes = indexed_vault(tmp_path / "notes")
-    gone = indexed_vault(tmp_path / "old notes")
+    notes = indexed_vault(tmp_path / "notes", notes=NOTES)
+    gone = indexed_vault(tmp_path / "old notes", notes=NOTES)
     shutil.rmtree(gone)
     listed = cli("vaults", "--json")
     assert listed.returncode == 0, listed.stderr
@@ -54,9 +52,11 @@ def test_without_an_index_vaults_says_how_to_make_one() -> None:
     assert json.loads(cli("vaults", "--json").stdout)["vaults"] == []
 
 
-def test_forget_removes_the_index_files_and_never_a_note(tmp_path: Path) -> None:
-    notes = indexed_vault(tmp_path / "notes")
-    other = indexed_vault(tmp_path / "other")
+def test_forget_removes_the_index_files_and_never_a_note(
+    tmp_path: Path, indexed_vault: VaultIndexer
+) -> None:
+    notes = indexed_vault(tmp_path / "notes", notes=NOTES)
+    other = indexed_vault(tmp_path / "other", notes=NOTES)
     db = default_db_path(notes)
     before = sorted(p.name for p in notes.rglob("*"))
     done = cli("vaults", "forget", str(notes))  # no terminal: it asks nothing
@@ -72,8 +72,10 @@ def test_forget_removes_the_index_files_and_never_a_note(tmp_path: Path) -> None
     assert missing.returncode == 1 and "memsync vaults lists them" in missing.stderr
 
 
-def test_forget_is_refused_while_a_writer_holds_the_index(tmp_path: Path) -> None:
-    notes = indexed_vault(tmp_path / "notes")
+def test_forget_is_refused_while_a_writer_holds_the_index(
+    tmp_path: Path, indexed_vault: VaultIndexer
+) -> None:
+    notes = indexed_vault(tmp_path / "notes", notes=NOTES)
     with FileLock(default_db_path(notes), "watch"):
         refused = cli("vaults", "forget", str(notes), "--yes")
     assert refused.returncode == 1
@@ -98,8 +100,10 @@ def forget_at_a_terminal(target: str, answer: bytes) -> tuple[int, str]:
     return process.returncode, (out + err).decode()
 
 
-def test_at_a_terminal_forget_asks_first_and_no_keeps_the_index(tmp_path: Path) -> None:
-    notes = indexed_vault(tmp_path / "notes")
+def test_at_a_terminal_forget_asks_first_and_no_keeps_the_index(
+    tmp_path: Path, indexed_vault: VaultIndexer
+) -> None:
+    notes = indexed_vault(tmp_path / "notes", notes=NOTES)
     code, said = forget_at_a_terminal(str(notes), b"n\n")
     assert code == 1 and "Forget the index " in said and "The notes stay" in said
     assert "kept: nothing was removed" in said and default_db_path(notes).exists()
@@ -109,10 +113,10 @@ def test_at_a_terminal_forget_asks_first_and_no_keeps_the_index(tmp_path: Path) 
 
 
 def test_status_outside_every_vault_points_to_vaults(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, indexed_vault: VaultIndexer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    indexed_vault(tmp_path / "a")
-    indexed_vault(tmp_path / "b")
+    indexed_vault(tmp_path / "a", notes=NOTES)
+    indexed_vault(tmp_path / "b", notes=NOTES)
     monkeypatch.chdir(tmp_path)
     done = cli("status")
     assert done.returncode == 2
@@ -128,12 +132,12 @@ def test_vaults_takes_a_postgresql_db_only() -> None:
 
 
 def test_vaults_lists_a_databases_vaults_and_forget_drops_one_schema(
-    tmp_path: Path, pg_vault: tuple[str, str]
+    tmp_path: Path, indexed_vault: VaultIndexer, pg_vault: tuple[str, str]
 ) -> None:
     import psycopg
 
     url, name = pg_vault
-    notes = indexed_vault(tmp_path / "notes", "--db", url, "--name", name)
+    notes = indexed_vault(tmp_path / "notes", notes=NOTES, db=url, flags=["--name", name])
     listed = json.loads(cli("vaults", "--db", url, "--json").stdout)
     [mine] = [v for v in listed["vaults"] if v["name"] == name]
     assert mine["vault"] == str(notes) and mine["files"] == 2 and mine["size_bytes"] > 0
@@ -150,7 +154,7 @@ def test_vaults_lists_a_databases_vaults_and_forget_drops_one_schema(
 
 
 def test_forget_in_postgresql_is_refused_to_all_but_the_owner_and_while_a_writer_runs(
-    tmp_path: Path, pg_vault: tuple[str, str]
+    tmp_path: Path, indexed_vault: VaultIndexer, pg_vault: tuple[str, str]
 ) -> None:
     from urllib.parse import urlsplit, urlunsplit
 
@@ -159,7 +163,7 @@ def test_forget_in_postgresql_is_refused_to_all_but_the_owner_and_while_a_writer
     from memsync.store.pg_lock import AdvisoryLock
 
     url, name = pg_vault
-    indexed_vault(tmp_path / "notes", "--db", url, "--name", name)
+    indexed_vault(tmp_path / "notes", notes=NOTES, db=url, flags=["--name", name])
     with AdvisoryLock(url, name, "watch"):
         refused = cli("vaults", "forget", name, "--db", url)
     assert refused.returncode == 1 and "being written by memsync watch" in refused.stderr

@@ -26,17 +26,17 @@ from memsync.config import (
 from memsync.daemon import endpoint
 from memsync.store.origin import this_host
 from memsync.web.tokens import Tokens
-from tests.conftest import free_port, write
+from tests.conftest import VaultIndexer, free_port, write
 from tests.daemon.test_relay import Daemon, _steady, run
 
 
-def _vault(folder: Path, word: str, port: str) -> Path:
+def _vault(index: VaultIndexer, folder: Path, word: str, port: str) -> Path:
     """`folder`/notes, whose notes say `word` and `port`, indexed in `folder`/idx.sqlite."""
-    notes = folder / "notes"
-    write(notes, f"{word}.md", f"# {word}\n\nThe {word} server's SSH port is {port}.\n")
-    write(notes, f"{word}-more.md", f"More about {word}: its port is {port} too.\n")
-    assert run(["index", "notes", "--db", "idx.sqlite"], folder, relayed=False)[0] == 0
-    return notes
+    notes = {
+        f"{word}.md": f"# {word}\n\nThe {word} server's SSH port is {port}.\n",
+        f"{word}-more.md": f"More about {word}: its port is {port} too.\n",
+    }
+    return index(folder / "notes", notes=notes, db=folder / "idx.sqlite", provider="auto")
 
 
 def _alike(relayed: tuple[int, bytes, bytes], alone: tuple[int, bytes, bytes]) -> bool:
@@ -75,12 +75,12 @@ class Http:
 
 
 @pytest.fixture
-def serving_a(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def serving_a(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, indexed_vault: VaultIndexer) -> Any:
     """`memsync serve notes --db idx.sqlite`, started in A's folder; B's folder has an index of
     the same name. (A, B, the server, the JSON API asked meanwhile)."""
     a, b = tmp_path / "a", tmp_path / "b"
-    _vault(a, "alpha", "2222")
-    _vault(b, "beta", "3333")
+    _vault(indexed_vault, a, "alpha", "2222")
+    _vault(indexed_vault, b, "beta", "3333")
     token = Tokens().add("agent")
     port = free_port()
     monkeypatch.chdir(a)  # the server's own folder
@@ -132,12 +132,12 @@ def test_a_relative_db_in_another_folder_is_that_folders_index_and_http_keeps_it
 
 
 def test_another_index_named_from_the_clients_folder_is_declined_by_the_daemon(
-    serving_a: Any,
+    serving_a: Any, indexed_vault: VaultIndexer
 ) -> None:
     """A --vault the client cannot match to a daemon by itself: the daemon resolves it from the
     client's folder and declines it, and the client answers from that vault's index."""
     a, b, daemon, http = serving_a
-    assert run(["index", "notes"], b, relayed=False)[0] == 0  # beside its idx.sqlite
+    indexed_vault(b / "notes", provider="auto")  # its default index, beside its idx.sqlite
     args = ["query", "port", "--vault", "../b/notes", "--mode", "keyword", "--json"]
     relayed = run(args, a)
     assert _alike(relayed, run(args, a, relayed=False))
@@ -203,11 +203,14 @@ def test_the_shells_client_names_the_file_its_db_means_from_its_own_folder() -> 
     assert endpoint.named_file(["status", "--db", "i.sqlite"], gone, {}) is None
 
 
-def test_a_command_in_a_deleted_folder_still_reads_an_index_named_in_full(tmp_path: Path) -> None:
+def test_a_command_in_a_deleted_folder_still_reads_an_index_named_in_full(
+    tmp_path: Path, indexed_vault: VaultIndexer
+) -> None:
     """Its own process finds its folder only when a path needs it, as before."""
-    write(tmp_path / "notes", "n.md", "# N\n\nThe port is 22.\n")
     db = str(tmp_path / "i.sqlite")
-    assert run(["index", str(tmp_path / "notes"), "--db", db], tmp_path, relayed=False)[0] == 0
+    indexed_vault(
+        tmp_path / "notes", notes={"n.md": "# N\n\nThe port is 22.\n"}, db=db, provider="auto"
+    )
     gone = tmp_path / "gone"
     gone.mkdir()
     shell = f"cd {gone} && rmdir {gone} && exec {sys.executable} -m memsync"

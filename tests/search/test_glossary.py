@@ -17,6 +17,7 @@ from memsync.search.glossary import (
     translations,
     written_in_capitals,
 )
+from tests.conftest import VaultIndexer
 
 LINES = [
     "# CC-CEDICT\n",
@@ -216,7 +217,7 @@ def test_a_folder_at_its_path_means_no_glossary_and_a_notice(tmp_path: Path) -> 
     ],
 )
 def test_what_befell_the_glossary_is_said_by_query_json_and_memory_search(
-    tmp_path: Path, spoiled: str, said: str
+    indexed_vault: VaultIndexer, tmp_path: Path, spoiled: str, said: str
 ) -> None:
     """A real `memsync query --json` and a real MCP server's memory_search, each asked in
     Chinese of a vault with English notes, list the glossary's notice among their notices."""
@@ -229,7 +230,7 @@ def test_what_befell_the_glossary_is_said_by_query_json_and_memory_search(
     vault, db = tmp_path / "notes", tmp_path / "i.sqlite"
     write(vault, "budget.md", "# Budget\n\nThe budget for the heron project is approved.\n")
     write(vault, "笔记.md", "# 笔记\n\n测试服务器的SSH端口是2222。\n")
-    assert memsync("index", str(vault), "--provider", "none", "--db", str(db)).returncode == 0
+    indexed_vault(vault, db=db)
     path = cached_path(data_dir())
     assert path is not None
     path.unlink()  # the session's glossary, linked here for this test

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from memsync.cli.commands import main
 from memsync.config import data_dir
-from tests.conftest import EmbeddingServer, memsync, write
+from tests.conftest import EmbeddingServer, VaultIndexer, memsync, write
 from tests.units.test_fts import HOSTILE
 
 
@@ -31,9 +31,9 @@ def _run(*args: str, env: dict[str, str] | None = None):  # type: ignore[no-unty
 
 
 @pytest.fixture
-def keyword_vault(tmp_path: Path) -> Path:
+def keyword_vault(indexed_vault: VaultIndexer, tmp_path: Path) -> Path:
     vault = _vault(tmp_path / "notes")
-    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    indexed_vault(vault)
     return vault
 
 
@@ -50,6 +50,7 @@ def test_json_output_shape_with_keyword_only_index(keyword_vault: Path) -> None:
 
 
 def test_the_rest_of_an_overlapping_chunk_is_no_exact_match_without_the_identifier(
+    indexed_vault: VaultIndexer,
     tmp_path: Path,
 ) -> None:
     """Both overlapping chunks hold `OPS-1432` (in their shared lines); the second is listed by
@@ -58,7 +59,7 @@ def test_the_rest_of_an_overlapping_chunk_is_no_exact_match_without_the_identifi
     steps[15] = "- step 15: deploy staging, OPS-1432 tracks it, then check its logs."
     vault = tmp_path / "notes"
     write(vault, "long.md", "# Long\n\n" + "\n".join(steps) + "\n")
-    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    indexed_vault(vault)
     found = json.loads(
         _run("query", "OPS-1432", "--vault", str(vault), "--json", "--min-score", "0").stdout
     )["results"]
@@ -68,13 +69,14 @@ def test_the_rest_of_an_overlapping_chunk_is_no_exact_match_without_the_identifi
 
 
 def test_a_few_results_are_the_first_of_more_and_a_note_the_query_names_leads(
+    indexed_vault: VaultIndexer,
     tmp_path: Path,
 ) -> None:
     vault = tmp_path / "notes"
     write(vault, "projects/heron.md", "# Heron\n\n" + "Offline-first sync for the app.\n" * 30)
     for i in range(12):  # short notes that say the name twice outrank it by BM25
         write(vault, f"people/p{i}.md", f"# Person {i}\n\nWorks on Heron. Demos Heron.\n")
-    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    indexed_vault(vault)
 
     def first(limit: int) -> list[str]:
         args = ("query", "heron", "--vault", str(vault), "-n", str(limit), "--files")
@@ -144,9 +146,9 @@ def test_hostile_query_strings_return_normally(keyword_vault: Path, query: str) 
     json.loads(result.stdout)
 
 
-def test_empty_vault(tmp_path: Path) -> None:
+def test_empty_vault(indexed_vault: VaultIndexer, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    assert _run("index", str(tmp_path / "empty")).exit_code == 0
+    indexed_vault(tmp_path / "empty", provider="auto")
     result = CliRunner().invoke(
         main, ["query", "anything", "--vault", str(tmp_path / "empty"), "--json"]
     )
@@ -162,9 +164,11 @@ def test_the_query_brings_the_text_up_to_date_first(keyword_vault: Path) -> None
     assert gone["results"] == []
 
 
-def test_a_query_says_when_the_vault_folder_is_gone(keyword_vault: Path, tmp_path: Path) -> None:
+def test_a_query_says_when_the_vault_folder_is_gone(
+    indexed_vault: VaultIndexer, keyword_vault: Path, tmp_path: Path
+) -> None:
     db = tmp_path / "i.sqlite"
-    assert _run("index", str(keyword_vault), "--db", str(db), "--provider", "none").exit_code == 0
+    indexed_vault(keyword_vault, db=db)
     keyword_vault.rename(tmp_path / "moved")
     result = _run("query", "OPS-1432", "--db", str(db), "--files")
     assert result.exit_code == 0 and result.stdout == "tech/redis.md\n"
@@ -238,7 +242,9 @@ def test_control_characters_of_notes_and_their_names_reach_no_terminal(tmp_path:
     assert payload["results"][0]["path"] == name  # JSON escapes them itself
 
 
-def test_get_of_a_name_as_query_printed_it_reads_that_very_note(tmp_path: Path) -> None:
+def test_get_of_a_name_as_query_printed_it_reads_that_very_note(
+    indexed_vault: VaultIndexer, tmp_path: Path
+) -> None:
     """A name with a real backslash (`new\\nline.md`, as on Linux and macOS) beside one with a
     real newline: each printed name, pasted back into a real `memsync get`, reads its own note."""
     vault = tmp_path / "notes"
@@ -249,7 +255,7 @@ def test_get_of_a_name_as_query_printed_it_reads_that_very_note(tmp_path: Path) 
         except OSError:  # a file system that refuses a newline in a name
             del notes[name]
     base = ["--vault", str(vault)]
-    assert memsync("index", str(vault), "--provider", "none").returncode == 0
+    indexed_vault(vault)
     printed = {"new\\nline.md": "new\\\\nline.md", "new\nline.md": "new\\nline.md"}
     files = memsync("query", "zebra", *base, "--files").stdout.splitlines()
     assert sorted(files) == sorted(printed[name] for name in notes)
@@ -263,11 +269,11 @@ def test_get_of_a_name_as_query_printed_it_reads_that_very_note(tmp_path: Path) 
 
 
 def test_hybrid_with_vectors_and_decay_prefers_the_newer_daily_note(
-    tmp_path: Path, embedding_server: EmbeddingServer
+    indexed_vault: VaultIndexer, tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
     vault = _vault(tmp_path / "notes")
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
-    assert _run("index", str(vault), "--provider", "openai", env=env).exit_code == 0
+    indexed_vault(vault, provider="openai", env=env)
     args = ["query", "Heron server Postgres", "--vault", str(vault), "--json", "--min-score", "0"]
     plain = json.loads(_run(*args, env=env).stdout)
     assert plain["mode"] == "hybrid" and plain["notices"] == []
@@ -443,10 +449,12 @@ RUNBOOK = (
 )
 
 
-def test_a_chinese_question_finds_an_english_note_by_its_glossed_words(tmp_path: Path) -> None:
+def test_a_chinese_question_finds_an_english_note_by_its_glossed_words(
+    indexed_vault: VaultIndexer, tmp_path: Path
+) -> None:
     vault = _vault(tmp_path / "notes")
     write(vault, "tech/runbook.md", RUNBOOK)
-    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    indexed_vault(vault)
     args = ["query", "复制延迟告警的处理步骤", "--vault", str(vault), "--json", "--explain"]
     payload = json.loads(_run(*args, "--min-score", "0").stdout)
     top = payload["results"][0]
@@ -461,23 +469,25 @@ def test_a_chinese_question_finds_an_english_note_by_its_glossed_words(tmp_path:
 
 
 def test_an_english_question_finds_a_chinese_note_by_its_translated_words(
-    tmp_path: Path, embedding_server: EmbeddingServer
+    indexed_vault: VaultIndexer, tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
     vault = _vault(tmp_path / "notes")
     write(vault, "笔记/周末计划.md", "# 周末计划\n\n- 周六：做拉面。\n- 周日：买棚子的材料。\n")
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
-    assert _run("index", str(vault), "--provider", "openai", env=env).exit_code == 0
+    indexed_vault(vault, provider="openai", env=env)
     args = ["query", "weekend ramen", "--vault", str(vault), "--json", "--explain"]
     top = json.loads(_run(*args, "--min-score", "0", env=env).stdout)["results"][0]
     assert top["path"] == "笔记/周末计划.md" and top["explain"]["glossed"] is True
 
 
-def test_an_index_without_vectors_translates_an_english_question_too(tmp_path: Path) -> None:
+def test_an_index_without_vectors_translates_an_english_question_too(
+    indexed_vault: VaultIndexer, tmp_path: Path
+) -> None:
     """Without vectors, the words are the only way from an English question to a Chinese note:
     the index's text tells that it holds Chinese."""
     vault = _vault(tmp_path / "notes")
     write(vault, "笔记/周末计划.md", "# 周末计划\n\n- 周六：做拉面。\n- 周日：买棚子的材料。\n")
-    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    indexed_vault(vault)
     args = ["query", "weekend ramen", "--vault", str(vault), "--json", "--explain"]
     payload = json.loads(_run(*args).stdout)
     assert payload["mode"] == "keyword"
@@ -485,13 +495,15 @@ def test_an_index_without_vectors_translates_an_english_question_too(tmp_path: P
     assert top["path"] == "笔记/周末计划.md" and top["explain"]["glossed"] is True
 
 
-def test_a_phrase_the_dictionary_spells_whole_is_translated_both_ways(tmp_path: Path) -> None:
+def test_a_phrase_the_dictionary_spells_whole_is_translated_both_ways(
+    indexed_vault: VaultIndexer, tmp_path: Path
+) -> None:
     """信用卡 is `credit card` in the dictionary, and neither word alone is any one Chinese
     word: the phrase is what finds the note in the other language."""
     vault = _vault(tmp_path / "notes")
     write(vault, "笔记/账单.md", "# 账单\n\n- 信用卡账单周五到期。\n")
     write(vault, "finance/cards.md", "# Cards\n\nThe credit card statement closes on the 3rd.\n")
-    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    indexed_vault(vault)
 
     def glossed(question: str) -> dict[str, bool]:
         args = ["query", question, "--vault", str(vault), "--json", "--explain"]
@@ -502,24 +514,28 @@ def test_a_phrase_the_dictionary_spells_whole_is_translated_both_ways(tmp_path: 
     assert glossed("信用卡")["finance/cards.md"] is True
 
 
-def test_a_result_in_the_other_language_shows_the_lines_its_glosses_match(tmp_path: Path) -> None:
+def test_a_result_in_the_other_language_shows_the_lines_its_glosses_match(
+    indexed_vault: VaultIndexer, tmp_path: Path
+) -> None:
     vault = _vault(tmp_path / "notes")
     steps = [f"- step {i}: check the shelf and the boxes" for i in range(12)]
     steps[8] = "- step 8: cancel the old credit card"
     write(vault, "home/moving.md", "# Moving\n\n" + "\n".join(steps) + "\n")
-    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    indexed_vault(vault)
     args = ["query", "信用卡", "--vault", str(vault), "--json", "--min-score", "0"]
     [hit] = [r for r in json.loads(_run(*args).stdout)["results"] if r["path"] == "home/moving.md"]
     assert "credit card" in hit["snippet"]
 
 
-def test_an_acronym_s_translation_is_only_for_a_word_written_in_capitals(tmp_path: Path) -> None:
+def test_an_acronym_s_translation_is_only_for_a_word_written_in_capitals(
+    indexed_vault: VaultIndexer, tmp_path: Path
+) -> None:
     """银联 is `CUP` (China UnionPay) in the dictionary: a question about a coffee cup must not
     find the card note by it, one about the CUP card must."""
     vault = _vault(tmp_path / "notes")
     write(vault, "笔记/银联.md", "# 银联\n\n- 银联卡在国外也能用。\n")
     write(vault, "home/kitchen.md", "# Kitchen\n\nThe blue mug is chipped.\n")
-    assert _run("index", str(vault), "--provider", "none").exit_code == 0
+    indexed_vault(vault)
 
     def found(question: str) -> list[str]:
         args = ["query", question, "--vault", str(vault), "--json", "--min-score", "0"]
@@ -530,7 +546,7 @@ def test_an_acronym_s_translation_is_only_for_a_word_written_in_capitals(tmp_pat
 
 
 def test_a_result_found_by_meaning_shows_its_nearest_window_s_lines(
-    tmp_path: Path, embedding_server: EmbeddingServer
+    indexed_vault: VaultIndexer, tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
     """No word of `🐝` is searchable, so the snippet has only the vectors to go by: it shows the
     window they found, not the chunk's first lines. (The test server's model is a bag of
@@ -540,7 +556,7 @@ def test_a_result_found_by_meaning_shows_its_nearest_window_s_lines(
     vault = tmp_path / "notes"
     write(vault, "chores.md", "# Chores\n\n" + "\n".join(lines) + "\n")
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
-    assert _run("index", str(vault), "--provider", "openai", env=env).exit_code == 0
+    indexed_vault(vault, provider="openai", env=env)
     args = ["query", "🐝", "--vault", str(vault), "--json", "--min-score", "0", "-n", "1"]
     top = json.loads(_run(*args, "--explain", env=env).stdout)["results"][0]
     assert "swarm cells" in top["snippet"]
@@ -550,14 +566,14 @@ def test_a_result_found_by_meaning_shows_its_nearest_window_s_lines(
 
 
 def test_a_vault_in_one_script_never_builds_the_glossary(
-    tmp_path: Path, embedding_server: EmbeddingServer
+    indexed_vault: VaultIndexer, tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
     for cached in data_dir().glob("cedict-*"):
         cached.unlink()  # the session's glossary, which every test is given
     vault = tmp_path / "notes"
     write(vault, "tech/runbook.md", RUNBOOK)
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
-    assert _run("index", str(vault), "--provider", "openai", env=env).exit_code == 0
+    indexed_vault(vault, provider="openai", env=env)
     assert _run("query", "replication lag", "--vault", str(vault), env=env).exit_code == 0
     assert not list(data_dir().glob("cedict-*"))
 

@@ -14,17 +14,17 @@ import pytest
 
 from memsync.embed.rerank import Reranker
 from memsync.errors import EmbeddingResponseError
-from tests.conftest import EmbeddingServer, JsonHandler, LocalServer, memsync, write
+from tests.conftest import EmbeddingServer, JsonHandler, LocalServer, VaultIndexer, memsync, write
 
 
 @pytest.fixture
-def vault(tmp_path: Path) -> Path:
+def vault(indexed_vault: VaultIndexer, tmp_path: Path) -> Path:
     """Keyword-only: the fused order is BM25's, and the reranker is told to prefer another note."""
     root = tmp_path / "notes"
     write(root, "deploy.md", "# Deploy\n\nDeploy staging: deploy staging, deploy it to staging.\n")
     write(root, "runbook.md", "# Runbook\n\nThe staging deploy waits for the quokka check.\n")
     write(root, "other.md", "# Other\n\nNothing about that here.\n")
-    assert memsync("index", str(root), "--provider", "none").returncode == 0
+    indexed_vault(root)
     return root
 
 
@@ -51,14 +51,14 @@ def test_the_reranker_orders_the_top_candidates(
 
 
 def test_overlapping_chunks_are_listed_with_their_own_lines_and_reranked_by_them(
-    tmp_path: Path, embedding_server: EmbeddingServer
+    indexed_vault: VaultIndexer, tmp_path: Path, embedding_server: EmbeddingServer
 ) -> None:
     """A chunk overlapping a better one of its note is listed with its other lines only: no
     line twice, and the reranker reads the lines each result cites."""
     root = tmp_path / "notes"
     lines = [f"- step {i}: deploy staging, then check service {i} and its logs." for i in range(90)]
     write(root, "long.md", "# Long\n\n" + "\n".join(lines) + "\n")
-    assert memsync("index", str(root), "--provider", "none").returncode == 0
+    indexed_vault(root)
     found = _query(root, embedding_server, "--min-score", "0", "-n", "10")
     results = found["results"]
     assert len(results) >= 3 and {r["path"] for r in results} == {"long.md"}
@@ -356,13 +356,13 @@ def test_a_url_httpx_refuses_later_leaves_the_results_unreranked_with_a_notice(
 
 
 @pytest.fixture
-def five(tmp_path: Path) -> Path:
+def five(indexed_vault: VaultIndexer, tmp_path: Path) -> Path:
     """Five notes BM25 ranks 1-5 (the query's words fewer in each), which the reranker would
     put in the opposite order."""
     root = tmp_path / "notes"
     for n in range(1, 6):
         write(root, f"n{n}.md", f"# N{n}\n\n" + "deploy staging, " * (6 - n) + f"step {n}.\n")
-    assert memsync("index", str(root), "--provider", "none").returncode == 0
+    indexed_vault(root)
     return root
 
 

@@ -15,7 +15,7 @@ import pytest
 from memsync.errors import VaultTaken
 from memsync.redact import redact
 from memsync.store.origin import HOST_KEY, PATH_KEY, Origin, Owner
-from tests.conftest import cli, memsync, write
+from tests.conftest import VaultIndexer, cli, memsync, write
 
 
 def _notes(root: Path, topic: str) -> Path:
@@ -86,11 +86,12 @@ def test_the_vault_is_here_only_on_its_recorded_host(monkeypatch: pytest.MonkeyP
 
 
 def test_another_folder_into_one_sqlite_index_is_refused_before_anything_is_written(
+    indexed_vault: VaultIndexer,
     tmp_path: Path,
 ) -> None:
     a, b = _notes(tmp_path / "a", "redis"), _notes(tmp_path / "b", "kafka")
     db = tmp_path / "one.db"
-    assert cli("index", str(a), "--db", str(db), "--provider", "none").returncode == 0
+    indexed_vault(a, db=db)
     before = db.read_bytes()
     for command in ("index", "watch"):
         run = memsync if command == "watch" else cli
@@ -111,14 +112,14 @@ def test_another_folder_into_one_sqlite_index_is_refused_before_anything_is_writ
 
 
 def test_a_taken_postgresql_vault_name_is_refused_for_index_and_watch(
-    tmp_path: Path, pg_vault: tuple[str, str]
+    tmp_path: Path, pg_vault: tuple[str, str], indexed_vault: VaultIndexer
 ) -> None:
     url, name = pg_vault
     a, b = (
         _notes(tmp_path / "alice" / "notes", "redis"),
         _notes(tmp_path / "bob" / "notes", "kafka"),
     )
-    assert _index(a, url, name).returncode == 0
+    indexed_vault(a, db=url, flags=["--name", name])
     meta = _meta(url, name)
     assert meta[PATH_KEY] == str(a) and meta[HOST_KEY] == "laptop"
     for command, host in (("index", "laptop"), ("watch", "laptop"), ("index", "desktop")):
@@ -136,11 +137,11 @@ def test_a_taken_postgresql_vault_name_is_refused_for_index_and_watch(
 
 
 def test_a_reader_never_writes_a_shared_vault_and_says_when_it_is_behind_on_the_host(
-    tmp_path: Path, pg_vault: tuple[str, str]
+    tmp_path: Path, pg_vault: tuple[str, str], indexed_vault: VaultIndexer
 ) -> None:
     url, name = pg_vault
     root = _notes(tmp_path / "notes", "redis")
-    assert _index(root, url, name).returncode == 0
+    indexed_vault(root, db=url, flags=["--name", name])
     indexed = _files(url, name)
     # another machine has a different folder at the vault's path
     (root / "redis.md").unlink()
@@ -175,10 +176,10 @@ def test_a_reader_never_writes_a_shared_vault_and_says_when_it_is_behind_on_the_
 
 
 def test_status_of_a_shared_vault_whose_host_was_never_recorded_says_where_its_notes_are(
-    tmp_path: Path, pg_vault: tuple[str, str]
+    tmp_path: Path, pg_vault: tuple[str, str], indexed_vault: VaultIndexer
 ) -> None:
     url, name = pg_vault
-    assert _index(_notes(tmp_path / "notes", "redis"), url, name).returncode == 0
+    indexed_vault(_notes(tmp_path / "notes", "redis"), db=url, flags=["--name", name])
     with psycopg.connect(url) as conn:  # as an index made before hosts were recorded
         conn.execute(f'DELETE FROM "{name}".meta WHERE key = %s', (HOST_KEY,))
     text = cli("status", "--db", url, "--name", name).stdout
@@ -190,13 +191,16 @@ def test_status_of_a_shared_vault_whose_host_was_never_recorded_says_where_its_n
 
 
 def test_an_agent_reads_a_shared_vault_without_writing_it_and_writes_only_on_its_host(
-    tmp_path: Path, pg_vault: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    pg_vault: tuple[str, str],
+    indexed_vault: VaultIndexer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from tests.agent.test_mcp import served
 
     url, name = pg_vault
     root = _notes(tmp_path / "notes", "redis")
-    assert _index(root, url, name).returncode == 0
+    indexed_vault(root, db=url, flags=["--name", name])
     (root / "redis.md").unlink()
     args = ["--db", url, "--name", name]
     for host in ("laptop", "desktop"):
@@ -216,14 +220,17 @@ def test_an_agent_reads_a_shared_vault_without_writing_it_and_writes_only_on_its
 
 
 def test_notes_are_read_from_the_index_where_the_vault_s_files_are_not(
-    tmp_path: Path, pg_vault: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    pg_vault: tuple[str, str],
+    indexed_vault: VaultIndexer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from tests.agent.test_mcp import served
 
     url, name = pg_vault
     root = _notes(tmp_path / "notes", "redis")
     write(root, "long.md", "".join(f"line {i}\n" for i in range(1, 601)))
-    assert _index(root, url, name).returncode == 0
+    indexed_vault(root, db=url, flags=["--name", name])
     args = ["--db", url, "--name", name]
     # a teammate's agent: the indexed copy, capped and numbered as the file would be
     monkeypatch.setenv("MEMSYNC_HOST", "desktop")

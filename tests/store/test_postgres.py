@@ -383,43 +383,6 @@ def test_without_psycopg_a_postgres_url_says_what_to_install(
                 pg_connect.connect("postgresql://x@/db")
 
 
-def test_a_newer_vault_schema_is_refused(pg_vault: tuple[str, str]) -> None:
-    url, name = pg_vault
-    where = PostgresLocation(url, name)
-    with where.open(create=True) as store:
-        store.record(schema_version=99)
-    with pytest.raises(StoreError, match="newer"):
-        where.open()
-
-
-def test_a_vault_of_the_release_before_records_its_windows_lines_and_keeps_its_vectors(
-    tmp_path: Path, pg_vault: tuple[str, str], hash_embedder: HashEmbedder
-) -> None:
-    """Vault schema 5 and the `spans` rule, as on SQLite: `index` chunks every note again,
-    records the lines of each chunk's windows and embeds nothing."""
-    from memsync.chunking import chunk_text
-
-    url, name = pg_vault
-    where = PostgresLocation(url, name)
-    root = tmp_path / "v"
-    text = "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60))
-    write(root, "chat.md", text)
-    with where.open(create=True) as store:
-        syncer.index_vault(store, root, 1 << 20, hash_embedder)
-        store.conn.execute("DROP TABLE held_links, held_names, links, names")  # type: ignore  # 8, 7
-        for column in ("script", "windows"):  # the columns of schemas 6 and 5
-            store.conn.execute(f"ALTER TABLE chunks DROP COLUMN {column}")  # type: ignore
-        store.record(schema_version=4, chunker=syncer.INDEX_RULES.replace(" spans", ""))
-    with where.open(create=True) as store:  # the writer (index, watch) migrates it
-        assert all(row.window_lines is None for row in store.chunks(range(1, 100)).values())
-        report = syncer.index_vault(store, root, 1 << 20, hash_embedder)
-        assert report.embedded == 0 and store.pending_count() == 0
-        rows = sorted(store.chunks(range(1, 100)).values(), key=lambda row: row.start_line)
-        assert [row.window_lines for row in rows] == [
-            chunk.window_lines for chunk in chunk_text(text)
-        ]
-
-
 def test_the_embedding_cache_is_shared_by_the_vaults_of_a_database(
     tmp_path: Path, pg_url: str, hash_embedder: object
 ) -> None:

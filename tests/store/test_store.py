@@ -45,13 +45,6 @@ def test_migrations_build_the_schema_on_an_empty_database(tmp_path: Path) -> Non
         assert again.meta()["schema_version"] == str(SCHEMA_VERSION)
 
 
-def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
-    with SqliteStore(tmp_path / "i.sqlite") as store:
-        store.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
-    with pytest.raises(StoreError, match="newer"):
-        SqliteStore(tmp_path / "i.sqlite")
-
-
 def test_missing_index_is_not_created_by_readers(tmp_path: Path) -> None:
     with pytest.raises(StoreError):
         SqliteStore(tmp_path / "nope.sqlite", create=False)
@@ -358,30 +351,6 @@ def test_an_index_whose_chunks_embedded_their_overlap_is_chunked_and_embedded_ag
         assert len(row.embedding or b"") == len(own) * 64 * 4
         [(best, distance)] = store.vector_search(hash_embedder.embed_documents(own[:1])[0], 1)
         assert best == row.id and distance == pytest.approx(0.0, abs=1e-6)
-
-
-def test_an_index_without_its_windows_lines_records_them_and_keeps_its_vectors(
-    tmp_path: Path, hash_embedder: HashEmbedder
-) -> None:
-    """Schema 7 and the `spans` rule: an index of the release before has its chunks' window
-    lines recorded by `index`, which chunks every note again and embeds nothing; until then a
-    query shows lines as before."""
-    from memsync.search.options import Options
-    from memsync.search.pipeline import search
-
-    root, db, text = _chat_index_of_schema(tmp_path, hash_embedder, 6)
-    options = Options(mode="vector", min_score=0.0, limit=1)
-    with SqliteStore(db) as store:
-        assert all(row.window_lines is None for row in store.chunks(range(1, 100)).values())
-        assert search(store, "x47", options, hash_embedder).results  # no lines to go by: fine
-        report = index_vault(store, root, 1 << 20, hash_embedder)
-        assert report.embedded == 0 and store.pending_count() == 0
-        rows = store.chunks(range(1, 100)).values()
-        assert all(
-            row.window_lines == chunk.window_lines for row, chunk in zip(rows, chunk_text(text))
-        )
-        [hit] = search(store, "x47", options, hash_embedder).results
-        assert "line 47 about x47" in hit.snippet
 
 
 def test_a_query_says_how_many_chunks_wait_for_their_vectors(

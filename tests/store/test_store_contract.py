@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from memsync.chunking import chunk_text
 from memsync.embedders import Embedder
 from memsync.errors import IndexNotFound, StoreError
 from memsync.filters import NoteFilter
@@ -21,7 +22,7 @@ from memsync.search.pipeline import Hit, search
 from memsync.store.locate import Location, PostgresLocation, SqliteLocation
 from memsync.store.protocols import FileFacts, FileRow, ModelKey, NewChunk, NoteRow
 from memsync.store.protocols import StoreWriter as Store
-from memsync.sync.syncer import index_vault
+from memsync.sync.syncer import INDEX_RULES, index_vault
 from memsync.vectors import MeanVectors
 from tests.conftest import SAMPLE_VAULT, HashEmbedder, drop_vault, write
 
@@ -50,6 +51,16 @@ def test_migrations_apply_once_and_readers_never_create_an_index(location: Locat
         assert int(version) >= 1 and store.counts()["files"] == 0
     with location.open() as again:  # a reader opens it; reopening applies nothing twice
         assert again.meta()["schema_version"] == version and not again.read_only
+
+
+def test_a_newer_schema_is_refused(location: Location) -> None:
+    with location.open(create=True) as store, store.transaction():
+        newer = store.SCHEMA_VERSION + 1
+        store._record_schema(newer)
+        store.set_meta(schema_version=newer)
+    for create in (False, True):  # by a reader and by a writer
+        with pytest.raises(StoreError, match="newer"):
+            location.open(create=create)
 
 
 def test_notes_are_listed_page_by_page_in_code_point_order_with_their_titles(
@@ -149,6 +160,44 @@ def test_each_chunk_s_script_is_recorded_by_its_writer_and_read_from_text_in_an_
             assert dict(writer._rows("SELECT path, script FROM chunks")) == scripts
     assert taken == [step.name for step in writer.MIGRATIONS if step.schema > older]
     assert taken[0] == "chunk scripts"
+
+
+def _before_window_lines(store: Store) -> None:
+    """The index as the release before the "window lines" step left it: no windows nor later
+    columns and tables, the schema number before the step's, chunked by the rules before
+    `spans`."""
+    older = next(step.schema for step in store.MIGRATIONS if step.name == "window lines") - 1
+    with store.transaction():
+        for table in ("held_links", "held_names", "links", "names"):
+            store.conn.execute(f"DROP TABLE {table}")
+        for column in ("script", "windows"):
+            store.conn.execute(f"ALTER TABLE chunks DROP COLUMN {column}")
+        store._record_schema(older)
+        store.set_meta(schema_version=older, chunker=INDEX_RULES.replace(" spans", ""))
+
+
+def test_an_index_without_its_windows_lines_records_them_and_keeps_its_vectors(
+    location: Location, tmp_path: Path, hash_embedder: HashEmbedder
+) -> None:
+    """The `spans` rule: an index of the release before has its chunks' window lines recorded
+    by its writer's `index`, which chunks every note again and embeds nothing; until then a
+    query shows lines as before."""
+    root = tmp_path / "vault"
+    text = "# Chat\n\n" + "".join(f"- **A:** line {i} about x{i}\n" for i in range(60))
+    write(root, "chat.md", text)
+    with location.open(create=True) as store:
+        index_vault(store, root, MB, hash_embedder)
+        _before_window_lines(store)
+    options = Options(mode="vector", min_score=0.0, limit=1)
+    with location.open(create=True) as store:  # the writer (index, watch) takes the step
+        assert all(row.window_lines is None for row in store.chunks(range(1, 100)).values())
+        assert search(store, "x47", options, hash_embedder).results  # no lines to go by: fine
+        report = index_vault(store, root, MB, hash_embedder)
+        assert report.embedded == 0 and store.pending_count() == 0
+        rows = sorted(store.chunks(range(1, 100)).values(), key=lambda row: row.start_line)
+        assert [row.window_lines for row in rows] == [c.window_lines for c in chunk_text(text)]
+        [hit] = search(store, "x47", options, hash_embedder).results
+        assert "line 47 about x47" in hit.snippet
 
 
 def test_probes_bring_their_nearest_chunks_into_the_coarse_step(location: Location) -> None:

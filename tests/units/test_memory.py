@@ -10,20 +10,20 @@ import pytest
 
 from memsync.config import load_config
 from memsync.errors import ArgumentError, IndexNotFound
-from memsync.memory import Memory, behind_notice, index, lists_vaults, refresh_text, search_options
+from memsync.memory import Memory, behind_notice, lists_vaults, refresh_text, search_options
 from memsync.store.locate import SqliteLocation
 from memsync.store.sqlite_store import SqliteStore
-from tests.conftest import write
+from tests.conftest import VaultIndexer, write
 
 
 @pytest.fixture
-def keyword_vault(tmp_path: Path) -> Path:
+def keyword_vault(tmp_path: Path, indexed_vault: VaultIndexer) -> Path:
     """Two notes indexed keyword-only into the vault's default index."""
-    vault = tmp_path / "notes"
-    write(vault, "tech/redis.md", "# Redis\n\nThe staging Redis listens on port 6380.\n")
-    write(vault, "ops/kafka.md", "---\ntags: [ops]\n---\n# Kafka\n\nkafka brokers\n")
-    index(load_config(provider="none"), vault)
-    return vault
+    notes = {
+        "tech/redis.md": "# Redis\n\nThe staging Redis listens on port 6380.\n",
+        "ops/kafka.md": "---\ntags: [ops]\n---\n# Kafka\n\nkafka brokers\n",
+    }
+    return indexed_vault(tmp_path / "notes", notes=notes)
 
 
 def test_a_reading_command_finds_the_vault_s_index_or_says_there_is_none(

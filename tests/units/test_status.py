@@ -12,12 +12,12 @@ from click.testing import CliRunner, Result
 
 from memsync.cli.commands import main
 from memsync.config import load_config
-from memsync.memory import Memory, index, search_options
+from memsync.memory import Memory, search_options
 from memsync.output import status_text
 from memsync.status import gather, vaults_in
 from memsync.store.locate import PostgresLocation, SqliteLocation
 from memsync.store.sqlite_store import SqliteStore
-from tests.conftest import EmbeddingServer, write
+from tests.conftest import EmbeddingServer, VaultIndexer, write
 
 
 def _vault(root: Path) -> Path:
@@ -31,10 +31,10 @@ def _invoke(*args: str) -> Result:
 
 
 def test_gather_says_who_writes_and_how_far_the_notes_on_disk_are_from_the_index(
-    tmp_path: Path,
+    tmp_path: Path, indexed_vault: VaultIndexer
 ) -> None:
     vault, db = _vault(tmp_path / "notes"), tmp_path / "i.sqlite"
-    index(load_config(db=str(db), provider="none"), vault)
+    indexed_vault(vault, db=db)
     location = SqliteLocation(db)
     facts = gather(location)
     assert facts["vault"] == str(vault) and facts["files_indexed"] == 2
@@ -50,9 +50,11 @@ def test_gather_says_who_writes_and_how_far_the_notes_on_disk_are_from_the_index
         assert gather(location, store)["disk"]["new"] == 1
 
 
-def test_gather_of_an_index_whose_vault_folder_is_gone_compares_nothing(tmp_path: Path) -> None:
+def test_gather_of_an_index_whose_vault_folder_is_gone_compares_nothing(
+    tmp_path: Path, indexed_vault: VaultIndexer
+) -> None:
     vault, db = _vault(tmp_path / "notes"), tmp_path / "i.sqlite"
-    index(load_config(db=str(db), provider="none"), vault)
+    indexed_vault(vault, db=db)
     vault.rename(tmp_path / "moved")
     facts = gather(SqliteLocation(db))
     assert facts["disk"] == {"present": False, "here": True}
@@ -61,17 +63,19 @@ def test_gather_of_an_index_whose_vault_folder_is_gone_compares_nothing(tmp_path
 
 
 def test_the_vaults_of_a_postgresql_database_are_listed_with_their_counts(
-    tmp_path: Path, pg_vault: tuple[str, str]
+    tmp_path: Path, pg_vault: tuple[str, str], indexed_vault: VaultIndexer
 ) -> None:
     url, name = pg_vault
-    index(load_config(db=url, name=name, provider="none"), _vault(tmp_path / "notes"))
+    indexed_vault(_vault(tmp_path / "notes"), db=url, flags=["--name", name])
     listed = {v["name"]: v for v in vaults_in(url)["vaults"]}
     assert listed[name]["files"] == 2 and listed[name]["writer"] is None
     assert listed[name]["vault"] == str(tmp_path / "notes")
     assert PostgresLocation(url, name).holder() is None
 
 
-def test_status_counts_add_up_and_a_deleted_skipped_file_is_not_up_to_date(tmp_path: Path) -> None:
+def test_status_counts_add_up_and_a_deleted_skipped_file_is_not_up_to_date(
+    indexed_vault: VaultIndexer, tmp_path: Path
+) -> None:
     """A skipped link is no note on disk: `2 indexed, 3 notes on disk (4 skipped)` read as if
     notes had gone missing; and a deleted file listed as skipped was `up to date`."""
     vault = _vault(tmp_path / "notes")
@@ -79,7 +83,7 @@ def test_status_counts_add_up_and_a_deleted_skipped_file_is_not_up_to_date(tmp_p
     outside = write(tmp_path, "outside.md", "# Outside\n")
     (vault / "link.md").symlink_to(outside)
     (vault / "loop").symlink_to(vault)
-    assert _invoke("index", str(vault), "--provider", "none").exit_code == 0
+    indexed_vault(vault)
     text = _invoke("status", "--vault", str(vault)).output
     assert (
         "files:    2 indexed, 3 notes on disk (1 skipped), 2 other entries skipped, listed below"
@@ -91,18 +95,19 @@ def test_status_counts_add_up_and_a_deleted_skipped_file_is_not_up_to_date(tmp_p
     text = _invoke("status", "--vault", str(vault)).output
     assert "files:    2 indexed, 2 notes on disk; 2 other entries skipped, listed below" in text
     assert "state:    behind: notes on disk differ from the index (1 removed)" in text
-    assert _invoke("index", str(vault), "--provider", "none").exit_code == 0
+    indexed_vault(vault)
     text = _invoke("status", "--vault", str(vault)).output
     assert "binary.md" not in text and "state:    up to date\n" in text
 
 
 def test_an_index_made_with_provider_none_says_so_once_and_waits_for_nothing(
+    indexed_vault: VaultIndexer,
     tmp_path: Path,
 ) -> None:
     """The user's choice is stated by status, not warned about by each query in the default
     mode; a query asking for vectors only is told why there are none."""
     vault = _vault(tmp_path / "notes")
-    assert _invoke("index", str(vault), "--provider", "none").exit_code == 0
+    indexed_vault(vault)
     text = _invoke("status", "--vault", str(vault)).output
     assert "vectors:  none (indexed without an embedding model: keyword search only)\n" in text
     assert "waiting for embeddings" not in text and "memsync index" not in text
@@ -123,9 +128,11 @@ def test_an_index_made_with_provider_none_says_so_once_and_waits_for_nothing(
     )
 
 
-def test_status_never_says_up_to_date_when_disk_differs(tmp_path: Path) -> None:
+def test_status_never_says_up_to_date_when_disk_differs(
+    indexed_vault: VaultIndexer, tmp_path: Path
+) -> None:
     vault = _vault(tmp_path / "notes")
-    _invoke("index", str(vault), "--provider", "none")
+    indexed_vault(vault)
     write(vault, "b.md", "# new note\n")
     (vault / "a.md").write_text("# Alpha\n\nchanged\n")
     facts = json.loads(_invoke("status", "--vault", str(vault), "--json").output)
@@ -135,26 +142,30 @@ def test_status_never_says_up_to_date_when_disk_differs(tmp_path: Path) -> None:
     assert "up to date" not in text and "1 new, 1 changed" in text
 
 
-def test_status_after_the_clock_went_back_gives_no_negative_age(tmp_path: Path) -> None:
+def test_status_after_the_clock_went_back_gives_no_negative_age(
+    indexed_vault: VaultIndexer, tmp_path: Path
+) -> None:
     import sqlite3
     import time
 
     vault, db = _vault(tmp_path / "notes"), tmp_path / "i.sqlite"
-    assert _invoke("index", str(vault), "--provider", "none", "--db", str(db)).exit_code == 0
+    indexed_vault(vault, db=db)
     with sqlite3.connect(db) as conn:  # synced a few years ahead of this machine's clock
         conn.execute("UPDATE meta SET value = ? WHERE key = 'last_sync'", (time.time() + 1e8,))
     text = _invoke("status", "--db", str(db)).output
     assert "synced:   just now (the clock here is behind the time recorded)\n" in text
 
 
-def test_status_says_when_an_older_memsync_chunked_the_index(tmp_path: Path) -> None:
+def test_status_says_when_an_older_memsync_chunked_the_index(
+    indexed_vault: VaultIndexer, tmp_path: Path
+) -> None:
     """After an upgrade whose rules chunk or embed notes differently, the notes still match
     the files rows, but `index` has work to do: status must not call that up to date."""
     import apsw
 
     vault = _vault(tmp_path / "notes")
     db = tmp_path / "index.sqlite"
-    _invoke("index", str(vault), "--provider", "none", "--db", str(db))
+    indexed_vault(vault, db=db)
     older = apsw.Connection(str(db))
     older.execute("UPDATE meta SET value = 'cdc-1 cl100k max400' WHERE key = 'chunker'")
     older.close()
@@ -163,13 +174,16 @@ def test_status_says_when_an_older_memsync_chunked_the_index(tmp_path: Path) -> 
     text = _invoke("status", "--db", str(db)).output
     assert "state:    behind: indexed by an older memsync's rules" in text
     assert "up to date" not in text
-    _invoke("index", str(vault), "--provider", "none", "--db", str(db))
+    indexed_vault(vault, db=db)
     facts = json.loads(_invoke("status", "--db", str(db), "--json").output)
     assert facts["rules_current"] and facts["text_up_to_date"]
 
 
 def test_a_query_and_status_say_a_running_writer_is_embedding_what_waits(
-    tmp_path: Path, embedding_server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    embedding_server: EmbeddingServer,
+    monkeypatch: pytest.MonkeyPatch,
+    indexed_vault: VaultIndexer,
 ) -> None:
     """Chunks without vectors yet: a query and status name the running watch or serve that
     embeds them; with no writer that embeds (none, or an agent's write), the query says how
@@ -177,8 +191,8 @@ def test_a_query_and_status_say_a_running_writer_is_embedding_what_waits(
     monkeypatch.setenv("OPENAI_BASE_URL", f"{embedding_server.url}/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     vault, db = _vault(tmp_path / "notes"), tmp_path / "i.sqlite"
+    indexed_vault(vault, db=db, provider="openai")
     config = load_config(db=str(db), provider="openai")
-    index(config, vault)
     with SqliteStore(db) as store:
         store.conn.execute("UPDATE chunks SET embedding = NULL WHERE path = 'a.md'")
     location = SqliteLocation(db)
