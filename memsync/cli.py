@@ -329,12 +329,17 @@ def related(
     def action() -> None:
         from . import output
         from .errors import ArgumentError
-        from .memory import Memory, note_request, search_options
+        from .memory import RELATED_LIMIT, Memory, note_request, search_options
 
         config = _config(db=db, name=name)
         try:
             options = search_options(
-                config, paths=paths, since=since, until=until, tags=tags, limit=limit or 10
+                config,
+                paths=paths,
+                since=since,
+                until=until,
+                tags=tags,
+                limit=limit or RELATED_LIMIT,
             )
         except ArgumentError as exc:  # a filter that cannot be read is a usage error, exit 2
             raise click.UsageError(str(exc)) from exc

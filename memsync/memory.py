@@ -96,6 +96,7 @@ WRITE_SYNC_WAIT = 5.0  # seconds an agent's write waits for a running watcher to
 # A question, not a document: embedding costs time in proportion to the text, and one agent's
 # pasted document would hold the MCP server for minutes.
 MAX_QUERY_CHARS = 1000
+RELATED_LIMIT = 10  # the related notes listed unless asked for another number
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,8 @@ def distinctive_words(
         for word, count in Counter(words).items()
         if chunk_counts.get(word, 0) >= 2
     }
-    return sorted(scored, key=lambda word: (-scored[word], word))[:size]
+    weighed = [word for word, score in scored.items() if score > 0]  # in every chunk: no say
+    return sorted(weighed, key=lambda word: (-scored[word], word))[:size]
 
 
 def spread(items: Sequence[ChunkRow], size: int) -> list[ChunkRow]:
