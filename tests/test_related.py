@@ -18,7 +18,8 @@ from test_serve import PAGE, serving, tool_calls
 
 from memsync.cli import main
 from memsync.config import load_config
-from memsync.search.related import distinctive_words, spread
+from memsync.search.related import distinctive_words
+from memsync.search.vector_side import spread
 from memsync.serve.tokens import Tokens
 from memsync.store.protocols import ChunkRow
 
@@ -154,7 +155,9 @@ def test_with_vectors_related_is_by_meaning_and_words_and_says_nothing_more(
     vault = _vault(tmp_path / "notes")
     db = tmp_path / "i.sqlite"
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
-    assert _run("index", str(vault), "--db", str(db), "--provider", "openai", env=env).exit_code == 0
+    assert (
+        _run("index", str(vault), "--db", str(db), "--provider", "openai", env=env).exit_code == 0
+    )
     calls_before = len(embedding_server.requests)
     answer = _related(db, HERON, env=env)
     assert len(embedding_server.requests) == calls_before  # from the index: no model runs
@@ -220,9 +223,7 @@ def test_api_links_is_links_json_and_the_note_view_lists_related_notes_and_links
         headers = {"Authorization": f"Bearer {token}"}
         api = httpx2.get(f"{url}/api/links", params={"location": HERON}, headers=headers)
         named = httpx2.get(f"{url}/api/links", params={"location": "[[heron]]"}, headers=headers)
-        view = httpx2.get(
-            f"{url}{PAGE}/note?location={urllib.parse.quote(HERON)}", headers=headers
-        )
+        view = httpx2.get(f"{url}{PAGE}/note?location={urllib.parse.quote(HERON)}", headers=headers)
     assert api.status_code == 200 and api.json() == json.loads(links.stdout)
     assert named.json() == api.json()
     assert view.status_code == 200

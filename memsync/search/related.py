@@ -19,20 +19,15 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ..chunking import read_window_lines
 from ..store.protocols import ChunkRow, StoreReader
 from .calibration import calibrate_bm25, coverage
-from .options import SAMPLE_CHUNKS, Options, pool_size
+from .options import Options, pool_size
 from .pipeline import KEYWORD_ONLY, Hit, resolved_mode
 from .snippets import snippet
 
-if TYPE_CHECKING:
-    import numpy as np
-
 TERMS = 25  # the note's distinctive words the keyword side searches for (more-like-this's)
-MAX_PROBES = 8  # the note's chunks whose vectors look for neighbours: a long note's, spread
 _LETTERS = re.compile(r"[^\W\d_]{2,}")  # a word: two letters or more
 
 
@@ -73,22 +68,14 @@ def distinctive_words(
     return sorted(weighed, key=lambda word: (-scored[word], word))[:size]
 
 
-def spread(items: Sequence[ChunkRow], size: int) -> list[ChunkRow]:
-    """Up to `size` of `items`, spread evenly from the first to the last."""
-    if len(items) <= size:
-        return list(items)
-    step = (len(items) - 1) / (size - 1)
-    return [items[round(k * step)] for k in range(size)]
-
-
 @dataclass(frozen=True)
 class Sides:
-    """What each side says of the candidate chunks: calibrated scores by chunk id, and the
-    window cosines of the chunk's best probe (for the lines it shows)."""
+    """What each side says of the candidate chunks: calibrated scores by chunk id, and which of
+    a chunk's windows is nearest its best probe (for the lines it shows)."""
 
     vector: Mapping[int, float] = field(default_factory=dict)
     text: Mapping[int, float] = field(default_factory=dict)
-    windows: Mapping[int, np.ndarray] = field(default_factory=dict)
+    nearest: Mapping[int, int] = field(default_factory=dict)
 
 
 def related(
@@ -109,22 +96,42 @@ def related(
     words: list[str] = []
     ranks: dict[int, float] = {}
     if options.mode != "vector" or not probes:
-        total, counts = store.word_chunks(_LETTERS.findall(text.lower()))
-        words = distinctive_words(text, counts, total)
-        if words:
-            ranks = dict(store.keyword_search(words, True, pool, options.only)[0])
-    near = _vector_candidates(store, probes, pool, options)
-    rows = {i: r for i, r in store.chunks([*near, *ranks]).items() if r.path != note}
-    vector, windows = _vector_scores(store, probes, rows) if probes else ({}, {})
+        words, ranks = _keyword_side(store, text, pool, options)
+    vector: dict[int, float] = {}
+    nearest: dict[int, int] = {}
+    if probes:  # the one place related loads the vector side (numpy): not without vectors
+        from .vector_side import nearest_to_probes, probe_scores
+
+        near = nearest_to_probes(store, probes, pool, options.only)
+        rows = _others(store, [*near, *ranks], note)
+        vector, nearest = probe_scores(store, probes, rows)
+    else:
+        rows = _others(store, list(ranks), note)
     # anchored at the best match of another note, as a query's at its best match: the note
     # itself matches its own words best of all, and every other note scored a fraction of it
     matched = [i for i in rows if i in ranks]
     text_scores = calibrate_bm25(
         {i: ranks[i] for i in matched}, {i: coverage(rows[i].text, words) for i in matched}
     )
-    sides = Sides(vector, text_scores, windows)
+    sides = Sides(vector, text_scores, nearest)
     mode = resolved_mode(options.mode, bool(probes), bool(words))
     return Related(note, mode, _hits(rows, sides, words, options), notices)
+
+
+def _keyword_side(
+    store: StoreReader, text: str, pool: int, options: Options
+) -> tuple[list[str], dict[int, float]]:
+    """The note's distinctive words, and the chunks holding any of them with their BM25 ranks."""
+    total, counts = store.word_chunks(_LETTERS.findall(text.lower()))
+    words = distinctive_words(text, counts, total)
+    if not words:
+        return [], {}
+    return words, dict(store.keyword_search(words, True, pool, options.only)[0])
+
+
+def _others(store: StoreReader, ids: list[int], note: str) -> dict[int, ChunkRow]:
+    """The chunks `ids` of notes other than `note`."""
+    return {i: row for i, row in store.chunks(ids).items() if row.path != note}
 
 
 def _overlaps(chunk: ChunkRow, lines: tuple[int, int]) -> bool:
@@ -135,54 +142,6 @@ def _no_vectors(store: StoreReader) -> str:
     if store.model_key() is None or not store.has_vectors():
         return KEYWORD_ONLY
     return "the note has no vectors yet (memsync index, or a running watch, embeds it)"
-
-
-def _vector_candidates(
-    store: StoreReader, probes: Sequence[ChunkRow], pool: int, options: Options
-) -> list[int]:
-    """The chunks nearest each probe's mean vector, nearest first, each once."""
-    from ..vectors import centroid, from_blob
-
-    dims = store.dims() or 0
-    found: dict[int, None] = {}
-    for probe in spread(probes, MAX_PROBES):
-        assert probe.embedding is not None
-        mean = from_blob(centroid(probe.embedding, dims))
-        found.update(dict.fromkeys(i for i, _ in store.vector_search(mean, pool, options.only)))
-    return list(found)
-
-
-def _vector_scores(
-    store: StoreReader, probes: Sequence[ChunkRow], rows: Mapping[int, ChunkRow]
-) -> tuple[dict[int, float], dict[int, np.ndarray]]:
-    """Each candidate's best calibrated cosine with any probe, its windows against each probe's
-    mean vector as a query's against the question (so a chunk the keyword side found beyond the
-    vector pool has its cosine, not 0), and its window cosines with that best probe."""
-    import numpy as np
-
-    from ..vectors import centroid, from_blob, window_cosines
-    from .cosines import calibrate_by_script
-
-    dims = store.dims() or 0
-    sample = store.sample_vectors(SAMPLE_CHUNKS)
-    ids = [i for i, row in rows.items() if row.embedding]
-    scores: dict[int, float] = {}
-    windows: dict[int, np.ndarray] = {}
-    for probe in spread(probes, MAX_PROBES):
-        assert probe.embedding is not None
-        mean = from_blob(centroid(probe.embedding, dims))
-        each = {i: window_cosines(rows[i].embedding or b"", mean) for i in ids}
-        calibrated = calibrate_by_script(
-            np.array([float(each[i].max()) for i in ids]),
-            [rows[i].script for i in ids],
-            sample.best_cosines(mean),
-            sample.sampled_from,
-            probe.script,
-        )
-        for i, score in zip(ids, calibrated):
-            if float(score) > scores.get(i, -1.0):
-                scores[i], windows[i] = float(score), each[i]
-    return scores, windows
 
 
 def _hits(
@@ -226,10 +185,10 @@ def _hit(
     the note's distinctive words they hold, near the window nearest the note."""
     held = sorted((w for w in words if w in row.text.lower()), key=len, reverse=True)
     focus = None
-    windows = sides.windows.get(row.id)
-    if windows is not None and row.window_lines:
+    window = sides.nearest.get(row.id)
+    if window is not None and row.window_lines:
         spans = read_window_lines(row.window_lines)
-        nearest = spans[int(windows[: len(spans)].argmax())]
+        nearest = spans[window] if window < len(spans) else (0, 0)
         focus = nearest if nearest[1] > nearest[0] else None
     shown, first = snippet(row.text, held, row.start_line, focus=focus)
     return Hit(
