@@ -79,6 +79,8 @@ def test_distinctive_words_are_the_note_s_highest_tf_idf_words_held_by_another_c
     assert distinctive_words(text, counts, 100) == ["heron", "sync"]
     assert distinctive_words(text, counts, 100, size=1) == ["heron"]
     assert distinctive_words("", counts, 100) == []
+    # a word in more than a fifth of the chunks tells few notes apart (more-like-this's max_doc_freq)
+    assert distinctive_words(text, {**counts, "heron": 21}, 100) == ["sync"]
 
 
 def test_a_long_note_s_probes_are_spread_from_its_first_chunk_to_its_last() -> None:
