@@ -139,7 +139,7 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
             [
                 rf"\| en \(tuned\) \| \d+ \| {f} \| {f} \| {f} \| {f} \|",
                 rf"\| de \(held out\) \| \d+ \| {f} \| {f} \| {f} \| {f} \|",
-                rf"\| /api/related, 20 notes \(100 chunks\), 2 calls \| {f} \| {f} \| {f} \|",
+                rf"\| /api/related, 20 notes \(100 chunks\), 2 calls \| {f} \| {f} \| {f} \| {f} \|",
             ],
         ),
         "bench_query": (
