@@ -43,15 +43,7 @@ class Related:
     note: str
     mode: str
     results: list[Hit] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "note": self.note,
-            "mode": self.mode,
-            "notices": self.notices,
-            "results": [hit.as_dict() for hit in self.results],
-        }
+    notices: list[str] = field(default_factory=list)  # its JSON form: output.related_result
 
 
 def distinctive_words(
