@@ -167,6 +167,14 @@ def test_with_vectors_related_is_by_meaning_and_words_and_says_nothing_more(
     assert answer["results"] and HERON not in _paths(answer)
     assert all(hit["vector_score"] is not None for hit in answer["results"])
     assert answer["results"][0]["path"] in {"notes/crdt.md", "people/maya.md"}
+    # a note saved since: its text is read again before answering, its vectors come later
+    write(vault, HERON, "# Heron\n\nHeron syncs offline edits of the mobile app.\n")
+    saved = _related(db, HERON, env=env)
+    assert saved["mode"] == "keyword" and saved["results"]
+    assert saved["notices"] == [
+        "the note has no vectors yet (memsync index, or a running watch, embeds it): related by "
+        "keyword only (the note's own distinctive words)"
+    ]
 
 
 # -- the other faces ---------------------------------------------------------------------------
