@@ -227,6 +227,13 @@ def forget(
     return facts
 
 
+def unindexed(config: Config, vault: Path) -> bool:
+    """Whether a local vault has no index yet where its writer would keep it."""
+    if config.db and is_postgres(config.db):
+        return False
+    return not for_vault(vault_root(current().path(vault)), config).size()
+
+
 def _named_vault(vault: Path) -> Path:
     """A reader's --vault: the folder, or its real path where it is gone (moved, deleted, a
     drive not mounted), which still names its index: a reader answers from it."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..config import MODES, RANGES, RELATED_LIMIT, current, env, resolved_db
+from ..config import MODES, RANGES, RELATED_LIMIT, Config, current, env, resolved_db
 from ..errors import ConfigError, MemsyncError
 from . import service as service_commands
 from . import serving as serve_commands
@@ -28,6 +28,9 @@ from .common import (
     watch_options,
     writer_options,
 )
+
+if TYPE_CHECKING:
+    from ..sync.watcher import Watcher
 
 
 def _progress_factory(bars: list[Any]):  # type: ignore[no-untyped-def]
@@ -543,7 +546,11 @@ def mcp(
     else:
         session.log_to(_log_handler(log_file, level))
 
+    first = _first_index(config, vault) if session is None else None
+
     def open_memory() -> Memory:
+        if first is not None:
+            first.wait_ready()
         return Memory.open(config, vault, long_lived=True)
 
     server = MemoryServer(config, open_memory, config.writable, config.protect)
@@ -559,7 +566,40 @@ def mcp(
         return
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda number, _: server.exit_now(signal.Signals(number).name))
-    serve_until_stdin_closes()
+    try:
+        serve_until_stdin_closes()
+    finally:
+        if first is not None:
+            first.request_stop()
+
+
+def _first_index(config: Config, vault: Path | None) -> Watcher | None:
+    """`mcp --vault` of a vault never indexed (the first start of a one-step install, which has
+    no shell to run `memsync index` in): a watcher indexes it for the session, text before the
+    first answer and vectors in the background, and keeps it in step while the session lasts.
+    None where the vault has an index (the server reads it, as always) or no vault is named."""
+    import threading
+
+    from ..memory import unindexed
+    from ..sync.watcher import Watcher
+
+    if vault is None or not unindexed(config, vault):
+        return None
+    watcher = Watcher.for_vault(config, vault, command="mcp")
+    log = logging.getLogger("memsync")
+    log.info("%s has no index yet: indexing it for this session", watcher.root)
+
+    def run() -> None:
+        try:
+            watcher.run()
+        except MemsyncError as exc:  # another writer began first, the vault went: say so once
+            log.warning("the first index stopped: %s", exc)
+        finally:
+            watcher.stop.set()
+            watcher.ready.set()  # a call waiting for it reads whatever index there is
+
+    threading.Thread(target=run, name="memsync-first-index", daemon=True).start()
+    return watcher
 
 
 def _open_or_decline(server: Any) -> None:

@@ -597,6 +597,21 @@ def test_a_write_while_a_watcher_runs_is_indexed_by_the_watcher(indexed: tuple[P
         thread.join(15)
 
 
+def test_a_vault_never_indexed_is_indexed_for_the_session_then_only_read(tmp_path: Path) -> None:
+    """A one-step install's first start (no shell ran `memsync index`): the session indexes the
+    vault before its first answer and keeps the index; the next start reads it as always."""
+    vault = agent_vault(tmp_path / "notes")
+    env = {"MEMSYNC_PROVIDER": "none"}
+    ask = ("memory_search", {"query": "test server SSH port", "mode": "keyword"})
+    [(error, _, found), (_, _, status)] = calls(
+        ["--vault", str(vault)], ask, ("memory_status", {}), env=env
+    )
+    assert not error and found["results"][0]["path"] == "tech/ssh.md"
+    assert status["files_indexed"] == 7 and status["writer"]["role"] == "mcp"
+    [(_, _, status)] = calls(["--vault", str(vault)], ("memory_status", {}), env=env)
+    assert status["files_indexed"] == 7 and status["writer"] is None
+
+
 def test_a_missing_index_is_reported_not_crashed_on(tmp_path: Path) -> None:
     (error, text, _), (again, _, _) = served(
         tmp_path / "none.sqlite",
