@@ -31,7 +31,7 @@ DRAIN = 3  # seconds a stopping server gives requests in flight and open MCP str
 def bind(listen: Listen) -> socket.socket:
     """The listening socket, or the one line that says why there is none."""
     try:
-        return socket.create_server((listen.host, listen.port), family=listen.family)
+        made = socket.create_server((listen.host, listen.port), family=listen.family)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise MemsyncError(
@@ -40,6 +40,10 @@ def bind(listen: Listen) -> socket.socket:
             ) from exc
         why = exc.strerror or str(exc)
         raise MemsyncError(f"--listen {listen}: cannot listen there ({why})") from exc
+    # asyncio turns Nagle off (TCP_NODELAY) only on connections whose socket says TCP, and an
+    # accepted one is said as its listener is: create_server's says 0, and each answer on a
+    # kept-alive connection then waited ~40 ms for the client's delayed ACK
+    return socket.socket(made.family, made.type, socket.IPPROTO_TCP, fileno=made.detach())
 
 
 class _Server(uvicorn.Server):

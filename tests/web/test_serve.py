@@ -436,3 +436,30 @@ def test_a_request_uvicorn_cannot_parse_is_a_json_400(indexed: tuple[Path, Path]
     assert b"content-type: application/json" in head.lower()
     assert json.loads(body)["error"].startswith("Invalid HTTP request received.")
     assert encoded.status_code == 400 and encoded.json()["error"].startswith("no note at café.md")
+
+
+def test_each_connection_of_the_served_socket_sends_its_answers_at_once() -> None:
+    """asyncio turns Nagle off only where the accepted socket says TCP: without it, every answer
+    after the first on a kept-alive connection (the Obsidian plugin's, curl's) waited for the
+    client's delayed ACK, about 40 ms."""
+    import asyncio
+
+    sock = bind(Listen("127.0.0.1", 0))
+
+    async def accepted_nodelay() -> int:
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            seen.set_result(
+                writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            )
+            writer.close()
+
+        server = await asyncio.start_server(connected, sock=sock)
+        async with server:
+            _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+            value = await asyncio.wait_for(seen, 30)
+            writer.close()
+        return value
+
+    assert asyncio.run(accepted_nodelay())
