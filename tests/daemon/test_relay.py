@@ -658,6 +658,9 @@ def test_ctrl_c_while_the_daemon_answers_ends_the_client_as_its_own_process_woul
         env=_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # Ctrl-C as a terminal's process gets it: a suite started in the background of a shell
+        # inherits SIGINT ignored, and Python then raises no KeyboardInterrupt
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert HELD.wait(60)
