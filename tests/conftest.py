@@ -52,6 +52,11 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("MEMSYNC_HOME", str(home / "memsync"))
+    # the passwords redact() has seen, kept for scrub(): one test's (a one-letter one) would
+    # hide those letters in another's messages
+    from memsync import redact
+
+    monkeypatch.setattr(redact, "_PASSWORDS", set())
     return home
 
 
