@@ -336,6 +336,7 @@ def search_result(answer: Answer) -> SearchResult:
         "query": answer.query,
         "mode": answer.mode,
         "notices": answer.notices,
+        "terms": list(answer.terms),
         "results": hits,  # type: ignore[typeddict-item]
     }
 
