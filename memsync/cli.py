@@ -160,6 +160,36 @@ def status(vault: Path | None, db: str | None, name: str | None, as_json: bool) 
     run(action)
 
 
+def filter_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--path, --since, --until, --tag: which notes a search (query, related) may return."""
+    for option in reversed(
+        [
+            click.option(
+                "--path",
+                "paths",
+                multiple=True,
+                shell_complete=lambda ctx, param, incomplete: _vault_paths(incomplete),
+                help="Only notes under this folder (projects/) or matching this glob "
+                "(daily/2026-11-*.md); repeatable, any may match.",
+            ),
+            click.option(
+                "--since",
+                help="Only notes dated on or after: YYYY-MM-DD, today, yesterday, 7d, 2w, 3m.",
+            ),
+            click.option("--until", help="Only notes dated on or before (same forms as --since)."),
+            click.option(
+                "--tag",
+                "tags",
+                multiple=True,
+                help="Only notes with this tag (front matter or #inline; a nested tag matches "
+                "its parents); repeatable, all must match.",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
 @main.command()
 @click.argument("text")
 @reader_options
@@ -188,25 +218,7 @@ def status(vault: Path | None, db: str | None, name: str | None, as_json: bool) 
     help="Let the configured reranker (rerank_url) order the top candidates (default: when set).",
 )
 @number_option("--rerank-top", kind=int, help="Candidates the reranker reads", with_range=True)
-@click.option(
-    "--path",
-    "paths",
-    multiple=True,
-    shell_complete=lambda ctx, param, incomplete: _vault_paths(incomplete),
-    help="Only notes under this folder (projects/) or matching this glob (daily/2026-11-*.md); "
-    "repeatable, any may match.",
-)
-@click.option(
-    "--since", help="Only notes dated on or after: YYYY-MM-DD, today, yesterday, 7d, 2w, 3m."
-)
-@click.option("--until", help="Only notes dated on or before (same forms as --since).")
-@click.option(
-    "--tag",
-    "tags",
-    multiple=True,
-    help="Only notes with this tag (front matter or #inline; a nested tag matches its parents); "
-    "repeatable, all must match.",
-)
+@filter_options
 @click.option("--files", is_flag=True, help="Print the matching notes' paths only, best first.")
 @click.option("--explain", is_flag=True, help="Show how each score came about.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -289,6 +301,59 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
             echo(f"memsync: note: {output.escape_name(lines.path)}: {lines.copy}", err=True)
         if lines.end_line >= lines.start_line:
             echo(lines.text if raw else output.numbered(lines))
+
+    run(action)
+
+
+@main.command()
+@click.argument("note", shell_complete=lambda ctx, param, incomplete: _vault_paths(incomplete))
+@reader_options
+@number_option("-n", "--limit", kind=int, help="How many notes (default 10)", with_range=True)
+@filter_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def related(
+    note: str,
+    vault: Path | None,
+    db: str | None,
+    name: str | None,
+    limit: int | None,
+    paths: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    tags: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """The notes nearest in meaning to NOTE (PATH, PATH:N-M for those lines, or '[[Note]]' as
+    `get` takes them), best first, each with the lines that make it related."""
+
+    def action() -> None:
+        from . import output
+        from .errors import ArgumentError
+        from .memory import RELATED_LIMIT, Memory, note_request, search_options
+
+        config = _config(db=db, name=name)
+        try:
+            options = search_options(
+                config,
+                paths=paths,
+                since=since,
+                until=until,
+                tags=tags,
+                limit=limit or RELATED_LIMIT,
+            )
+        except ArgumentError as exc:  # a filter that cannot be read is a usage error, exit 2
+            raise click.UsageError(str(exc)) from exc
+        with Memory.open(config, vault) as memory:
+            answer = memory.related(note_request(note, as_printed=True), options)
+            root = memory.vault
+        if as_json:
+            echo(output.as_json(output.related_result(answer)))
+            return
+        color = output.wants_color(current().stdout.isatty(), dict(env()))
+        if answer.results or answer.notices:
+            echo(output.related_text(answer, color, root if color else None))
+        if not answer.results:
+            echo(f"memsync: no notes related to {output.escape_name(answer.note)}", err=True)
 
     run(action)
 

@@ -26,8 +26,8 @@ from .agent import results, stdio
 from .agent.lending import Connections
 from .config import Config, read_setting
 from .errors import ConfigError, IndexNotFound, MemsyncError
-from .memory import MAX_QUERY_CHARS, Memory, note_request, search_options
-from .shapes import Links, NoteLines, SearchResult, Tree, Written
+from .memory import MAX_QUERY_CHARS, RELATED_LIMIT, Memory, note_request, search_options
+from .shapes import Links, NoteLines, RelatedResult, SearchResult, Tree, Written
 
 log = logging.getLogger("memsync.mcp")
 T = TypeVar("T")
@@ -36,7 +36,8 @@ INSTRUCTIONS = (
     "memsync indexes the user's Markdown notes. memory_search finds notes by keyword or meaning "
     "(English and Chinese) and cites path#Lstart-Lend; memory_get reads the exact lines; "
     "memory_get also follows a link as the notes write it ([[Note#Heading]]); memory_links "
-    "lists a note's links and backlinks; memory_tree lists what is indexed; memory_status "
+    "lists a note's links and backlinks; memory_related the notes nearest in meaning to a "
+    "note; memory_tree lists what is indexed; memory_status "
     "says how fresh the index is."
 )
 
@@ -232,6 +233,61 @@ class MemoryServer:
 
         return self.call("memory_links", work)
 
+    def memory_related(
+        self,
+        note: Annotated[
+            str,
+            Field(
+                description="The note: its path as search returns it (path:N-M: those lines), "
+                "or [[its name]] / [[Note#Heading]] as notes link it."
+            ),
+        ],
+        limit: Annotated[
+            int | None, Field(description="How many notes to return, 1-1000 (default 10).")
+        ] = None,
+        path: Annotated[
+            str | None,
+            Field(
+                description="Only notes in this folder (projects/) or glob (daily/2026-11-*.md)."
+            ),
+        ] = None,
+        since: Annotated[
+            str | None,
+            Field(
+                description="Only notes dated on or after: YYYY-MM-DD, today, yesterday, 7d, 2w, 3m."
+            ),
+        ] = None,
+        until: Annotated[
+            str | None, Field(description="Only notes dated on or before (forms as since).")
+        ] = None,
+        tags: Annotated[
+            list[str] | None,
+            Field(description="Only notes with every one of these tags (without #)."),
+        ] = None,
+    ) -> Annotated[CallToolResult, RelatedResult]:
+        """The notes nearest in meaning to one note (itself excluded), best first, one entry per
+        note with the lines that make it related, a score as memory_search's and a citation.
+        Related by meaning, not by links: memory_links lists those."""
+        if limit is not None:
+            try:
+                read_setting("limit", limit)
+            except ConfigError as exc:
+                raise ToolError(str(exc)) from None
+
+        def work(memory: Memory) -> CallToolResult:
+            options = search_options(
+                self.config,
+                paths=[path] if path else [],
+                since=since,
+                until=until,
+                tags=tags or [],
+                limit=limit or RELATED_LIMIT,
+            )
+            result = output.related_result(memory.related(note_request(note), options))
+            return _result(output.related_list(result), result)
+
+        return self.call("memory_related", work)
+
     def memory_tree(
         self,
         path: Annotated[
@@ -345,6 +401,7 @@ def build(server: MemoryServer, read_only: bool = False) -> MCPServer:
         (server.memory_search, READS),
         (server.memory_get, READS),
         (server.memory_links, READS),
+        (server.memory_related, READS),
         (server.memory_tree, READS),
         (server.memory_status, READS),
     ]

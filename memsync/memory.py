@@ -52,6 +52,7 @@ from .vault import IgnoreRules, vault_root
 if TYPE_CHECKING:
     from .embedders import Reranker
     from .search.pipeline import Answer
+    from .search.related import Related
     from .sync.watcher import Watcher
 
 __all__ = [
@@ -95,6 +96,7 @@ WRITE_SYNC_WAIT = 5.0  # seconds an agent's write waits for a running watcher to
 # A question, not a document: embedding costs time in proportion to the text, and one agent's
 # pasted document would hold the MCP server for minutes.
 MAX_QUERY_CHARS = 1000
+RELATED_LIMIT = 10  # the related notes listed unless asked for another number
 
 
 @dataclass(frozen=True)
@@ -458,17 +460,7 @@ class Memory:
                 f"the query is {length:,} characters long (at most {MAX_QUERY_CHARS:,}): "
                 "ask with fewer words"
             )
-        root = self.vault
-        stale = ""
-        if root is not None and not root.is_dir():  # moved, deleted, a drive not mounted
-            stale = (
-                f"the vault folder {root} is not there now: results are from the index as last "
-                "synced"
-            )
-        elif root is not None and self.location.shared:  # written by its writer only
-            stale = behind_notice(self.store, self.location, root)
-        elif root is not None:
-            stale = refresh_text(self.store, self.location, root, self.config.max_file_bytes)
+        stale = self._refreshed()
         embedder, why = (None, "")
         if options.mode != "keyword":
             embedder, why = self._query_embedder()
@@ -478,6 +470,35 @@ class Memory:
         answer = ranked(self.store, text, options, embedder, why, to_rerank, self._writer)
         index_notices = [notice for notice in (stale, self.store.behind) if notice]
         return replace(answer, notices=[*answer.notices, *index_notices])
+
+    def related(self, request: NoteRequest, options: Options) -> Related:
+        """The notes nearest in meaning to a note (or to the lines of it a request names), from
+        what the index holds: its text refreshed first, as before a search; the note located as
+        `get` locates it (NoSuchNote, ArgumentError)."""
+        stale = self._refreshed()
+        lines = self.read_location(request, capped=False)
+        from .search.related import related  # the search side: an index never loads it
+
+        whole = request.whole_note
+        span = None if whole else (lines.start_line, lines.end_line)
+        answer = related(self.store, lines.path, lines.text, span, options)
+        index_notices = [notice for notice in (stale, self.store.behind) if notice]
+        return replace(answer, notices=[*answer.notices, *index_notices])
+
+    def _refreshed(self) -> str:
+        """Before answering from the index: its text brought up to date where no writer keeps
+        it fresh; a notice where it could not be, or lags the notes."""
+        root = self.vault
+        if root is not None and not root.is_dir():  # moved, deleted, a drive not mounted
+            return (
+                f"the vault folder {root} is not there now: results are from the index as last "
+                "synced"
+            )
+        if root is not None and self.location.shared:  # written by its writer only
+            return behind_notice(self.store, self.location, root)
+        if root is not None:
+            return refresh_text(self.store, self.location, root, self.config.max_file_bytes)
+        return ""
 
     def _writer(self) -> str | None:
         """The command writing the index now (the writer lock's role), if any."""

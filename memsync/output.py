@@ -20,12 +20,15 @@ from .text import unescape_name as unescape_name
 
 if TYPE_CHECKING:  # the results' shapes: their TypedDicts load typing_extensions, for pydantic
     from .notes import Lines, NoteLinks
-    from .search.pipeline import Answer
+    from .search.pipeline import Answer, Hit
+    from .search.related import Related
     from .shapes import (
         BacklinkEntry,
         LinkEntry,
         Links,
         NoteLines,
+        RelatedResult,
+        SearchHit,
         SearchResult,
         Tree,
         Written,
@@ -302,7 +305,18 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
         lines.append(f"({mode_ran(outcome.mode, outcome.requested_mode)})")
     for notice in outcome.notices:
         lines.append(f"note: {notice}")
-    for rank, hit in enumerate(outcome.results, start=1):
+    return "\n".join([*lines, *_hits_text(outcome.results, terms, color, links)])
+
+
+def related_text(answer: Related, color: bool, links: Path | None = None) -> str:
+    """`memsync related`: as query lists its results, the notices first."""
+    lines = [f"note: {notice}" for notice in answer.notices]
+    return "\n".join([*lines, *_hits_text(answer.results, [], color, links)])
+
+
+def _hits_text(results: list[Hit], terms: list[str], color: bool, links: Path | None) -> list[str]:
+    lines = []
+    for rank, hit in enumerate(results, start=1):
         where = f"{escape_name(hit.path)}:{hit.start_line}-{hit.end_line}"
         if links is not None:
             where = hyperlink(where, links / hit.path)
@@ -317,7 +331,7 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
             lines.append(f"   {hit.snippet_start + offset:>5} | {highlighted}")
         if hit.explain is not None:
             lines.append(f"   why: {explanation(hit.explain)}")
-    return "\n".join(lines)
+    return lines
 
 
 # -- the MCP tools' results ----------------------------------------------------------------------
@@ -325,20 +339,43 @@ def query_text(outcome: Any, terms: list[str], color: bool, links: Path | None =
 
 def search_result(answer: Answer) -> SearchResult:
     """`memsync query --json`'s results, with the fields the tool's schema names and a citation."""
-    from .shapes import SearchHit
-
-    hits = []
-    for hit in answer.results:
-        data = hit.as_dict()
-        data["citation"] = citation(hit.path, hit.start_line, hit.end_line)
-        hits.append({key: data[key] for key in SearchHit.__annotations__})
     return {
         "query": answer.query,
         "mode": answer.mode,
         "notices": answer.notices,
         "terms": list(answer.terms),
-        "results": hits,  # type: ignore[typeddict-item]
+        "results": search_hits(answer.results),
     }
+
+
+def search_hits(results: list[Hit]) -> list[SearchHit]:
+    """Hits with the fields the tools' schemas name, and each one's citation."""
+    from .shapes import SearchHit
+
+    hits = []
+    for hit in results:
+        data = hit.as_dict()
+        data["citation"] = citation(hit.path, hit.start_line, hit.end_line)
+        hits.append({key: data[key] for key in SearchHit.__annotations__})
+    return hits  # type: ignore[return-value]
+
+
+def related_result(answer: Related) -> RelatedResult:
+    """`memsync related --json`, memory_related's and /api/related's answer: the same shape."""
+    return {
+        "note": answer.note,
+        "mode": answer.mode,
+        "notices": answer.notices,
+        "results": search_hits(answer.results),
+    }
+
+
+def related_list(result: RelatedResult) -> str:
+    """memory_related's text: as memory_search's."""
+    lines = [f"note: {n}" for n in result["notices"]]
+    if not result["results"]:
+        lines.append(f"no notes related to {escape_name(result['note'])}")
+    return "\n".join([*lines, *_cited(result["results"])])
 
 
 def search_text(result: SearchResult) -> str:
@@ -349,7 +386,12 @@ def search_text(result: SearchResult) -> str:
     lines = [f"note: {n}" for n in result["notices"]]
     if not result["results"]:
         lines.append(f"no notes match {result['query']!r}")
-    for rank, hit in enumerate(result["results"], start=1):
+    return "\n".join([*lines, *_cited(result["results"])])
+
+
+def _cited(results: list[SearchHit]) -> list[str]:
+    lines = []
+    for rank, hit in enumerate(results, start=1):
         both = ", keyword and meaning" if hit["hybrid_match"] else ""
         lines.append(f"{rank}. {escape_name(hit['citation'])} (score {hit['score']:.2f}{both})")
         first = hit["snippet_start_line"]
@@ -357,7 +399,7 @@ def search_text(result: SearchResult) -> str:
             f"   {first + i} | {escape_controls(line)}"
             for i, line in enumerate(hit["snippet"].split("\n"))
         ]
-    return "\n".join(lines)
+    return lines
 
 
 def _size(size: int) -> str:

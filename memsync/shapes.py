@@ -32,6 +32,13 @@ class SearchResult(TypedDict):
     results: list[SearchHit]
 
 
+class RelatedResult(TypedDict):
+    note: str  # the note asked about, as its path
+    mode: str
+    notices: list[str]
+    results: list[SearchHit]
+
+
 class NoteLines(TypedDict):
     path: str
     start_line: int

@@ -139,7 +139,15 @@ def test_tools_are_listed_with_schemas_and_write_only_when_writable(
 
     read_only, error, text = with_server(["--db", str(db)], names_and_a_write)
     assert read_only == dict.fromkeys(
-        ["memory_search", "memory_get", "memory_links", "memory_tree", "memory_status"], True
+        [
+            "memory_search",
+            "memory_get",
+            "memory_links",
+            "memory_related",
+            "memory_tree",
+            "memory_status",
+        ],
+        True,
     )
     writable = with_server(["--db", str(db), "--writable"], names)
     assert writable == {**read_only, "memory_write": True}
@@ -159,12 +167,14 @@ def test_tools_carry_hints_and_every_argument_is_described_in_a_fixed_order(
         "memory_search",
         "memory_get",
         "memory_links",
+        "memory_related",
         "memory_tree",
         "memory_status",
         "memory_write",
     ]
     hints = {t.name: t.annotations for t in tools}
-    for name in ("memory_search", "memory_get", "memory_links", "memory_tree", "memory_status"):
+    reads = ("memory_search", "memory_get", "memory_links", "memory_related", "memory_tree")
+    for name in (*reads, "memory_status"):
         assert hints[name].read_only_hint is True and hints[name].open_world_hint is False
     write_hints = hints["memory_write"]
     assert write_hints.read_only_hint is False and write_hints.destructive_hint is True

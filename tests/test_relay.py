@@ -156,6 +156,9 @@ COMMANDS = [
     ["get", "servers.md:3"],
     ["get", "markup.md", "--raw"],
     ["get", "missing.md"],  # exit 1
+    ["related", "servers.md", "--json"],
+    ["related", "[[servers]]", "-n", "1"],
+    ["related", "missing.md"],  # exit 1
     ["status"],
     ["status", "--json"],
 ]

@@ -299,22 +299,23 @@ def test_a_no_op_sync_imports_no_numpy() -> None:
 
 def test_a_search_loads_numpy_only_with_its_vector_side() -> None:
     """In search/, numpy comes with vector_side (and the cosines it calibrates), which the
-    pipeline imports in its vector leg alone: a keyword query never loads it."""
+    pipeline imports in its vector leg alone, and related notes where the note has vectors: a
+    keyword query never loads it."""
     room = [name for name in SOURCES if name.startswith("search.")]
     with_numpy = {name for name in room if "numpy" in imports_of(SOURCES[name], name)[1]}
     assert with_numpy == {"search.vector_side", "search.cosines"}
-    assert {name for name, targets in GRAPH.items() if "search.vector_side" in targets} == {
-        "search.pipeline"
-    }
-    top = imports_of(
-        "\n".join(
-            ast.unparse(node)
-            for node in ast.parse(SOURCES["search.pipeline"]).body
-            if isinstance(node, (ast.Import, ast.ImportFrom))
-        ),
-        "search.pipeline",
-    )[0]
-    assert "search.vector_side" not in top
+    importers = {name for name, targets in GRAPH.items() if "search.vector_side" in targets}
+    assert importers == {"search.pipeline", "search.related"}
+    for name in importers:
+        top = imports_of(
+            "\n".join(
+                ast.unparse(node)
+                for node in ast.parse(SOURCES[name]).body
+                if isinstance(node, (ast.Import, ast.ImportFrom))
+            ),
+            name,
+        )[0]
+        assert "search.vector_side" not in top, name
 
 
 def test_only_the_store_speaks_sql() -> None:

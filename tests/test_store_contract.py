@@ -865,3 +865,21 @@ def test_links_held_by_a_pass_of_many_notes_are_settled_at_its_end_or_by_the_nex
             "n006.md", "later/n000.md"
         }  # fmt: skip
         assert store.link_counts() == (2 * count, 1)
+
+
+def test_a_note_s_chunks_and_the_words_chunk_counts_are_read_alike(location: Location) -> None:
+    """What related notes read: a note's chunks in line order with their vectors, and how many
+    chunks hold each word as the keyword index spells it (stemmed: `syncing` counts `sync`)."""
+    with location.open(create=True) as store:
+        ids = _fill(store, np.eye(8, dtype=np.float32)[:3], "a.md")
+        texts = ["offline sync", "syncing offline notes", "bread"]
+        store.replace_file(
+            FileRow("b.md", "y", 1, 1),
+            [NewChunk(i + 1, i + 1, uuid.uuid4().hex, t, "", t) for i, t in enumerate(texts)],
+        )
+        chunks = store.note_chunks("a.md")
+        assert [c.id for c in chunks] == ids and [c.start_line for c in chunks] == [1, 2, 3]
+        assert all(c.embedding is not None for c in chunks) and store.note_chunks("none.md") == []
+        total, counts = store.word_chunks(["sync", "syncing", "offline", "bread", "zebra", "text"])
+        assert total == 6
+        assert counts == {"sync": 2, "syncing": 2, "offline": 2, "bread": 1, "text": 3}

@@ -12,8 +12,9 @@ import numpy as np
 
 from ..embedders import Embedder
 from ..errors import EmbeddingError
+from ..filters import NoteFilter
 from ..store.protocols import ChunkRow, StoreReader
-from ..vectors import window_cosines
+from ..vectors import centroid, from_blob, window_cosines
 from .cosines import MIN_NOTES, calibrate_by_script, script_shift_range
 from .options import SAMPLE_CHUNKS, Options, pool_size
 from .query import Query
@@ -99,3 +100,58 @@ def vector_leg(store: StoreReader, query: Query, options: Options, embedder: Emb
         sample.sampled_from,
         waiting,
     )
+
+
+# -- related notes: the note's own chunks ask, in the place of a question ------------------------
+
+MAX_PROBES = 8  # the note's chunks whose vectors look for neighbours: a long note's, spread
+
+
+def spread(items: Sequence[ChunkRow], size: int) -> list[ChunkRow]:
+    """Up to `size` of `items`, spread evenly from the first to the last."""
+    if len(items) <= size:
+        return list(items)
+    step = (len(items) - 1) / (size - 1)
+    return [items[round(k * step)] for k in range(size)]
+
+
+def nearest_to_probes(
+    store: StoreReader, probes: Sequence[ChunkRow], pool: int, only: NoteFilter
+) -> list[int]:
+    """Related notes' candidates: the `pool` chunks nearest each probe's mean vector (a chunk
+    of the note asked about; MAX_PROBES of them, spread over a long note), each once."""
+    dims = store.dims() or 0
+    found: dict[int, None] = {}
+    for probe in spread(probes, MAX_PROBES):
+        assert probe.embedding is not None
+        mean = from_blob(centroid(probe.embedding, dims))
+        found.update(dict.fromkeys(i for i, _ in store.vector_search(mean, pool, only)))
+    return list(found)
+
+
+def probe_scores(
+    store: StoreReader, probes: Sequence[ChunkRow], rows: Mapping[int, ChunkRow]
+) -> tuple[dict[int, float], dict[int, int]]:
+    """Each candidate's best calibrated cosine with any probe, its windows against each probe's
+    mean vector as a query's against the question (so a chunk the keyword side found beyond the
+    vector pool has its cosine, not 0), and which of its windows is nearest that best probe."""
+    dims = store.dims() or 0
+    sample = store.sample_vectors(SAMPLE_CHUNKS)
+    ids = [i for i, row in rows.items() if row.embedding]
+    scores: dict[int, float] = {}
+    windows: dict[int, int] = {}
+    for probe in spread(probes, MAX_PROBES):
+        assert probe.embedding is not None
+        mean = from_blob(centroid(probe.embedding, dims))
+        each = {i: window_cosines(rows[i].embedding or b"", mean) for i in ids}
+        calibrated = calibrate_by_script(
+            np.array([float(each[i].max()) for i in ids]),
+            [rows[i].script for i in ids],
+            sample.best_cosines(mean),
+            sample.sampled_from,
+            probe.script,
+        )
+        for i, score in zip(ids, calibrated):
+            if float(score) > scores.get(i, -1.0):
+                scores[i], windows[i] = float(score), int(each[i].argmax())
+    return scores, windows

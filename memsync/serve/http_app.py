@@ -1,6 +1,6 @@
 """`memsync serve`'s routes: /mcp (the MCP tools over streamable HTTP, as `memsync mcp` serves
-them on stdio), /api/search, /api/get and /api/status (what `query --json`, `get` and `status
---json` print), and the search page's routes under its folder, all behind the Guard.
+them on stdio), /api/search, /api/get, /api/related, /api/links and /api/status (what `query
+--json`, `get`, `related --json`, `links --json` and `status --json` print), and the search page's routes under its folder, all behind the Guard.
 
 Each API route parses, makes one call on the library face through the MemoryServer's index
 connections (one call per connection at a time, in a worker thread, so that one slow embedding
@@ -30,7 +30,8 @@ from .. import output
 from ..config import overridden
 from ..errors import MemsyncError
 from ..mcp_server import MemoryServer, build
-from ..memory import Memory, NoteRequest, note_request, search_options
+from ..memory import RELATED_LIMIT, Memory, NoteRequest, note_request, search_options
+from ..shapes import RelatedResult
 from . import page_routes
 from .guard import Guard, Visitor, refusal
 from .page_routes import status_of
@@ -112,6 +113,44 @@ class Api:
         )
         return await self.answer(request, work)
 
+    def relating(
+        self,
+        request: NoteRequest,
+        paths: Sequence[str] = (),
+        since: str | None = None,
+        until: str | None = None,
+        tags: Sequence[str] = (),
+        n: str | None = None,
+    ) -> Callable[[Memory], RelatedResult]:
+        """Related notes as /api/related and the page ask for them: RELATED_LIMIT unless `n`
+        (text, read as query's -n) says how many."""
+
+        def work(memory: Memory) -> RelatedResult:
+            config = overridden(self.server.config, limit=n)
+            limit = config.limit if n is not None else RELATED_LIMIT
+            options = search_options(
+                config, paths=paths, since=since, until=until, tags=tags, limit=limit
+            )
+            return output.related_result(memory.related(request, options))
+
+        return work
+
+    async def related(self, request: Request) -> Response:
+        params = request.query_params
+        work = self.relating(
+            note_request(params.get("location", "")),
+            params.getlist("path"),
+            params.get("since"),
+            params.get("until"),
+            params.getlist("tag"),
+            params.get("n"),
+        )
+        return await self.answer(request, work)
+
+    async def links(self, request: Request) -> Response:
+        location = request.query_params.get("location", "")
+        return await self.answer(request, lambda memory: output.links_data(memory.links(location)))
+
     def page(self) -> list[BaseRoute]:
         """The search page's routes, over the same calls on the same index connections."""
 
@@ -121,10 +160,11 @@ class Api:
         def get(asked: NoteRequest) -> Any:
             def read(memory: Memory) -> Any:
                 found = memory.read_location(asked, capped=False)
+                nearby = self._nearby(memory, found.path)
                 if asked.whole_note:
-                    return found.as_dict(), None, None
+                    return found.as_dict(), None, None, nearby
                 whole = memory.read(found.path, capped=False)
-                return whole.as_dict(), found.start_line, found.end_line
+                return whole.as_dict(), found.start_line, found.end_line, nearby
 
             return self.borrowing(read)
 
@@ -132,6 +172,20 @@ class Api:
             return self.borrowing(lambda memory: memory.glance())
 
         return page_routes.routes(search, get, status)
+
+    def _nearby(self, memory: Memory, path: str) -> page_routes.Nearby:
+        """What a note's view lists beside its lines: its related notes, and apart from them its
+        links and backlinks; each one's error instead, where it has one (the note still shows)."""
+        nearby: page_routes.Nearby = {}
+        try:
+            nearby["related"] = self.relating(note_request(path))(memory)
+        except MemsyncError as exc:
+            nearby["related_error"] = str(exc)
+        try:
+            nearby["links"] = output.links_data(memory.links(path))
+        except MemsyncError as exc:
+            nearby["links_error"] = str(exc)
+        return nearby
 
     async def get(self, request: Request) -> Response:
         location = request.query_params.get("location", "")
@@ -320,6 +374,8 @@ def make_app(
     routes: list[BaseRoute] = [
         Route("/api/search", api.search, methods=["GET"]),
         Route("/api/get", api.get, methods=["GET"]),
+        Route("/api/related", api.related, methods=["GET"]),
+        Route("/api/links", api.links, methods=["GET"]),
         Route("/api/status", api.status, methods=["GET"]),
         Route("/mcp", mcp),
         Mount(prefix, routes=api.page()),

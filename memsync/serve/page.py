@@ -5,7 +5,7 @@ from a note or a request is escaped, so a note holding markup shows it as text."
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from importlib import resources
@@ -153,7 +153,7 @@ def _hit(hit: dict[str, Any], terms: list[str]) -> str:
         for leg, key in (("keyword", "text_score"), ("meaning", "vector_score"))
         if hit[key] is not None
     ]
-    flag = ' <span class="exact">exact match</span>' if hit["exact_match"] else ""
+    flag = ' <span class="exact">exact match</span>' if hit.get("exact_match") else ""
     lines = "".join(
         f'<span class="n">{number}</span> '
         + marked(escape_controls(line), terms, lambda word: f"<mark>{escape(word)}</mark>", escape)
@@ -210,9 +210,11 @@ def note_page(
     first: int | None,
     last: int | None,
     error: str = "",
+    nearby: Mapping[str, Any] | None = None,
 ) -> str:
     """One note's lines (memory_get's data: NoteLines), each with its number and an anchor
-    (#L12), lines first-last marked; or why it could not be read."""
+    (#L12), lines first-last marked, then what is near it (page_routes.Nearby: its related
+    notes, its links and backlinks); or why it could not be read."""
     body = _header("")
     if lines is None:
         return _document(f"{location} - memsync", body + "<main>\n" + _error(error) + "</main>\n")
@@ -233,7 +235,48 @@ def note_page(
         body += "</pre>\n"
     if lines["note"]:
         body += f'<p class="notice">{_text(lines["note"])}</p>\n'
-    return _document(f"{path} - memsync", body + "</main>\n")
+    return _document(f"{path} - memsync", body + _nearby(nearby or {}) + "</main>\n")
+
+
+def _nearby(nearby: Mapping[str, Any]) -> str:
+    """A note's related notes (by meaning), then apart from them its links and backlinks."""
+    if not nearby:
+        return ""
+    out = '<section class="related">\n<h2>Related notes</h2>\n'
+    related = nearby.get("related")
+    if related is None:
+        out += _error(nearby.get("related_error", ""))
+    else:
+        out += "".join(f'<p class="notice">note: {_text(n)}</p>\n' for n in related["notices"])
+        hits = "".join(_hit(hit, []) for hit in related["results"])
+        out += f'<ol class="results">\n{hits}</ol>\n' if hits else '<p class="none">None.</p>\n'
+    out += '</section>\n<section class="links">\n'
+    links = nearby.get("links")
+    if links is None:
+        return out + "<h2>Links</h2>\n" + _error(nearby.get("links_error", "")) + "</section>\n"
+    for title, entries in (("Links", links["links"]), ("Backlinks", links["backlinks"])):
+        items = "".join(_link(entry, title == "Backlinks") for entry in entries)
+        out += f"<h2>{title}</h2>\n" + (
+            f"<ul>\n{items}</ul>\n" if items else '<p class="none">None.</p>\n'
+        )
+    if links["more"]:
+        out += f'<p class="notice">{_text(links["more"])}</p>\n'
+    return out + "</section>\n"
+
+
+def _link(entry: Mapping[str, Any], backlink: bool) -> str:
+    """A link as written, to the note it opens (or saying it opens none); a backlink as the
+    linking note's line, to that line."""
+    if backlink:
+        where = f"{escape_name(entry['path'])}:{entry['line']}"
+        href = note_link(entry["path"], entry["line"], entry["line"])
+        said = f' <span class="legs">{_text(entry["text"].strip())}</span>'
+        return f'<li><a href="{escape(href)}">{_text(where)}</a>{said}</li>\n'
+    written = _text(entry["link"])
+    if entry["resolved"] is None:
+        return f'<li>{written} <span class="legs">opens no note</span></li>\n'
+    href = "note?" + urlencode({"location": entry["resolved"]})
+    return f'<li><a href="{escape(href)}">{written}</a></li>\n'
 
 
 def notice_page(title: str, message: str, styled: bool = True) -> str:

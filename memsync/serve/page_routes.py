@@ -6,9 +6,10 @@ every HTML answer carries a strict Content-Security-Policy.
 
 The calls (synchronous: they run in Starlette's thread pool), each raising MemsyncError:
     search(text, *, paths, since, until, tags, mode) -> the object `memsync query --json` prints
-    get(request) -> a note's lines as memory_get's data (NoteLines), the whole note, and the
+    get(request) -> a note's lines as memory_get's data (NoteLines), the whole note, the
         first and last line the request asked for (a path's lines, a link's section), to mark,
-        or None for both
+        or None for both, and what the view lists beside them (Nearby: its related notes, its
+        links and backlinks)
     status() -> a few facts of `memsync status --json` (Memory.glance): notes, chunks, the
         writer, the last sync, read without walking the vault
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import mimetypes
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -26,10 +27,22 @@ from starlette.routing import BaseRoute, Route
 
 from ..errors import ArgumentError, ConfigError, IndexNotFound, MemsyncError
 from ..memory import NoteRequest, note_request, query_words
+from ..shapes import Links, RelatedResult
 from . import page
 
 Search = Callable[..., dict[str, Any]]
-Get = Callable[[NoteRequest], tuple[dict[str, Any], int | None, int | None]]
+
+
+class Nearby(TypedDict, total=False):
+    """What a note's view lists beside its lines, each part or why it could not be had."""
+
+    related: RelatedResult
+    related_error: str
+    links: Links
+    links_error: str
+
+
+Get = Callable[[NoteRequest], tuple[dict[str, Any], int | None, int | None, Nearby]]
 Status = Callable[[], dict[str, Any]]
 
 # no script, no frame, no foreign origin: a note's text that slipped past escaping could not run
@@ -108,10 +121,10 @@ def routes(search: Search, get: Get, status: Status) -> list[BaseRoute]:
     async def note_page(request: Request) -> Response:
         location = request.query_params.get("location", "")
         try:
-            lines, first, last = await run_in_threadpool(get, note_request(location))
+            lines, first, last, nearby = await run_in_threadpool(get, note_request(location))
         except MemsyncError as exc:
             return html(page.note_page(location, None, None, None, str(exc)), status_of(exc))
-        return html(page.note_page(location, lines, first, last))
+        return html(page.note_page(location, lines, first, last, nearby=nearby))
 
     async def asset(request: Request) -> Response:
         name = request.path_params["name"]

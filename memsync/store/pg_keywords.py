@@ -62,6 +62,14 @@ class PgKeywords(SharedReading):
 
         return ranked
 
+    def _token_chunks(self, tokens: Sequence[str]) -> dict[str, int]:
+        """From the lexemes' chunk counts, which every write keeps."""
+        found = self.conn.execute(
+            "SELECT lexeme, chunks FROM lexemes WHERE lexeme = ANY(%s) AND chunks > 0",
+            (list(tokens),),
+        )
+        return {str(word): int(count) for word, count in found.fetchall()}
+
     def _hits(self, phrases: list[list[str]]) -> list[int]:
         """How many chunks hold each phrase: a word's count is kept up to date by every write; a
         phrase of several words is counted (its rarest word keeps that cheap)."""

@@ -163,6 +163,12 @@ class StoreReader(Protocol):
     def counts(self) -> dict[str, int]: ...
     def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]: ...
     def second_connection(self) -> StoreReader: ...
+    def note_chunks(self, path: str) -> list[ChunkRow]:
+        """A note's chunks in the order of its lines, with their vectors."""
+
+    def word_chunks(self, words: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(the chunks in the index, how many hold each word as its keyword index spells it)."""
+
     @property
     def has_links(self) -> bool:
         """Whether the index holds links: an older release's gains them from its writer."""

@@ -21,6 +21,7 @@ from ..vectors import (
 from .kept import Kept, kept_for
 from .protocols import ChunkRow
 from .sql_tables import SharedTables
+from .tokenizer import tokens
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,6 +48,10 @@ class SharedReading(SharedTables):
 
     def _keyword_ranking(self, terms: Sequence[str], any_term: bool) -> Ranking:
         """How the engine ranks chunks by FTS5's bm25 for these terms (every one, or any)."""
+        raise NotImplementedError
+
+    def _token_chunks(self, tokens: Sequence[str]) -> dict[str, int]:
+        """How many chunks hold each of the keyword index's tokens (those it holds)."""
         raise NotImplementedError
 
     def _index_version(self) -> Any:
@@ -93,6 +98,22 @@ class SharedReading(SharedTables):
             )
             for r in rows
         }
+
+    def note_chunks(self, path: str) -> list[ChunkRow]:
+        """A note's chunks in the order of its lines, with their vectors."""
+        found = self._rows("SELECT id FROM chunks WHERE path = ? ORDER BY start_line, id", [path])
+        ids = [int(r[0]) for r in found]
+        rows = self.chunks(ids)
+        return [rows[i] for i in ids if i in rows]
+
+    def word_chunks(self, words: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(the chunks in the index, how many of them hold each word, as the keyword index
+        spells it: stemmed and folded by its tokenizer); a word it does not hold is left out."""
+        spelled = {word: tokens(word) for word in dict.fromkeys(words)}
+        single = {word: found[0] for word, found in spelled.items() if len(found) == 1}
+        held = self._token_chunks(sorted(set(single.values()))) if single else {}
+        total = int(self._rows("SELECT count(*) FROM chunks")[0][0])
+        return total, {word: held[token] for word, token in single.items() if token in held}
 
     def keyword_search(
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()

@@ -502,6 +502,18 @@ class SqliteStore(SharedReading):
 
         return ranked
 
+    def _token_chunks(self, tokens: Sequence[str]) -> dict[str, int]:
+        """From FTS5's own counts (a vocabulary table of this connection, in its temp schema: a
+        reader of a read-only index may make it)."""
+        self.conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab "
+            "USING fts5vocab(main, chunks_fts, row)"
+        )
+        found = self._batches(
+            "SELECT term, doc FROM temp.chunks_vocab WHERE term IN ({marks})", tokens
+        )
+        return {str(term): int(doc) for term, doc in found}
+
     def _nearest_stored(
         self, directions: Sequence[np.ndarray], wanted: int, only: NoteFilter
     ) -> Iterable[tuple[int, bytes]]:
