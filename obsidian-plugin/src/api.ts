@@ -62,6 +62,7 @@ export interface ServerStatus {
 	files_indexed: number;
 	chunks: number;
 	chunks_pending: number;
+	model: string | null; // none: an index by keyword only, where no chunk waits for a vector
 	writer: { role?: string; pid?: number; host?: string } | null;
 }
 
@@ -175,7 +176,7 @@ export class Client {
 // One short line for the status bar.
 export function statusLine(status: ServerStatus): string {
 	const parts = [`memsync: ${status.files_indexed} notes`];
-	if (status.chunks_pending > 0) parts.push(`${status.chunks_pending} chunks wait for vectors`);
+	if (status.model && status.chunks_pending > 0) parts.push(`${status.chunks_pending} chunks wait for vectors`);
 	if (status.writer?.role) parts.push(`writer: memsync ${status.writer.role}`);
 	return parts.join(" · ");
 }

@@ -64,7 +64,9 @@ test("the answer is the server's JSON", async () => {
 });
 
 test("the status bar says notes, chunks waiting and the writer, in one line", () => {
-	const status = { vault: "/v", files_indexed: 81, chunks: 220, chunks_pending: 12, writer: { role: "serve", pid: 7 } };
+	const status = { vault: "/v", files_indexed: 81, chunks: 220, chunks_pending: 12, model: "e5", writer: { role: "serve", pid: 7 } };
 	assert.equal(statusLine(status), "memsync: 81 notes · 12 chunks wait for vectors · writer: memsync serve");
 	assert.equal(statusLine({ ...status, chunks_pending: 0, writer: null }), "memsync: 81 notes");
+	// an index made without a model waits for nothing
+	assert.equal(statusLine({ ...status, model: null, writer: null }), "memsync: 81 notes");
 });
