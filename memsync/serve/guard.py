@@ -102,7 +102,7 @@ def _machine(path: str) -> bool:
     return path.startswith(MACHINE_PATHS)
 
 
-def _app(origin: str, path: str, headers: Headers) -> bool:
+def _obsidian(origin: str, path: str, headers: Headers) -> bool:
     """Obsidian asking the API or MCP with a token (checked next, as anyone's): no page of
     another site, whose fetch cannot send that origin, and a browser's session is no token."""
     return origin == OBSIDIAN and _machine(path) and bool(headers.get("authorization"))
@@ -249,7 +249,11 @@ class Guard:
                 path, 403, f"this server does not answer to the host {host!r}"
             ), None
         origin = headers.get("origin")
-        if origin is not None and not same_origin(origin, host) and not _app(origin, path, headers):
+        if (
+            origin is not None
+            and not same_origin(origin, host)
+            and not _obsidian(origin, path, headers)
+        ):
             return self._refusal(path, 403, "requests from other sites' pages are refused"), None
         if not (_machine(path) or self._on_page(path)):
             return refusal(path, 404, ELSEWHERE, styled=False), None
