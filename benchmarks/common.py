@@ -37,7 +37,7 @@ from memsync.search.glossary import cached_path
 from memsync.search.options import Options
 from memsync.search.pipeline import search
 from memsync.store.locate import Location
-from memsync.store.protocols import FileRow, NewChunk, StoreWriter
+from memsync.store.protocols import FileFacts, FileRow, NewChunk, StoreWriter
 from memsync.vectors import to_blob
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -279,11 +279,13 @@ def build(
     embedder: LocalEmbedder,
     windows: np.ndarray | None = None,
     timings: dict[str, float] | None = None,
+    with_text: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The generated index in `store` (any backend), the vectors of its chunks' windows taken
     in turn from `windows` (default: random unit vectors), added as `memsync index` adds a first
     load's; returns (windows per chunk, the window vectors). `timings` gets the seconds the
-    text rows and the vectors took."""
+    text rows and the vectors took; `with_text`: each note's text is kept too, as the index of a
+    vault on another machine keeps it."""
     rng = random.Random(1)
     words, weights = vocabulary()
     counts = window_counts(chunks)
@@ -312,7 +314,10 @@ def build(
                     window_lines=window_lines,
                 )  # fmt: skip
             )
-        store.replace_file(FileRow(f"n{note // 100}/note{note}.md", str(note), 1, 1), new)
+        # the note's text as its chunks' lines hold it, where asked (what `related` reads)
+        lines = [chunk.text if k % 10 == 0 else "" for chunk in new for k in range(10)]
+        facts = FileFacts(text="\n".join(lines)) if with_text else FileFacts()
+        store.replace_file(FileRow(f"n{note // 100}/note{note}.md", str(note), 1, 1), new, facts)
     text_done = time.perf_counter()
     done = 0
     with store.loading_vectors(chunks):

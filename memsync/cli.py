@@ -24,7 +24,7 @@ from .cli_common import (
     watch_options,
     writer_options,
 )
-from .config import MODES, current, env, resolved_db
+from .config import MODES, RANGES, RELATED_LIMIT, current, env, resolved_db
 from .errors import ConfigError, MemsyncError
 from .serve import commands as serve_commands
 
@@ -308,7 +308,13 @@ def get(location: str, vault: Path | None, db: str | None, name: str | None, raw
 @main.command()
 @click.argument("note", shell_complete=lambda ctx, param, incomplete: _vault_paths(incomplete))
 @reader_options
-@number_option("-n", "--limit", kind=int, help="How many notes (default 10)", with_range=True)
+@click.option(
+    "-n",
+    "--limit",
+    type=Setting("limit", "integer"),
+    help=f"How many notes, {RANGES['limit'].low:g}-{RANGES['limit'].high:g} "
+    f"(default {RELATED_LIMIT}).",
+)
 @filter_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def related(
@@ -329,7 +335,7 @@ def related(
     def action() -> None:
         from . import output
         from .errors import ArgumentError
-        from .memory import RELATED_LIMIT, Memory, note_request, search_options
+        from .memory import Memory, note_request, search_options
 
         config = _config(db=db, name=name)
         try:

@@ -89,6 +89,7 @@ def on_behalf_of(invocation: Invocation) -> Iterator[None]:
 
 PROVIDERS = ("auto", "local", "openai", "ollama", "none")
 MODES = ("hybrid", "vector", "keyword", "rrf")
+RELATED_LIMIT = 10  # the related notes listed unless asked for another number (not `limit`'s 6)
 RERANK_APIS = ("jina", "tei")
 OPENAI_URL = "https://api.openai.com/v1"
 

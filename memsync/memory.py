@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import notes
+from .config import RELATED_LIMIT as RELATED_LIMIT  # re-exported: the faces' default
 from .config import Config, current, data_dir, is_postgres
 from .embedders import Embedder, embedder_for_index, make_embedder, make_reranker, resolve_provider
 from .errors import (
@@ -96,7 +97,6 @@ WRITE_SYNC_WAIT = 5.0  # seconds an agent's write waits for a running watcher to
 # A question, not a document: embedding costs time in proportion to the text, and one agent's
 # pasted document would hold the MCP server for minutes.
 MAX_QUERY_CHARS = 1000
-RELATED_LIMIT = 10  # the related notes listed unless asked for another number
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,16 @@ def tiny_vault(root: Path) -> Path:
     return root
 
 
+def obsidian_help(root: Path) -> Path:
+    """Obsidian's help's layout: a folder of linked pages per language."""
+    for language in ("en", "de"):
+        names = list(TOPICS)
+        for k, (name, text) in enumerate(TOPICS.items()):
+            link = f"[[{names[(k + 1) % len(names)]}]]"
+            write(root, f"{language}/{name}.md", f"# {name.title()}\n\n{text} See {link}.\n")
+    return root
+
+
 def scifact(root: Path) -> Path:
     """BEIR's layout: corpus.jsonl.gz, queries.jsonl, qrels/{train,test}.tsv."""
     docs = [
@@ -121,6 +131,15 @@ def scripts(tmp: Path, pg_url: str) -> dict[str, tuple[list[str], list[str]]]:
             [
                 rf"\| backticks \| {f} \| {f} \| {f} \| {f} \|",
                 rf"\| /api/status, median / slowest answer \| {f} ms / {f} ms \|",
+            ],
+        ),
+        "bench_related": (
+            [str(obsidian_help(tmp / "help")), "--held-out", "de"]
+            + ["--latency-notes", "20", "--runs", "2"],
+            [
+                rf"\| en \(tuned\) \| \d+ \| {f} \| {f} \| {f} \| {f} \|",
+                rf"\| de \(held out\) \| \d+ \| {f} \| {f} \| {f} \| {f} \|",
+                rf"\| /api/related, 20 notes \(100 chunks\), 2 calls \| {f} \| {f} \| {f} \| {f} \|",
             ],
         ),
         "bench_query": (

@@ -208,6 +208,33 @@ def test_opening_a_result_shows_the_note_with_its_lines_marked(
     assert _console_errors(browser) == []
 
 
+def test_a_note_s_view_lists_its_related_notes_then_its_links_and_backlinks(
+    served: Served, browser: webdriver.Chrome
+) -> None:
+    browser.get(served.page + "note?location=projects/heron.md")
+    headings = [h.text for h in browser.find_elements(By.CSS_SELECTOR, "main h2")]
+    assert headings == ["Related notes", "Links", "Backlinks"]
+    related = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "section.related .where a")]
+    assert related and not any(r.startswith("projects/heron.md") for r in related)
+    assert "keyword only" in browser.find_element(By.CSS_SELECTOR, "section.related").text
+    lists = browser.find_elements(By.CSS_SELECTOR, "section.links ul")
+    assert [a.text for a in lists[0].find_elements(By.TAG_NAME, "a")] == [
+        "[[li-wei]]",
+        "[[maya-chen]]",
+        "[[heron-同步设计]]",
+    ]
+    backlinks = [a.text for a in lists[1].find_elements(By.TAG_NAME, "a")]
+    assert backlinks == [
+        "Home.md:6",
+        "MEMORY.md:16",
+        "people/li-wei.md:9",
+        "笔记/heron-同步设计.md:13",
+    ]
+    _follow(browser, "section.related .where a")
+    assert browser.find_element(By.TAG_NAME, "h1").text == related[0].partition(":")[0]
+    assert _console_errors(browser) == []
+
+
 def test_a_note_holding_markup_shows_it_as_text_and_runs_nothing(
     served: Served, browser: webdriver.Chrome
 ) -> None:

@@ -79,6 +79,8 @@ def test_distinctive_words_are_the_note_s_highest_tf_idf_words_held_by_another_c
     assert distinctive_words(text, counts, 100) == ["heron", "sync"]
     assert distinctive_words(text, counts, 100, size=1) == ["heron"]
     assert distinctive_words("", counts, 100) == []
+    # a word in more than a fifth of the chunks tells few notes apart (more-like-this's max_doc_freq)
+    assert distinctive_words(text, {**counts, "heron": 21}, 100) == ["sync"]
 
 
 def test_a_long_note_s_probes_are_spread_from_its_first_chunk_to_its_last() -> None:
@@ -165,6 +167,14 @@ def test_with_vectors_related_is_by_meaning_and_words_and_says_nothing_more(
     assert answer["results"] and HERON not in _paths(answer)
     assert all(hit["vector_score"] is not None for hit in answer["results"])
     assert answer["results"][0]["path"] in {"notes/crdt.md", "people/maya.md"}
+    # a note saved since: its text is read again before answering, its vectors come later
+    write(vault, HERON, "# Heron\n\nHeron syncs offline edits of the mobile app.\n")
+    saved = _related(db, HERON, env=env)
+    assert saved["mode"] == "keyword" and saved["results"]
+    assert saved["notices"] == [
+        "the note has no vectors yet (memsync index, or a running watch, embeds it): related by "
+        "keyword only (the note's own distinctive words)"
+    ]
 
 
 # -- the other faces ---------------------------------------------------------------------------
@@ -195,18 +205,20 @@ def test_mcp_the_api_and_the_cli_give_the_same_related_notes(indexed: tuple[Path
     assert text.startswith("note: the index has no vectors") and "people/maya.md#L" in text
 
 
+@pytest.mark.parametrize("location", ["[[Nowhere]]", "nowhere.md", ""])
 def test_a_note_that_names_nothing_is_the_same_message_on_every_face(
-    indexed: tuple[Path, Path],
+    indexed: tuple[Path, Path], location: str
 ) -> None:
     _, db = indexed
-    cli = _run("related", "[[Nowhere]]", "--db", str(db))
+    cli = _run("related", location, "--db", str(db))
+    assert cli.exit_code == 1
     message = cli.stderr.strip().removeprefix("memsync: error: ")
     token = Tokens().add("agent")
     with serving(load_config(db=str(db)), None) as url:
         headers = {"Authorization": f"Bearer {token}"}
-        api = httpx2.get(f"{url}/api/related?location=[[Nowhere]]", headers=headers)
+        api = httpx2.get(f"{url}/api/related", params={"location": location}, headers=headers)
         bad_n = httpx2.get(f"{url}/api/related?location={HERON}&n=0", headers=headers)
-        tool = tool_calls(url, token, ("memory_related", {"note": "[[Nowhere]]"}))
+        tool = tool_calls(url, token, ("memory_related", {"note": location}))
     assert api.status_code == 400 and api.json() == {"error": message}
     assert bad_n.status_code == 400
     assert bad_n.json() == {"error": "limit must be between 1 and 1000, not 0"}
@@ -218,14 +230,18 @@ def test_api_links_is_links_json_and_the_note_view_lists_related_notes_and_links
 ) -> None:
     _, db = indexed
     links = _run("links", HERON, "--db", str(db), "--json")
+    refused = _run("links", "nowhere.md", "--db", str(db))
     token = Tokens().add("agent")
     with serving(load_config(db=str(db)), None) as url:
         headers = {"Authorization": f"Bearer {token}"}
         api = httpx2.get(f"{url}/api/links", params={"location": HERON}, headers=headers)
         named = httpx2.get(f"{url}/api/links", params={"location": "[[heron]]"}, headers=headers)
+        nowhere = httpx2.get(f"{url}/api/links?location=nowhere.md", headers=headers)
         view = httpx2.get(f"{url}{PAGE}/note?location={urllib.parse.quote(HERON)}", headers=headers)
     assert api.status_code == 200 and api.json() == json.loads(links.stdout)
     assert named.json() == api.json()
+    assert refused.exit_code == 1 and nowhere.status_code == 400
+    assert nowhere.json() == {"error": refused.stderr.strip().removeprefix("memsync: error: ")}
     assert view.status_code == 200
     related, rest = view.text.split('<section class="links">')
     assert "<h2>Related notes</h2>" in related and "notes/crdt.md:1-3" in related

@@ -883,3 +883,6 @@ def test_a_note_s_chunks_and_the_words_chunk_counts_are_read_alike(location: Loc
         total, counts = store.word_chunks(["sync", "syncing", "offline", "bread", "zebra", "text"])
         assert total == 6
         assert counts == {"sync": 2, "syncing": 2, "offline": 2, "bread": 1, "text": 3}
+        # kept while the index stays as it is, read again once it changes
+        store.replace_file(FileRow("c.md", "z", 1, 1), [NewChunk(1, 1, "c1", "bread", "", "bread")])
+        assert store.word_chunks(["bread", "sync"]) == (7, {"bread": 2, "sync": 2})

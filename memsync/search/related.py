@@ -28,6 +28,10 @@ from .pipeline import KEYWORD_ONLY, Hit, resolved_mode
 from .snippets import snippet
 
 TERMS = 25  # the note's distinctive words the keyword side searches for (more-like-this's)
+# a word held by more chunks than this share is left out, as Lucene's more-like-this leaves out
+# its max_doc_freq: it tells few notes apart, and it makes the keyword query slow (a vault's
+# commonest words are in a chunk of three; benchmarks/NOTES.md)
+MAX_SHARE = 0.2
 _LETTERS = re.compile(r"[^\W\d_]{2,}")  # a word: two letters or more
 
 
@@ -39,15 +43,7 @@ class Related:
     note: str
     mode: str
     results: list[Hit] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "note": self.note,
-            "mode": self.mode,
-            "notices": self.notices,
-            "results": [hit.as_dict() for hit in self.results],
-        }
+    notices: list[str] = field(default_factory=list)  # its JSON form: output.related_result
 
 
 def distinctive_words(
@@ -55,14 +51,14 @@ def distinctive_words(
 ) -> list[str]:
     """The `size` words of `text` of highest tf-idf (tf: the word's share of the text's words;
     idf: ln(total / the chunks holding it)), case-folded, two letters or more; a word only one
-    chunk holds finds nothing else."""
+    chunk holds finds nothing else, one held by more than MAX_SHARE of them tells little."""
     words = _LETTERS.findall(text.lower())
     if not words or total <= 0:
         return []
     scored = {
         word: count / len(words) * math.log(total / chunk_counts[word])
         for word, count in Counter(words).items()
-        if chunk_counts.get(word, 0) >= 2
+        if 2 <= chunk_counts.get(word, 0) <= max(2, MAX_SHARE * total)
     }
     weighed = [word for word, score in scored.items() if score > 0]  # in every chunk: no say
     return sorted(weighed, key=lambda word: (-scored[word], word))[:size]

@@ -14,7 +14,7 @@ from ..embedders import Embedder
 from ..errors import EmbeddingError
 from ..filters import NoteFilter
 from ..store.protocols import ChunkRow, StoreReader
-from ..vectors import centroid, from_blob, window_cosines
+from ..vectors import COARSE, centroid, from_blob, unit_rows, window_cosines, window_rows
 from .cosines import MIN_NOTES, calibrate_by_script, script_shift_range
 from .options import SAMPLE_CHUNKS, Options, pool_size
 from .query import Query
@@ -115,18 +115,30 @@ def spread(items: Sequence[ChunkRow], size: int) -> list[ChunkRow]:
     return [items[round(k * step)] for k in range(size)]
 
 
+# candidates the note's mean vector brings, per candidate asked for: one product over the vault's
+# mean vectors (one per probe cost each its own pass over them) with a pool twice as deep found as
+# many neighbours (benchmarks/NOTES.md)
+PROBE_POOL = 2
+
+
 def nearest_to_probes(
     store: StoreReader, probes: Sequence[ChunkRow], pool: int, only: NoteFilter
 ) -> list[int]:
-    """Related notes' candidates: the `pool` chunks nearest each probe's mean vector (a chunk
-    of the note asked about; MAX_PROBES of them, spread over a long note), each once."""
+    """Related notes' candidates: the chunks nearest the mean of the probes' vectors (chunks of
+    the note asked about; MAX_PROBES of them, spread over a long note)."""
+    mean = _probe_means(store, probes).mean(axis=0)
+    direction = mean / (np.linalg.norm(mean) or 1.0)
+    # every chunk the coarse step chose (coarse_pool of the limit): probe_scores scores them
+    # exactly against each probe, so the store's own rescoring would be done twice
+    limit = max(pool * PROBE_POOL // COARSE, 1)
+    return [i for i, _ in store.vector_search(direction, limit, only, every=True)]
+
+
+def _probe_means(store: StoreReader, probes: Sequence[ChunkRow]) -> np.ndarray:
+    """The mean vector of each probe, MAX_PROBES of them spread over the note, one a row."""
     dims = store.dims() or 0
-    found: dict[int, None] = {}
-    for probe in spread(probes, MAX_PROBES):
-        assert probe.embedding is not None
-        mean = from_blob(centroid(probe.embedding, dims))
-        found.update(dict.fromkeys(i for i, _ in store.vector_search(mean, pool, only)))
-    return list(found)
+    chosen = spread(probes, MAX_PROBES)
+    return np.array([from_blob(centroid(p.embedding or b"", dims)) for p in chosen])
 
 
 def probe_scores(
@@ -135,23 +147,34 @@ def probe_scores(
     """Each candidate's best calibrated cosine with any probe, its windows against each probe's
     mean vector as a query's against the question (so a chunk the keyword side found beyond the
     vector pool has its cosine, not 0), and which of its windows is nearest that best probe."""
-    dims = store.dims() or 0
-    sample = store.sample_vectors(SAMPLE_CHUNKS)
     ids = [i for i, row in rows.items() if row.embedding]
-    scores: dict[int, float] = {}
-    windows: dict[int, int] = {}
-    for probe in spread(probes, MAX_PROBES):
-        assert probe.embedding is not None
-        mean = from_blob(centroid(probe.embedding, dims))
-        each = {i: window_cosines(rows[i].embedding or b"", mean) for i in ids}
-        calibrated = calibrate_by_script(
-            np.array([float(each[i].max()) for i in ids]),
-            [rows[i].script for i in ids],
-            sample.best_cosines(mean),
-            sample.sampled_from,
-            probe.script,
-        )
-        for i, score in zip(ids, calibrated):
-            if float(score) > scores.get(i, -1.0):
-                scores[i], windows[i] = float(score), int(each[i].argmax())
-    return scores, windows
+    if not ids:
+        return {}, {}
+    means = _probe_means(store, probes)
+    counts, windows = window_rows([rows[i].embedding or b"" for i in ids], store.dims() or 0)
+    # einsum, not BLAS (as vectors.nearest): BLAS threads left spinning slow what comes next
+    unit = means / np.linalg.norm(means, axis=1, keepdims=True)
+    similarity = np.einsum("ij,kj->ik", unit_rows(windows), unit)
+    starts = np.r_[0, np.cumsum(counts)[:-1]]
+    cosines = np.maximum.reduceat(similarity, starts, axis=0)  # each chunk's best window, per probe
+    sample = store.sample_vectors(SAMPLE_CHUNKS)
+    scripts = [rows[i].script for i in ids]
+    calibrated = np.column_stack(
+        [
+            calibrate_by_script(
+                cosines[:, k],
+                scripts,
+                sample.best_cosines(mean),
+                sample.sampled_from,
+                probe.script,
+            )
+            for k, (mean, probe) in enumerate(zip(means, spread(probes, MAX_PROBES)))
+        ]
+    )
+    best = calibrated.argmax(axis=1)
+    scores = {i: float(calibrated[n, best[n]]) for n, i in enumerate(ids)}
+    nearest = {
+        i: int(similarity[starts[n] : starts[n] + counts[n], best[n]].argmax())
+        for n, i in enumerate(ids)
+    }
+    return scores, nearest

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 CONTROL, STDOUT, STDERR, STDIN, EXIT = range(5)
 HEADER = struct.Struct(">BI")
-RELAYED = ("query", "get", "related", "status", "mcp", "index")  # index: by the watcher of that index
+# the commands a daemon answers for the shell; index: by the watcher of that index
+RELAYED = ("query", "get", "related", "status", "mcp", "index")
 SOCKET_NAME_MAX = 100  # bytes: macOS allows 104 with the final NUL, Linux 108
 HELLO_TIMEOUT = 2.0  # seconds a live daemon takes to say it heard; a stopped one is passed over
 # bytes of a frame from a peer not proven yet, over a loopback port any local user may reach: a

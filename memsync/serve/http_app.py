@@ -115,7 +115,7 @@ class Api:
 
     def relating(
         self,
-        request: NoteRequest,
+        location: str,
         paths: Sequence[str] = (),
         since: str | None = None,
         until: str | None = None,
@@ -131,14 +131,14 @@ class Api:
             options = search_options(
                 config, paths=paths, since=since, until=until, tags=tags, limit=limit
             )
-            return output.related_result(memory.related(request, options))
+            return output.related_result(memory.related(note_request(location), options))
 
         return work
 
     async def related(self, request: Request) -> Response:
         params = request.query_params
         work = self.relating(
-            note_request(params.get("location", "")),
+            params.get("location", ""),
             params.getlist("path"),
             params.get("since"),
             params.get("until"),
@@ -178,7 +178,7 @@ class Api:
         links and backlinks; each one's error instead, where it has one (the note still shows)."""
         nearby: page_routes.Nearby = {}
         try:
-            nearby["related"] = self.relating(note_request(path))(memory)
+            nearby["related"] = self.relating(path)(memory)
         except MemsyncError as exc:
             nearby["related_error"] = str(exc)
         try:

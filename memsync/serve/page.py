@@ -254,7 +254,9 @@ def _nearby(nearby: Mapping[str, Any]) -> str:
     links = nearby.get("links")
     if links is None:
         return out + "<h2>Links</h2>\n" + _error(nearby.get("links_error", "")) + "</section>\n"
-    for title, entries in (("Links", links["links"]), ("Backlinks", links["backlinks"])):
+    # a line holding two links to the note is one backlink to read
+    lines = {(entry["path"], entry["line"]): entry for entry in links["backlinks"]}
+    for title, entries in (("Links", links["links"]), ("Backlinks", list(lines.values()))):
         items = "".join(_link(entry, title == "Backlinks") for entry in entries)
         out += f"<h2>{title}</h2>\n" + (
             f"<ul>\n{items}</ul>\n" if items else '<p class="none">None.</p>\n'

@@ -35,6 +35,8 @@ class SharedReading(SharedTables):
 
     # a long-lived reader's kept mean vectors and sample, and the index they are shared under
     _kept: tuple[Hashable | None, Kept] | None = None
+    # the index's version, its chunks and each token's chunk count read so far (word_chunks)
+    _word_counts: tuple[Any, int, dict[str, int]] | None = None
 
     def close(self) -> None:
         self._kept = None  # the process's copy goes with the last connection that holds it
@@ -108,12 +110,21 @@ class SharedReading(SharedTables):
 
     def word_chunks(self, words: Sequence[str]) -> tuple[int, dict[str, int]]:
         """(the chunks in the index, how many of them hold each word, as the keyword index
-        spells it: stemmed and folded by its tokenizer); a word it does not hold is left out."""
+        spells it: stemmed and folded by its tokenizer); a word it does not hold is left out.
+        The counts are kept while the index stays as it is: a vault's common words, whose counts
+        cost the most to read, come back in every note."""
         spelled = {word: tokens(word) for word in dict.fromkeys(words)}
         single = {word: found[0] for word, found in spelled.items() if len(found) == 1}
-        held = self._token_chunks(sorted(set(single.values()))) if single else {}
-        total = int(self._rows("SELECT count(*) FROM chunks")[0][0])
-        return total, {word: held[token] for word, token in single.items() if token in held}
+        version = self._index_version()
+        if self._word_counts is None or self._word_counts[0] != version:
+            total = int(self._rows("SELECT count(*) FROM chunks")[0][0])
+            self._word_counts = (version, total, {})
+        _, total, known = self._word_counts
+        missing = sorted({token for token in single.values() if token not in known})
+        if missing:
+            held = self._token_chunks(missing)
+            known.update({token: held.get(token, 0) for token in missing})
+        return total, {word: known[token] for word, token in single.items() if known[token]}
 
     def keyword_search(
         self, terms: Sequence[str], any_term: bool, limit: int, only: NoteFilter = NoteFilter()
