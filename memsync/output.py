@@ -364,6 +364,7 @@ def search_result(answer: Answer) -> SearchResult:
         "query": answer.query,
         "mode": answer.mode,
         "notices": answer.notices,
+        "terms": list(answer.terms),
         "results": search_hits(answer.results),
     }
 

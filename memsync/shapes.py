@@ -28,6 +28,7 @@ class SearchResult(TypedDict):
     query: str
     mode: str
     notices: list[str]
+    terms: list[str]  # the query's words to mark in the snippets, longest first
     results: list[SearchHit]
 
 

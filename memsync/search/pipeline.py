@@ -79,6 +79,9 @@ class Answer:
     requested_mode: str
     results: list[Hit] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    # the query's words as the keyword leg reads them (Chinese as bigrams), longest first: what
+    # a face marks in the snippets, so no client keeps a tokenizer of its own
+    terms: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -86,6 +89,7 @@ class Answer:
             "mode": self.mode,
             "requested_mode": self.requested_mode,
             "notices": self.notices,
+            "terms": list(self.terms),
             "results": [hit.as_dict() for hit in self.results],
         }
 
@@ -153,7 +157,7 @@ def ranked(
     unavailable_leg = [f"vector search unavailable: {why_not}"] if why_not and not chosen else []
     waiting = [waiting_notice(vector.waiting, writer())] if vector and vector.waiting else []
     legs_say = [*waiting, *(vector.notices if vector else ()), *keyword.notices, *glossed.notices]
-    return Answer(text, mode, options.mode, hits, unavailable_leg + legs_say)
+    return Answer(text, mode, options.mode, hits, unavailable_leg + legs_say, query.words)
 
 
 def waiting_notice(waiting: int, writer: str | None) -> str:

@@ -57,4 +57,5 @@ def query_words(query: str) -> list[str]:
 
 
 def _words(terms: Sequence[str]) -> list[str]:
-    return sorted({w for t in terms for w in t.split()}, key=len, reverse=True)
+    # alphabetical among words of one length: the same answer every run (a set's order is not)
+    return sorted({w for t in terms for w in t.split()}, key=lambda word: (-len(word), word))

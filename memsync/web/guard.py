@@ -1,5 +1,5 @@
 """The door of `memsync serve`: every request passes the Host and Origin checks (DNS rebinding,
-other sites' pages) and shows a token: /api and /mcp as `Authorization: Bearer` only; the page,
+other sites' pages; Obsidian's own origin only to the API and MCP, with a token) and shows a token: /api and /mcp as `Authorization: Bearer` only; the page,
 which lives under a folder of its own (the prefix), also as the session cookie a browser got at
 its login address. Any other address is refused. What gets in carries its token to the routes.
 
@@ -49,6 +49,8 @@ LOGIN = "/login"  # under the page's folder: GET ?token= (the address serve prin
 ASSETS = "/assets/"  # under the page's folder: the same bytes for everyone; the login page's
 MAX_LOGIN_BODY = 4096  # bytes of a login form: a token and a little more
 REVOKED_WITHIN = 1.0  # seconds: how soon an open stream ends after its token is revoked
+# the origin Obsidian's requestUrl sends: its plugin (obsidian-plugin/) is let in with a token
+OBSIDIAN = "app://obsidian.md"
 
 
 class Visitor(AuthenticatedUser):
@@ -98,6 +100,12 @@ class Sessions:
 
 def _machine(path: str) -> bool:
     return path.startswith(MACHINE_PATHS)
+
+
+def _obsidian(origin: str, path: str, headers: Headers) -> bool:
+    """Obsidian asking the API or MCP with a token (checked next, as anyone's): no page of
+    another site, whose fetch cannot send that origin, and a browser's session is no token."""
+    return origin == OBSIDIAN and _machine(path) and bool(headers.get("authorization"))
 
 
 def refusal(
@@ -241,7 +249,11 @@ class Guard:
                 path, 403, f"this server does not answer to the host {host!r}"
             ), None
         origin = headers.get("origin")
-        if origin is not None and not same_origin(origin, host):
+        if (
+            origin is not None
+            and not same_origin(origin, host)
+            and not _obsidian(origin, path, headers)
+        ):
             return self._refusal(path, 403, "requests from other sites' pages are refused"), None
         if not (_machine(path) or self._on_page(path)):
             return refusal(path, 404, ELSEWHERE, styled=False), None

@@ -91,6 +91,17 @@ def test_chinese_word_inside_a_run(keyword_vault: Path) -> None:
     assert payload["results"][0]["path"] == "笔记/测试服务器.md"
 
 
+def test_the_answer_names_the_words_to_mark_chinese_as_the_keyword_leg_reads_it(
+    keyword_vault: Path,
+) -> None:
+    """A client marks these words and keeps no tokenizer of its own; the text stays as it was."""
+    asked = ("query", "What is the SSH端口 of Redis?", "--vault", str(keyword_vault))
+    payload = json.loads(_run(*asked, "--json").stdout)
+    assert payload["terms"] == ["redis", "ssh", "端口"]
+    text = _run(*asked).stdout
+    assert "terms" not in text and "tech/redis.md:1-4" in text
+
+
 def test_conversational_question_falls_back_from_and_to_or(keyword_vault: Path) -> None:
     payload = json.loads(
         _run(

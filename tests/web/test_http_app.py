@@ -325,6 +325,23 @@ def test_hosts_and_origins_other_than_this_server_s_are_refused(site: Site) -> N
     assert same.status_code == 200 and "access-control-allow-origin" not in same.headers
 
 
+def test_obsidian_s_origin_is_let_into_the_api_with_a_valid_token_only(site: Site) -> None:
+    """Obsidian's requestUrl sends `Origin: app://obsidian.md`: the plugin's token opens the
+    API; no token, a wrong one or the page are what they are for anyone else."""
+    app = "app://obsidian.md"
+    found = site.get("/api/search?q=redis+port&mode=keyword", site.reader, origin=app)
+    assert found.status_code == 200 and found.json()["terms"] == ["redis", "port"]
+    assert "access-control-allow-origin" not in found.headers
+    wrong = site.get("/api/status", "not-a-token", origin=app)
+    assert wrong.status_code == 401 and "not valid" in wrong.json()["error"]
+    bare = site.get("/api/status", origin=app)
+    assert bare.status_code == 403 and "other sites" in bare.json()["error"]
+    page = site.get(f"{PAGE}/", site.reader, origin=app)
+    assert page.status_code == 403
+    lookalike = site.get("/api/status", site.reader, origin="app://obsidian.md.example")
+    assert lookalike.status_code == 403
+
+
 def test_a_body_over_a_megabyte_is_a_413(site: Site) -> None:
     headers = {"Authorization": f"Bearer {site.reader}", "Content-Type": "application/json"}
     large = site.client.post("/mcp", content=b" " * (MAX_BODY + 1), headers=headers)
