@@ -171,7 +171,8 @@ def test_a_search_result_links_its_note_and_keeps_its_structured_output(
     assert [str(link.uri) for link in links] == [
         resources.note_uri(path) for path in dict.fromkeys(found)
     ]
-    assert set(result.structured_content) == {"query", "mode", "notices", "results"}
+    # the links ride beside the structured output, which holds no link
+    assert set(result.structured_content) == {"query", "mode", "notices", "terms", "results"}
 
 
 def _texts(result: Any) -> list[str]:
