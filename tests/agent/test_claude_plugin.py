@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -17,9 +18,8 @@ import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from memsync.cli.commands import main
 from tests.agent_clients import client
-from tests.conftest import ROOT, SAMPLE_VAULT, agent_vault
+from tests.conftest import ROOT, SAMPLE_VAULT, VaultIndexer
 
 PLUGIN = ROOT / "integrations" / "claude-code"
 MARKETPLACE = ROOT / ".claude-plugin" / "marketplace.json"
@@ -76,14 +76,11 @@ def recording_memsync(folder: Path, log: Path) -> Path:
 
 
 def test_claude_code_installs_the_plugin_from_the_marketplace_and_connects(
-    tmp_path: Path,
+    tmp_path: Path, indexed_vault: VaultIndexer
 ) -> None:
     vault = tmp_path / "notes"
     shutil.copytree(SAMPLE_VAULT, vault)
-    indexed = subprocess.run(
-        [str(MEMSYNC), "index", str(vault), "--provider", "none"], capture_output=True, text=True
-    )
-    assert indexed.returncode == 0, indexed.stderr
+    indexed_vault(vault, host=socket.gethostname())  # where Claude Code starts memsync
     log = tmp_path / "started.log"
     bin_folder = recording_memsync(tmp_path / "bin", log)
     home = tmp_path / "home"
@@ -129,12 +126,8 @@ def tool_names(vault: Path, env: dict[str, str]) -> list[str]:
     return anyio.run(run)
 
 
-def test_memsync_writable_turns_writes_on_as_the_flag_does(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    vault = agent_vault(tmp_path / "notes")
-    result = CliRunner().invoke(main, ["index", str(vault), "--provider", "none"])
-    assert result.exit_code == 0, result.output
+def test_memsync_writable_turns_writes_on_as_the_flag_does(indexed_vault: VaultIndexer) -> None:
+    vault = indexed_vault(host=socket.gethostname())  # a server may write only on its machine
     env: dict[str, Any] = {
         k: v for k, v in os.environ.items() if k.startswith(("MEMSYNC_", "HOME"))
     }

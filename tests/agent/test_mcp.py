@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +24,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import memsync
 from memsync.cli.commands import main
-from tests.conftest import MCP_HELLO, EmbeddingServer, agent_vault, write
+from tests.conftest import MCP_HELLO, EmbeddingServer, VaultIndexer, agent_vault, write
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -188,19 +189,16 @@ def test_tools_carry_hints_and_every_argument_is_described_in_a_fixed_order(
 
 
 def test_memory_search_returns_what_memsync_query_returns(
-    tmp_path: Path, embedding_server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    embedding_server: EmbeddingServer,
+    monkeypatch: pytest.MonkeyPatch,
+    indexed_vault: VaultIndexer,
 ) -> None:
-    vault = agent_vault(tmp_path / "notes")
     db = tmp_path / "i.sqlite"
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1"}
     monkeypatch.setenv("OPENAI_BASE_URL", env["OPENAI_BASE_URL"])  # the server's too
+    indexed_vault(db=db, provider="openai", env=env)
     runner = CliRunner()
-    assert (
-        runner.invoke(
-            main, ["index", str(vault), "--db", str(db), "--provider", "openai"], env=env
-        ).exit_code
-        == 0
-    )
     asked = (("ssh port 2222", 3), ("heron postgres", 6), ("redis 6380", 2))
     answers = served(  # one server answers every request, as an agent's session does
         db,
@@ -291,15 +289,12 @@ def test_paths_outside_the_notes_are_refused_and_the_server_goes_on(
 
 
 def test_a_name_with_a_control_character_is_read_as_the_search_text_shows_it(
-    tmp_path: Path,
+    tmp_path: Path, indexed_vault: VaultIndexer
 ) -> None:
     """The text an agent reads shows `new\\nline.md`; reading that name back works, as the
     structured name does."""
-    vault = agent_vault(tmp_path / "notes")
-    write(vault, "new\nline.md", "# Quokkas\n\nquokkas smile\n")
     db = tmp_path / "i.sqlite"
-    result = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
-    assert result.exit_code == 0, result.output
+    indexed_vault(notes={"new\nline.md": "# Quokkas\n\nquokkas smile\n"}, db=db)
     with in_process(db) as tool:
         _, text, data = tool("memory_search", query="quokkas")
         assert "new\\nline.md" in text and data["results"][0]["path"] == "new\nline.md"
@@ -311,18 +306,18 @@ def test_a_name_with_a_control_character_is_read_as_the_search_text_shows_it(
 
 
 def test_a_name_with_a_real_backslash_is_read_literally_beside_one_with_a_newline(
-    tmp_path: Path,
+    tmp_path: Path, indexed_vault: VaultIndexer
 ) -> None:
     """`new\\nline.md` (a backslash and `n`) beside a note whose name holds a real newline:
     over the SDK's client, each name reads its own note; the exact name wins over the escaped
     reading, even when the lines asked for are past its end."""
-    vault = agent_vault(tmp_path / "notes")
-    write(vault, "back\\x2e\\x2e.md", "# Wombats\n\nwombats dig\n")
-    write(vault, "new\\nline.md", "# Real backslash\n\nbackslash note\n")
-    write(vault, "new\nline.md", "# Newline\n\nnewline note\n\nmore\n")
     db = tmp_path / "i.sqlite"
-    result = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
-    assert result.exit_code == 0, result.output
+    notes = {
+        "back\\x2e\\x2e.md": "# Wombats\n\nwombats dig\n",
+        "new\\nline.md": "# Real backslash\n\nbackslash note\n",
+        "new\nline.md": "# Newline\n\nnewline note\n\nmore\n",
+    }
+    indexed_vault(notes=notes, db=db)
     (
         (e1, _, wombats),
         (_, found, _),
@@ -381,7 +376,7 @@ def test_refused_paths_are_one_line_tool_errors_over_stdio_and_the_server_goes_o
 
 
 def test_memory_links_lists_links_with_citations_and_memory_get_follows_one(
-    tmp_path: Path,
+    tmp_path: Path, indexed_vault: VaultIndexer
 ) -> None:
     """Over stdio, as an agent calls them: a note named by path or alias, its links and its
     backlinks with citations; memory_get reads the section a link names, numbered as in the
@@ -395,8 +390,7 @@ def test_memory_links_lists_links_with_citations_and_memory_get_follows_one(
     )
     write(vault, "ops/log.md", "# Log\n\nSee [[heron#Conflicts]] and [[Kafka]].\n")
     db = tmp_path / "i.sqlite"
-    done = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
-    assert done.exit_code == 0, done.output
+    indexed_vault(vault, db=db)
     (e1, text, design), (e2, _, log), (e3, section, lines), (e4, missing, _), (e5, why, _) = calls(
         ["--db", str(db)],
         ("memory_links", {"path": "[[Heron project]]"}),
@@ -651,12 +645,11 @@ def test_the_server_exits_0_when_stdin_closes_or_on_a_signal(
 
 
 @pytest.fixture
-def pg_indexed(tmp_path: Path, pg_vault: tuple[str, str]) -> tuple[str, str]:
-    """The test vault indexed, keyword-only, into a fresh vault of the test server: (URL, name)."""
+def pg_indexed(pg_vault: tuple[str, str], indexed_vault: VaultIndexer) -> tuple[str, str]:
+    """The test vault indexed, keyword-only, into a fresh vault of the test server, on this
+    machine (where the servers run, so they may write): (URL, name)."""
     url, name = pg_vault
-    vault = agent_vault(tmp_path / "notes")
-    index = ["index", str(vault), "--db", url, "--name", name, "--provider", "none"]
-    assert CliRunner().invoke(main, index).exit_code == 0
+    indexed_vault(db=url, flags=("--name", name), host=socket.gethostname())
     return url, name
 
 
@@ -788,14 +781,13 @@ def test_a_request_with_an_invalid_id_or_nested_too_deeply_gets_an_error_answer(
 
 
 def test_a_configured_limit_reaches_the_agent_unless_it_asks_for_another(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, indexed_vault: VaultIndexer
 ) -> None:
-    vault = tmp_path / "notes"
-    for n in range(4):
-        write(vault, f"otter-{n}.md", f"# Otter {n}\n\notters hold hands while they sleep\n")
+    otters = {
+        f"otter-{n}.md": f"# Otter {n}\n\notters hold hands while they sleep\n" for n in range(4)
+    }
     db = tmp_path / "i.sqlite"
-    result = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
-    assert result.exit_code == 0, result.output
+    indexed_vault(tmp_path / "notes", notes=otters, db=db)
     monkeypatch.setenv("MEMSYNC_LIMIT", "2")
     with in_process(db) as tool:
         assert len(tool("memory_search", query="otters sleep")[2]["results"]) == 2

@@ -18,19 +18,17 @@ from urllib.parse import quote
 
 import httpx2
 import pytest
-from click.testing import CliRunner
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp.types import PaginatedRequestParams
 
 import memsync
 from memsync.agent import prompts, resources
-from memsync.cli.commands import main
 from memsync.config import load_config
-from memsync.memory import Memory, index
+from memsync.memory import Memory
 from memsync.web.tokens import Tokens
 from tests.agent.test_mcp import server_info, with_server
-from tests.conftest import ROOT, agent_vault, free_port, write
+from tests.conftest import ROOT, VaultIndexer, free_port, write
 from tests.daemon.test_serve_cli import _wait_until_served, serve
 from tests.web.test_serve import serving, with_session
 
@@ -51,17 +49,16 @@ INSPECTOR = ROOT / "clients" / "node_modules" / ".bin" / "mcp-inspector"
 
 
 @pytest.fixture
-def vault_db(tmp_path: Path) -> tuple[Path, Path]:
+def vault_db(tmp_path: Path, indexed_vault: VaultIndexer) -> tuple[Path, Path]:
     """The agents' vault with daily notes and a note whose name needs quoting, indexed."""
-    vault = agent_vault(tmp_path / "notes")
-    write(vault, "daily/2026-11-28.md", "# 2026-11-28\n\n- Ordered the new keyboard.\n")
-    write(vault, "daily/2026-11-30.md", "# 2026-11-30\n\n- [ ] Renew the TLS certificate.\n")
-    write(vault, "daily/2026-12-02.md", "# 2026-12-02\n\n- Heron shipped. See [[heron]].\n")
-    write(vault, "notes/a b#1.md", "---\ntitle: Odd name\n---\nSee [[tech/redis]].\n")
+    notes = {
+        "daily/2026-11-28.md": "# 2026-11-28\n\n- Ordered the new keyboard.\n",
+        "daily/2026-11-30.md": "# 2026-11-30\n\n- [ ] Renew the TLS certificate.\n",
+        "daily/2026-12-02.md": "# 2026-12-02\n\n- Heron shipped. See [[heron]].\n",
+        "notes/a b#1.md": "---\ntitle: Odd name\n---\nSee [[tech/redis]].\n",
+    }
     db = tmp_path / "i.sqlite"
-    done = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), "--provider", "none"])
-    assert done.exit_code == 0, done.output
-    return vault, db
+    return indexed_vault(notes=notes, db=db), db
 
 
 async def every_page(session: ClientSession) -> list[tuple[list[Any], str | None]]:
@@ -250,13 +247,14 @@ def test_the_daily_review_says_when_no_note_falls_in_the_range(
     ]
 
 
-def test_daily_notes_are_chosen_by_their_names_oldest_first(tmp_path: Path) -> None:
-    vault = tmp_path / "notes"
-    for path in ("daily/2026-12-02.md", "x/daily/2026-11-30.md", "memory/2026-11-01.md"):
-        write(vault, path, "# a day\n")
-    write(vault, "b.md", "---\ndate: 2026-11-15\n---\n# dated, but no daily note\n")
+def test_daily_notes_are_chosen_by_their_names_oldest_first(
+    tmp_path: Path, indexed_vault: VaultIndexer
+) -> None:
+    days = ("daily/2026-12-02.md", "x/daily/2026-11-30.md", "memory/2026-11-01.md")
+    notes = dict.fromkeys(days, "# a day\n")
+    notes["b.md"] = "---\ndate: 2026-11-15\n---\n# dated, but no daily note\n"
     db = tmp_path / "i.sqlite"
-    index(load_config(db=str(db), provider="none"), vault)
+    indexed_vault(tmp_path / "notes", notes=notes, db=db)
     with Memory.open(load_config(db=str(db))) as memory:
         assert memory.daily_notes("2026-11-02", "2026-12-31") == [
             ("x/daily/2026-11-30.md", 8),

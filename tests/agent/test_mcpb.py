@@ -15,14 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from click.testing import CliRunner
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import memsync
-from memsync.cli.commands import main
 from tests.agent_clients import client, node_path
-from tests.conftest import ROOT, agent_vault
+from tests.conftest import ROOT, VaultIndexer
 
 MANIFEST = ROOT / "integrations" / "claude-desktop" / "manifest.json"
 BUILD = ROOT / "scripts" / "build_mcpb.py"
@@ -138,10 +136,10 @@ def search_through(
     return anyio.run(run)
 
 
-def test_the_unpacked_bundle_starts_memsync_with_uv_and_answers_a_search(tmp_path: Path) -> None:
-    vault = agent_vault(tmp_path / "notes")
-    result = CliRunner().invoke(main, ["index", str(vault), "--provider", "none"])
-    assert result.exit_code == 0, result.output
+def test_the_unpacked_bundle_starts_memsync_with_uv_and_answers_a_search(
+    tmp_path: Path, indexed_vault: VaultIndexer
+) -> None:
+    vault = indexed_vault()
     unpacked = tmp_path / "unpacked"
     mcpb("unpack", str(built(tmp_path)), str(unpacked))
     config = host_config(unpacked, {"vault": str(vault)})

@@ -35,7 +35,15 @@ from memsync.daemon.relay import Relay
 from memsync.store.locate import SqliteLocation
 from memsync.web.prefix import page_prefix
 from memsync.web.tokens import Tokens
-from tests.conftest import MCP_HELLO, as_nobody, drop_vault, free_port, wait_until, write
+from tests.conftest import (
+    MCP_HELLO,
+    VaultIndexer,
+    as_nobody,
+    drop_vault,
+    free_port,
+    wait_until,
+    write,
+)
 
 IN_PROCESS = (
     "import sys; from memsync.cli.commands import main; main(prog_name='python -m memsync')"
@@ -84,6 +92,9 @@ def on_a_terminal(
     return shown
 
 
+HERE = socket.gethostname()  # where the daemons and the shell's commands below run
+
+
 def _notes(root: Path) -> Path:
     write(root, "servers.md", "# Servers\n\nThe test server's SSH port is 2222, not 22.\n")
     write(root, "daily/2026-11-10.md", "---\ntags: [incident]\n---\nOPS-1432 postmortem.\n")
@@ -93,10 +104,9 @@ def _notes(root: Path) -> Path:
 
 
 @pytest.fixture
-def vault(tmp_path: Path) -> Path:
-    root = _notes(tmp_path / "notes")
-    assert run(["index", str(root)], root, relayed=False)[0] == 0
-    return root
+def vault(tmp_path: Path, indexed_vault: VaultIndexer) -> Path:
+    # as `memsync index` in a shell of this machine would index it, with the default provider
+    return indexed_vault(_notes(tmp_path / "notes"), provider="auto", host=HERE)
 
 
 ANSWERING = "answering this user's memsync commands"
@@ -457,13 +467,15 @@ def test_while_serve_keeps_a_vault_in_step_its_writer_is_called_memsync_serve(
 
 
 @pytest.fixture
-def served(tmp_path: Path, pg_vault: tuple[str, str]) -> Iterator[tuple[Daemon, Path, list[str]]]:
+def served(
+    tmp_path: Path, pg_vault: tuple[str, str], indexed_vault: VaultIndexer
+) -> Iterator[tuple[Daemon, Path, list[str]]]:
     """The notes indexed in a PostgreSQL vault and served by `serve --db URL --name NAME`:
     (the server, the vault, the flags that name its index)."""
     url, name = pg_vault
-    root = _notes(tmp_path / "notes")
+    notes = _notes(tmp_path / "notes")
+    root = indexed_vault(notes, db=url, flags=("--name", name), provider="auto", host=HERE)
     flags = ["--db", url, "--name", name]
-    assert run(["index", str(root), *flags], root, relayed=False)[0] == 0
     Tokens().add("agent")  # a server with no token to admit anyone refuses to start
     listen = ["--listen", f"127.0.0.1:{free_port()}"]
     running = Daemon(["serve", *flags, *listen], tmp_path / "serve.log")
@@ -522,7 +534,7 @@ def test_a_server_stopped_by_sigterm_takes_its_endpoint_away(
 
 
 def test_a_server_of_a_shared_vault_shows_its_url_nowhere_with_the_password(
-    tmp_path: Path, pg_vault: tuple[str, str]
+    tmp_path: Path, pg_vault: tuple[str, str], indexed_vault: VaultIndexer
 ) -> None:
     """pgserver trusts local connections, so any password works; its log, its registry entry
     and a relayed answer hold none."""
@@ -530,8 +542,8 @@ def test_a_server_of_a_shared_vault_shows_its_url_nowhere_with_the_password(
     url, name = pg_vault
     url = url.replace("postgres:@", f"postgres:{secret}@")
     flags = ["--db", url, "--name", name]
-    root = _notes(tmp_path / "notes")
-    assert run(["index", str(root), *flags], root, relayed=False)[0] == 0
+    notes = _notes(tmp_path / "notes")
+    root = indexed_vault(notes, db=url, flags=("--name", name), provider="auto", host=HERE)
     Tokens().add("agent")
     daemon = Daemon(["serve", *flags, "--listen", f"127.0.0.1:{free_port()}"], tmp_path / "s.log")
     try:

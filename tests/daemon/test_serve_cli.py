@@ -26,7 +26,7 @@ from memsync.cli.commands import main
 from memsync.config import data_dir
 from memsync.web.prefix import page_prefix
 from memsync.web.tokens import Tokens
-from tests.conftest import EmbeddingServer, free_port, wait_until, write
+from tests.conftest import EmbeddingServer, VaultIndexer, free_port, wait_until, write
 
 
 def _env(host: str = "laptop") -> dict[str, str]:
@@ -263,13 +263,10 @@ def test_without_the_mcp_extra_serve_says_what_to_install(
 
 
 def test_serve_db_alone_serves_a_shared_vault_from_another_machine_reading_only(
-    tmp_path: Path, pg_vault: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, pg_vault: tuple[str, str], indexed_vault: VaultIndexer
 ) -> None:
     url, name = pg_vault
-    vault = _vault(tmp_path)
-    monkeypatch.setenv("MEMSYNC_HOST", "laptop")
-    done = CliRunner().invoke(main, ["index", str(vault), "--db", url, "--name", name])
-    assert done.exit_code == 0, done.output
+    vault = indexed_vault(_vault(tmp_path), db=url, flags=("--name", name), host="laptop")
     token, port = Tokens().add("team"), free_port()
     base = f"http://127.0.0.1:{port}"
     shared = ("--db", url, "--name", name, "--listen", f"127.0.0.1:{port}")

@@ -23,11 +23,14 @@ from memsync.store.locate import PostgresLocation
 from memsync.store.protocols import StoreReader
 from memsync.sync import syncer
 from memsync.sync.syncer import Syncer
-from tests.conftest import EmbeddingServer, HashEmbedder, drop_vault, write
+from tests.conftest import EmbeddingServer, HashEmbedder, VaultIndexer, drop_vault, write
 
 
 def _invoke(*args: str) -> object:
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+HERE = socket.gethostname()  # the machine the in-process commands below run on
 
 
 def _vault(root: Path, topic: str) -> Path:
@@ -37,13 +40,10 @@ def _vault(root: Path, topic: str) -> Path:
 
 
 @pytest.fixture
-def two_vaults(tmp_path: Path, pg_url: str) -> tuple[Path, Path]:
+def two_vaults(tmp_path: Path, pg_url: str, indexed_vault: VaultIndexer) -> tuple[Path, Path]:
     """`ops` and `research` indexed into one database, keyword-only."""
-    ops = _vault(tmp_path / "ops", "redis")
-    research = _vault(tmp_path / "research", "heron")
-    for root in (ops, research):
-        result = _invoke("index", str(root), "--db", pg_url, "--provider", "none")
-        assert result.exit_code == 0, result.output
+    ops = indexed_vault(_vault(tmp_path / "ops", "redis"), db=pg_url, host=HERE)
+    research = indexed_vault(_vault(tmp_path / "research", "heron"), db=pg_url, host=HERE)
     yield ops, research
     for name in ("ops", "research"):
         drop_vault(pg_url, name)
@@ -76,14 +76,10 @@ def test_vaults_share_a_database_and_never_see_each_other(
 
 
 def test_the_only_vault_is_found_without_a_name_and_get_reads_its_lines(
-    tmp_path: Path, pg_vault: tuple[str, str]
+    tmp_path: Path, pg_vault: tuple[str, str], indexed_vault: VaultIndexer
 ) -> None:
     url, name = pg_vault
-    root = _vault(tmp_path / "notes", "kafka")
-    assert (
-        _invoke("index", str(root), "--db", url, "--name", name, "--provider", "none").exit_code
-        == 0
-    )
+    indexed_vault(_vault(tmp_path / "notes", "kafka"), db=url, flags=("--name", name), host=HERE)
     names = json.loads(_invoke("status", "--db", url, "--json").output)["vaults"]
     if len(names) == 1:  # a shared test server may hold other vaults
         found = json.loads(_invoke("query", "kafka port", "--db", url, "--json").output)
@@ -316,14 +312,16 @@ def test_a_password_libpq_reads_unencoded_is_never_shown(tmp_path: Path, pg_url:
 
 
 def test_a_reader_sends_queries_to_a_remote_provider_only_when_its_settings_name_it(
-    tmp_path: Path, pg_vault: tuple[str, str], embedding_server: EmbeddingServer
+    tmp_path: Path,
+    pg_vault: tuple[str, str],
+    embedding_server: EmbeddingServer,
+    indexed_vault: VaultIndexer,
 ) -> None:
     url, name = pg_vault
     root = _vault(tmp_path / "team", "vault")
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "sk-exported"}
+    indexed_vault(root, db=url, flags=("--name", name), provider="openai", host=HERE, env=env)
     args = ["--db", url, "--name", name]
-    indexed = CliRunner().invoke(main, ["index", str(root), *args, "--provider", "openai"], env=env)
-    assert indexed.exit_code == 0, indexed.output
     sent = len(embedding_server.requests)
     query = ["query", "service port", *args, "--json"]
     keyword = json.loads(CliRunner().invoke(main, query, env=env).stdout)
@@ -576,8 +574,6 @@ def _team_database(tmp_path: Path, pg_url: str) -> tuple[str, dict[str, Path]]:
     The admin's URL to it and the vaults' folders."""
     from urllib.parse import urlsplit, urlunsplit
 
-    from tests.conftest import memsync
-
     with psycopg.connect(pg_url, autocommit=True) as admin:
         admin.execute('DROP DATABASE IF EXISTS "readers"')
         admin.execute('DROP ROLE IF EXISTS "reader"')
@@ -585,14 +581,13 @@ def _team_database(tmp_path: Path, pg_url: str) -> tuple[str, dict[str, Path]]:
     url = urlunsplit(urlsplit(pg_url)._replace(path="/readers"))
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute("CREATE EXTENSION vector")
-    roots = {}
-    for name, topic in (("team", "redis"), ("old", "kafka"), ("other", "heron")):
-        roots[name] = _vault(tmp_path / name, topic)
-        done = memsync(
-            "index", str(roots[name]), "--db", url, "--name", name, "--provider", "none",
-            host="desk",
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
+    indexed_vault = VaultIndexer(tmp_path)
+    roots = {
+        name: indexed_vault(
+            _vault(tmp_path / name, topic), db=url, flags=("--name", name), host="desk"
+        )
+        for name, topic in (("team", "redis"), ("old", "kafka"), ("other", "heron"))
+    }
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute(
             "DROP TABLE team.held_links, team.held_names, team.links, team.names, "

@@ -23,7 +23,7 @@ import httpx2
 import pytest
 
 from memsync.web.prefix import page_prefix
-from tests.conftest import MCP_HELLO, SAMPLE_VAULT, write
+from tests.conftest import MCP_HELLO, SAMPLE_VAULT, VaultIndexer, write
 from tests.web.test_page import MARKUP
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -44,8 +44,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 class Served:
     """A real `memsync serve` over sample_vault and a note holding markup, indexed keyword-only by
-    `memsync index`, in processes whose home is `home` (this module's: one server for its tests);
-    `token` is a read token."""
+    `memsync index`, all with the home `home` (this module's: one server for its tests); `token`
+    is a read token."""
 
     def __init__(self, home: Path, glossary: Path) -> None:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSYNC_")} | {
@@ -61,7 +61,7 @@ class Served:
         shutil.copytree(SAMPLE_VAULT, vault)
         write(vault, "markup.md", f"# Markup\n\n{MARKUP}\n")
         db = str(home / "index.sqlite")
-        self.memsync("index", str(vault), "--db", db)
+        VaultIndexer(home)(vault, db=db, host=socket.gethostname(), env=self.env)
         self.token = self.memsync("token", "add", "browser").strip()
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
