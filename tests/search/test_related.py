@@ -20,7 +20,7 @@ from memsync.search.vector_side import spread
 from memsync.store.protocols import ChunkRow
 from memsync.web.tokens import Tokens
 from tests.agent.test_mcp import calls
-from tests.conftest import EmbeddingServer, write
+from tests.conftest import EmbeddingServer, VaultIndexer, write
 from tests.web.test_serve import PAGE, serving, tool_calls
 
 HERON = "projects/heron.md"
@@ -50,12 +50,10 @@ def _run(*args: str, env: dict[str, str] | None = None):  # type: ignore[no-unty
 
 
 @pytest.fixture
-def indexed(tmp_path: Path) -> tuple[Path, Path]:
+def indexed(tmp_path: Path, indexed_vault: VaultIndexer) -> tuple[Path, Path]:
     """The vault indexed by keyword only: (vault, index file)."""
-    vault = _vault(tmp_path / "notes")
     db = tmp_path / "i.sqlite"
-    assert _run("index", str(vault), "--db", str(db), "--provider", "none").exit_code == 0
-    return vault, db
+    return indexed_vault(_vault(tmp_path / "notes"), db=db), db
 
 
 def _related(db: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -152,14 +150,11 @@ def test_related_takes_a_note_as_get_does_and_refuses_as_get_does(
 
 
 def test_with_vectors_related_is_by_meaning_and_words_and_says_nothing_more(
-    tmp_path: Path, embedding_server: EmbeddingServer
+    tmp_path: Path, embedding_server: EmbeddingServer, indexed_vault: VaultIndexer
 ) -> None:
-    vault = _vault(tmp_path / "notes")
     db = tmp_path / "i.sqlite"
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
-    assert (
-        _run("index", str(vault), "--db", str(db), "--provider", "openai", env=env).exit_code == 0
-    )
+    vault = indexed_vault(_vault(tmp_path / "notes"), db=db, provider="openai", env=env)
     calls_before = len(embedding_server.requests)
     answer = _related(db, HERON, env=env)
     assert len(embedding_server.requests) == calls_before  # from the index: no model runs

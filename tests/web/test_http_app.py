@@ -26,7 +26,7 @@ from memsync.web.app import MAX_BODY, make_app
 from memsync.web.guard import MAX_SESSIONS, SESSION_IDLE, Sessions
 from memsync.web.listen import cookie_name
 from memsync.web.tokens import Token, Tokens
-from tests.conftest import EmbeddingServer, write
+from tests.conftest import EmbeddingServer, VaultIndexer
 
 COOKIE = cookie_name(8631)
 PAGE = "/Pp1dlmLNaWqTNJ-Yt0mG2w"  # the page's folder (prefix.py makes one per installation)
@@ -45,21 +45,23 @@ class Site:
         return self.client.get(url, headers=headers)
 
 
-def _notes(tmp_path: Path, *flags: str, env: dict[str, str] | None = None) -> Path:
-    """Three notes indexed with `flags` (a provider): the index file."""
-    vault = tmp_path / "notes"
-    write(vault, "MEMORY.md", "# MEMORY\n\n- Coffee: flat white with oat milk.\n")
-    write(vault, "tech/redis.md", "# Redis\n\nThe staging Redis listens on port 6380.\n")
-    write(vault, "daily/2026-11-02.md", "---\ntags: [ops]\n---\n# Monday\n\nRedis restarted.\n")
+THREE_NOTES = {
+    "MEMORY.md": "# MEMORY\n\n- Coffee: flat white with oat milk.\n",
+    "tech/redis.md": "# Redis\n\nThe staging Redis listens on port 6380.\n",
+    "daily/2026-11-02.md": "---\ntags: [ops]\n---\n# Monday\n\nRedis restarted.\n",
+}
+
+
+def _notes(tmp_path: Path, provider: str, env: dict[str, str] | None = None) -> Path:
+    """Three notes indexed by `provider`: the index file."""
     db = tmp_path / "i.sqlite"
-    done = CliRunner().invoke(main, ["index", str(vault), "--db", str(db), *flags], env=env)
-    assert done.exit_code == 0, done.output
+    VaultIndexer(tmp_path)(tmp_path / "notes", notes=THREE_NOTES, db=db, provider=provider, env=env)
     return db
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
-    with serving(_notes(tmp_path, "--provider", "none")) as served:
+    with serving(_notes(tmp_path, "none")) as served:
         yield served
 
 
@@ -107,7 +109,7 @@ def test_api_status_reports_the_index_s_vector_backend_as_status_json_does(
 ) -> None:
     """The server's own copy of the vectors is a key of its own, not another backend."""
     env = {"OPENAI_BASE_URL": f"{embedding_server.url}/v1", "OPENAI_API_KEY": "k"}
-    db = _notes(tmp_path, "--provider", "openai", env=env)
+    db = _notes(tmp_path, "openai", env=env)
     cli = _cli_json("status", "--db", str(db), "--json")
     with serving(db) as site:
         api = site.get("/api/status", site.reader).json()
