@@ -53,6 +53,20 @@ from . import prompts, resources, results, stdio
 from .lending import Connections
 
 log = logging.getLogger("memsync.mcp")
+
+# the filters memory_search and memory_related share, as `--path`, `--since`, `--until`, `--tag`
+InFolder = Annotated[
+    str | None,
+    Field(description="Only notes in this folder (projects/) or glob (daily/2026-11-*.md)."),
+]
+Since = Annotated[
+    str | None,
+    Field(description="Only notes dated on or after: YYYY-MM-DD, today, yesterday, 7d, 2w, 3m."),
+]
+Until = Annotated[str | None, Field(description="Only notes dated on or before (forms as since).")]
+Tagged = Annotated[
+    list[str] | None, Field(description="Only notes with every one of these tags (without #).")
+]
 T = TypeVar("T")
 
 INSTRUCTIONS = (
@@ -198,25 +212,10 @@ class MemoryServer:
         mmr: Annotated[
             bool | None, Field(description="Prefer diverse results (default: the user's).")
         ] = None,
-        path: Annotated[
-            str | None,
-            Field(
-                description="Only notes in this folder (projects/) or glob (daily/2026-11-*.md)."
-            ),
-        ] = None,
-        since: Annotated[
-            str | None,
-            Field(
-                description="Only notes dated on or after: YYYY-MM-DD, today, yesterday, 7d, 2w, 3m."
-            ),
-        ] = None,
-        until: Annotated[
-            str | None, Field(description="Only notes dated on or before (forms as since).")
-        ] = None,
-        tags: Annotated[
-            list[str] | None,
-            Field(description="Only notes with every one of these tags (without #)."),
-        ] = None,
+        path: InFolder = None,
+        since: Since = None,
+        until: Until = None,
+        tags: Tagged = None,
     ) -> Annotated[CallToolResult, SearchResult]:
         """Search the user's notes by keyword and by meaning (English and Chinese); returns the
         best chunks with path, line range, scores and a citation path#Lstart-Lend. `path`: a
@@ -304,25 +303,10 @@ class MemoryServer:
         limit: Annotated[
             int | None, Field(description="How many notes to return, 1-1000 (default 10).")
         ] = None,
-        path: Annotated[
-            str | None,
-            Field(
-                description="Only notes in this folder (projects/) or glob (daily/2026-11-*.md)."
-            ),
-        ] = None,
-        since: Annotated[
-            str | None,
-            Field(
-                description="Only notes dated on or after: YYYY-MM-DD, today, yesterday, 7d, 2w, 3m."
-            ),
-        ] = None,
-        until: Annotated[
-            str | None, Field(description="Only notes dated on or before (forms as since).")
-        ] = None,
-        tags: Annotated[
-            list[str] | None,
-            Field(description="Only notes with every one of these tags (without #)."),
-        ] = None,
+        path: InFolder = None,
+        since: Since = None,
+        until: Until = None,
+        tags: Tagged = None,
     ) -> Annotated[CallToolResult, RelatedResult]:
         """The notes nearest in meaning to one note (itself excluded), best first, one entry per
         note with the lines that make it related, a score as memory_search's and a citation.
