@@ -19,7 +19,7 @@ import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
+from starlette.datastructures import Headers, QueryParams
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -48,6 +48,19 @@ MAX_BODY = 1024 * 1024  # bytes: an agent's request or a note it writes; more is
 # the query parameters that set a search's numbers and switches, as `memsync query` names them
 SEARCH_SETTINGS = {"n": "limit", "min_score": "min_score", "mode": "mode"}
 SEARCH_SWITCHES = ("decay", "mmr")
+
+
+def _filters(params: QueryParams) -> dict[str, Any]:
+    """Which notes /api/search and /api/related may return, as `--path`, `--since`, `--until`
+    and `--tag` say it: `path` and `tag` repeatable."""
+    return {
+        "paths": params.getlist("path"),
+        "since": params.get("since"),
+        "until": params.get("until"),
+        "tags": params.getlist("tag"),
+    }
+
+
 # MCP sessions one token may hold open: each idle one keeps ~37 KB for the SDK's 30 minutes, so
 # one token opening sessions in a loop must not fill the memory; the least recently used idle
 # one is ended to make room, and with none idle a new one is refused (429)
@@ -114,17 +127,9 @@ class Api:
 
     async def search(self, request: Request) -> Response:
         params = request.query_params
-        switches = {name: params.get(name) for name in SEARCH_SWITCHES}
-        numbers = {setting: params.get(name) for name, setting in SEARCH_SETTINGS.items()}
-        work = self.searching(
-            params.get("q", ""),
-            params.getlist("path"),
-            params.get("since"),
-            params.get("until"),
-            params.getlist("tag"),
-            **numbers,
-            **switches,
-        )
+        settings: dict[str, Any] = {name: params.get(name) for name in SEARCH_SWITCHES}
+        settings |= {setting: params.get(name) for name, setting in SEARCH_SETTINGS.items()}
+        work = self.searching(params.get("q", ""), **_filters(params), **settings)
         return await self.answer(request, work)
 
     def relating(
@@ -154,14 +159,7 @@ class Api:
 
     async def related(self, request: Request) -> Response:
         params = request.query_params
-        work = self.relating(
-            params.get("location", ""),
-            params.getlist("path"),
-            params.get("since"),
-            params.get("until"),
-            params.getlist("tag"),
-            params.get("n"),
-        )
+        work = self.relating(params.get("location", ""), **_filters(params), n=params.get("n"))
         return await self.answer(request, work)
 
     async def links(self, request: Request) -> Response:
