@@ -27,6 +27,17 @@ from memsync.cli.commands import main
 from tests.conftest import MCP_HELLO, EmbeddingServer, VaultIndexer, agent_vault, write
 
 
+# the tools a server lists without --writable, in the order it lists them
+READ_TOOLS = [
+    "memory_search",
+    "memory_get",
+    "memory_links",
+    "memory_related",
+    "memory_tree",
+    "memory_status",
+]
+
+
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     keep = ("MEMSYNC_", "OPENAI_", "HOME", "XDG_")
     return {k: v for k, v in os.environ.items() if k.startswith(keep)} | (extra or {})
@@ -139,17 +150,7 @@ def test_tools_are_listed_with_schemas_and_write_only_when_writable(
         return await names(session), bool(result.is_error), text
 
     read_only, error, text = with_server(["--db", str(db)], names_and_a_write)
-    assert read_only == dict.fromkeys(
-        [
-            "memory_search",
-            "memory_get",
-            "memory_links",
-            "memory_related",
-            "memory_tree",
-            "memory_status",
-        ],
-        True,
-    )
+    assert read_only == dict.fromkeys(READ_TOOLS, True)
     writable = with_server(["--db", str(db), "--writable"], names)
     assert writable == {**read_only, "memory_write": True}
     assert error and text == "memory_write is off: this server was started without --writable"
@@ -164,15 +165,7 @@ def test_tools_carry_hints_and_every_argument_is_described_in_a_fixed_order(
         return (await session.list_tools()).tools
 
     tools = with_server(["--db", str(db), "--writable"], listed)
-    assert [t.name for t in tools] == [
-        "memory_search",
-        "memory_get",
-        "memory_links",
-        "memory_related",
-        "memory_tree",
-        "memory_status",
-        "memory_write",
-    ]
+    assert [t.name for t in tools] == [*READ_TOOLS, "memory_write"]
     hints = {t.name: t.annotations for t in tools}
     reads = ("memory_search", "memory_get", "memory_links", "memory_related", "memory_tree")
     for name in (*reads, "memory_status"):
