@@ -26,7 +26,6 @@ import memsync
 from memsync.cli.commands import main
 from tests.conftest import MCP_HELLO, EmbeddingServer, VaultIndexer, agent_vault, write
 
-
 # the tools a server lists without --writable, in the order it lists them
 READ_TOOLS = [
     "memory_search",
