@@ -48,6 +48,18 @@ def _bigrams(run: str) -> list[str]:
 SPELLING = "cjk-bigrams+unigrams+camel-words"
 
 
+_LETTER_WORD = re.compile(f"[{_CJK}]+|[^\\W\\d_]{{2,}}")
+
+
+def words(text: str) -> list[str]:
+    """The words of `text` as the keyword index holds them, in order, repeats kept: case-folded
+    words of two letters or more, and each CJK run as its bigrams (a lone character as itself)."""
+    found: list[str] = []
+    for word in _LETTER_WORD.findall(text.lower()):
+        found.extend(_bigrams(word) if _CJK_RUN.fullmatch(word) else [word])
+    return found
+
+
 def cjk_phrase(word: str) -> str:
     """A Chinese word as one FTS5 phrase: its bigrams, which the index holds side by side."""
     return " ".join(_bigrams(word))

@@ -15,11 +15,11 @@ ways, with the lines of that chunk that make it related. Itself excluded; one en
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .. import fts
 from ..chunking import read_window_lines
 from ..store.protocols import ChunkRow, StoreReader
 from .calibration import calibrate_bm25, coverage
@@ -32,7 +32,6 @@ TERMS = 25  # the note's distinctive words the keyword side searches for (more-l
 # its max_doc_freq: it tells few notes apart, and it makes the keyword query slow (a vault's
 # commonest words are in a chunk of three; benchmarks/NOTES.md)
 MAX_SHARE = 0.2
-_LETTERS = re.compile(r"[^\W\d_]{2,}")  # a word: two letters or more
 
 
 @dataclass(frozen=True)
@@ -47,12 +46,11 @@ class Related:
 
 
 def distinctive_words(
-    text: str, chunk_counts: Mapping[str, int], total: int, size: int = TERMS
+    words: Sequence[str], chunk_counts: Mapping[str, int], total: int, size: int = TERMS
 ) -> list[str]:
-    """The `size` words of `text` of highest tf-idf (tf: the word's share of the text's words;
-    idf: ln(total / the chunks holding it)), case-folded, two letters or more; a word only one
-    chunk holds finds nothing else, one held by more than MAX_SHARE of them tells little."""
-    words = _LETTERS.findall(text.lower())
+    """The `size` of a note's `words` (fts.words) of highest tf-idf (tf: the word's share of
+    them; idf: ln(total / the chunks holding it)); a word only one chunk holds finds nothing
+    else, one held by more than MAX_SHARE of them tells little."""
     if not words or total <= 0:
         return []
     scored = {
@@ -118,8 +116,9 @@ def _keyword_side(
     store: StoreReader, text: str, pool: int, options: Options
 ) -> tuple[list[str], dict[int, float]]:
     """The note's distinctive words, and the chunks holding any of them with their BM25 ranks."""
-    total, counts = store.word_chunks(_LETTERS.findall(text.lower()))
-    words = distinctive_words(text, counts, total)
+    spoken = fts.words(text)
+    total, counts = store.word_chunks(spoken)
+    words = distinctive_words(spoken, counts, total)
     if not words:
         return [], {}
     return words, dict(store.keyword_search(words, True, pool, options.only)[0])

@@ -13,6 +13,7 @@ import httpx2
 import pytest
 from click.testing import CliRunner
 
+from memsync import fts
 from memsync.cli.commands import main
 from memsync.config import load_config
 from memsync.search.related import distinctive_words
@@ -71,14 +72,30 @@ def _paths(answer: dict[str, Any]) -> list[str]:
 
 
 def test_distinctive_words_are_the_note_s_highest_tf_idf_words_held_by_another_chunk() -> None:
-    text = "Heron heron heron sync sync the the the the xylophone a 2026"
+    text = fts.words("Heron heron heron sync sync the the the the xylophone a 2026")
     counts = {"heron": 2, "sync": 5, "the": 100, "xylophone": 1}
     # `the` is in every chunk (idf 0), `xylophone` in this one only, `a` and `2026` no words
     assert distinctive_words(text, counts, 100) == ["heron", "sync"]
     assert distinctive_words(text, counts, 100, size=1) == ["heron"]
-    assert distinctive_words("", counts, 100) == []
+    assert distinctive_words([], counts, 100) == []
     # a word in more than a fifth of the chunks tells few notes apart (more-like-this's max_doc_freq)
     assert distinctive_words(text, {**counts, "heron": 21}, 100) == ["sync"]
+
+
+def test_a_note_in_chinese_is_related_by_its_words_as_the_index_holds_them(
+    tmp_path: Path, indexed_vault: VaultIndexer
+) -> None:
+    """A CJK run is its bigrams, as the keyword index spells it: a whole run, as one word,
+    is held by no chunk, and a Chinese note found nothing."""
+    assert fts.words("项目进度 Heron") == ["项目", "目进", "进度", "heron"]
+    db = tmp_path / "i.sqlite"
+    notes = {
+        "a.md": "# 会议\n\n项目进度会议记录，讨论了同步引擎。\n",
+        "b.md": "# 计划\n\n项目进度：同步引擎下周上线。\n",
+        "c.md": "# 面包\n\n酸面包需要面粉和水。\n",
+    }
+    indexed_vault(tmp_path / "notes", notes=notes, db=db)
+    assert _paths(_related(db, "a.md")) == ["b.md"]
 
 
 def test_a_long_note_s_probes_are_spread_from_its_first_chunk_to_its_last() -> None:
