@@ -48,10 +48,14 @@ class Bounded(click.Command):
 
 
 class BoundedGroup(click.Group):
-    """A group of memsync commands, each inside the boundary."""
+    """A group of memsync commands: its own callback (`memsync vaults` alone) and each of its
+    commands run inside the boundary."""
 
     command_class = Bounded
     group_class = type  # a group's groups are bounded too
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return within_the_boundary(lambda: super(BoundedGroup, self).invoke(ctx))
 
 
 def within_the_boundary(action: Callable[[], Any]) -> Any:
@@ -63,6 +67,8 @@ def within_the_boundary(action: Callable[[], Any]) -> Any:
         sys.exit(130)
     except MemsyncError as exc:
         _fail(exc)
+    except (click.exceptions.Abort, click.exceptions.Exit):
+        raise  # click's own ends (a prompt answered with Ctrl-D, ctx.exit): click says them
     except Exception as exc:
         if env().get("MEMSYNC_RAISE_ERRORS"):
             raise

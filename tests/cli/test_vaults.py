@@ -15,7 +15,7 @@ import pytest
 
 from memsync.config import default_db_path
 from memsync.store.lock import FileLock
-from tests.conftest import VaultIndexer, cli
+from tests.conftest import VaultIndexer, cli, free_port
 
 NOTES = {
     "redis.md": "# Redis\n\nThe redis service listens on port 6380.\n",
@@ -197,3 +197,24 @@ def test_an_index_that_cannot_be_read_is_listed_with_why_and_can_be_forgotten() 
     done = cli("vaults", "forget", "broken-0123456789ab")
     assert done.returncode == 0, done.stderr
     assert list(folder.iterdir()) == []
+
+
+def test_vaults_alone_says_a_database_it_cannot_reach_in_one_line() -> None:
+    """The group's own callback runs inside the boundary too (it printed a traceback)."""
+    done = cli("vaults", "--db", f"postgresql://nobody@127.0.0.1:{free_port()}/x")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("memsync: error: cannot connect to postgresql://nobody@")
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_clicks_own_ends_pass_the_boundary_as_click_says_them() -> None:
+    """A prompt answered with Ctrl-D is click's Abort ("Aborted!"), not "memsync: error: Abort"."""
+    import click
+
+    from memsync.cli.common import within_the_boundary
+
+    def abort() -> None:
+        raise click.Abort()
+
+    with pytest.raises(click.Abort):
+        within_the_boundary(abort)
