@@ -34,6 +34,7 @@ from .errors import (
     StoreError,
     VaultTaken,
 )
+from .filters import note_filter as note_filter  # re-exported: the faces read dates with it
 from .filters import path_globs
 from .metadata import note_date
 from .notes import MOST_LINKS, Backlink, Named, NoteLinks, checked_path, note_path, note_request
@@ -49,7 +50,15 @@ from .search.request import (
     search_request,
 )
 from .status import gather, glance, indexes_here, vault_facts, vaults_in
-from .store.locate import Location, check_writer, for_vault, locate, owner_of, to_forget
+from .store.locate import (
+    Location,
+    SqliteLocation,
+    check_writer,
+    for_vault,
+    locate,
+    owner_of,
+    to_forget,
+)
 from .store.lock import QUERY_REFRESH, WATCHERS
 from .store.origin import Origin, this_host
 from .store.protocols import LinkRow, ModelKey, NoteRow, StoreWriter
@@ -228,10 +237,10 @@ def forget(
 
 
 def unindexed(config: Config, vault: Path) -> bool:
-    """Whether a local vault has no index yet where its writer would keep it."""
-    if config.db and is_postgres(config.db):
-        return False
-    return not for_vault(vault_root(current().path(vault)), config).size()
+    """Whether a local vault has no index yet where its writer would keep it (a lock file left
+    beside it is no index)."""
+    location = for_vault(vault_root(current().path(vault)), config)
+    return isinstance(location, SqliteLocation) and not location.path.exists()
 
 
 def _named_vault(vault: Path) -> Path:
@@ -426,9 +435,10 @@ class Memory:
     def daily_notes(self, first: str, last: str) -> list[tuple[str, int]]:
         """The daily notes (daily/ or memory/ YYYY-MM-DD.md) dated first..last (YYYY-MM-DD,
         inclusive) by their names, oldest first, with their sizes in bytes."""
-        dated = [(note_date(path), path, size) for path, size, *_ in self.store.listing()]
-        days = sorted((day.isoformat(), path, size) for day, path, size in dated if day)
-        return [(path, size) for day, path, size in days if first <= day <= last]
+        stats = self.store.file_stats()
+        dated = [(note_date(path), path, size) for path, (_, size) in stats.items()]
+        days = [(day.isoformat(), path, size) for day, path, size in dated if day]
+        return [(path, size) for day, path, size in sorted(days) if first <= day <= last]
 
     def paths(self, prefix: str = "") -> list[str]:
         """Indexed note paths starting with `prefix` (shell completion)."""

@@ -44,6 +44,7 @@ from ..memory import (
     RELATED_LIMIT,
     Memory,
     SearchRequest,
+    note_filter,
     note_request,
     search_options,
     search_request,
@@ -472,7 +473,7 @@ class MemoryServer:
         was decided, what is still open."""
 
         def work(memory: Memory) -> list[Message]:
-            dates = search_options(self.config, since=since or "7d", until=until or "today").only
+            dates = note_filter(since=since or "7d", until=until or "today")
             first, last = dates.since or "", dates.until or ""
             daily = memory.daily_notes(first, last)
             kept = prompts.fitting([size for _, size in daily])

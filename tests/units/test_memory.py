@@ -160,3 +160,20 @@ def test_a_reader_of_a_shared_index_says_how_far_behind_it_is_unless_a_writer_wo
         assert behind_notice(store, location, keyword_vault).startswith("3 notes changed on disk")
         with location.writer_lock("watch"):
             assert behind_notice(store, location, keyword_vault) == ""
+
+
+def test_a_vault_is_unindexed_until_its_index_file_exists_a_lock_left_beside_it_aside(
+    tmp_path: Path, indexed_vault: VaultIndexer
+) -> None:
+    from memsync.config import default_db_path
+    from memsync.memory import unindexed
+    from memsync.store.lock import lock_path
+
+    vault = tmp_path / "notes"
+    write(vault, "a.md", "# A\n")
+    config = load_config()
+    lock_path(default_db_path(vault.resolve())).parent.mkdir(parents=True, exist_ok=True)
+    lock_path(default_db_path(vault.resolve())).write_text("{}")  # a writer's, released
+    assert unindexed(config, vault)
+    indexed_vault(vault)
+    assert not unindexed(config, vault)
