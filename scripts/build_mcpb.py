@@ -15,17 +15,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "integrations" / "claude-desktop" / "manifest.json"
 DEFAULT_OUT = ROOT / "dist" / "memsync.mcpb"
-COMPILED = (".pyc", ".pyo")
 
 
 def bundled_files(root: Path = ROOT) -> Iterator[tuple[Path, str]]:
-    """(file, its name in the bundle): the manifest, what uv needs to build memsync, and every
-    file of the package but compiled ones."""
-    yield MANIFEST, "manifest.json"
+    """(file, its name in the bundle): the manifest, what uv needs to build memsync, and what
+    the wheel holds: the package's modules and its package data (pyproject.toml's), nothing
+    else a working folder may hold (an index, an editor's backup)."""
+    yield root / MANIFEST.relative_to(ROOT), "manifest.json"
     yield root / "pyproject.toml", "pyproject.toml"
     yield root / "README.md", "README.md"  # pyproject.toml's readme: the build reads it
-    for path in sorted((root / "memsync").rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in COMPILED:
+    package = root / "memsync"
+    shipped = [*package.rglob("*.py"), *(package / "web" / "assets").glob("*")]
+    for path in sorted(shipped):
+        if path.is_file() and "__pycache__" not in path.parts:
             yield path, path.relative_to(root).as_posix()
 
 

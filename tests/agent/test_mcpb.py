@@ -163,3 +163,23 @@ def test_the_unpacked_bundle_starts_memsync_with_uv_and_answers_a_search(
         raise AssertionError(log.read_text()) from exc
     assert "memory_search" in tools and "memory_write" not in tools
     assert "tech/ssh.md" in paths
+
+
+def test_the_bundle_holds_what_the_wheel_holds_not_whatever_lies_in_the_package_folder(
+    tmp_path: Path,
+) -> None:
+    import runpy
+
+    bundled_files = runpy.run_path(str(BUILD))["bundled_files"]
+    for name in ("memsync/__init__.py", "memsync/web/assets/page.css", "memsync/notes.sqlite"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "memsync" / "page.py~").write_text("")  # an editor's backup
+    names = [name for _, name in bundled_files(tmp_path)]
+    assert names == [
+        "manifest.json",
+        "pyproject.toml",
+        "README.md",
+        "memsync/__init__.py",
+        "memsync/web/assets/page.css",
+    ]
