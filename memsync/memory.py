@@ -41,7 +41,6 @@ from .notes import MOST_LINKS, Backlink, Named, NoteLinks, checked_path, note_pa
 from .notes import Lines as Lines  # re-exported: the faces name what read() returns
 from .notes import NoteRequest as NoteRequest  # re-exported: the faces parse with it
 from .search.options import SAMPLE_CHUNKS, Options
-from .search.query import query_words
 from .search.request import (
     MAX_QUERY_CHARS,
     SearchRequest,
@@ -78,7 +77,6 @@ __all__ = [
     "Memory",
     "index",
     "note_request",
-    "query_words",
     "search_options",
     "search_request",
     "SearchRequest",

@@ -238,7 +238,7 @@ def query(
 
     from .. import output
     from ..errors import ArgumentError
-    from ..memory import Memory, query_words, search_request
+    from ..memory import Memory, search_request
 
     config = _config(db=db, name=name, **flags)
     if flags.get("rerank") and not config.rerank_url:
@@ -265,7 +265,7 @@ def query(
         color = output.wants_color(current().stdout.isatty(), dict(env()))
         if outcome.results or outcome.notices:
             links = root if color else None
-            echo(output.query_text(outcome, query_words(text), color, links))
+            echo(output.query_text(outcome, list(outcome.terms), color, links))
     if not outcome.results:
         shown = text if len(text) <= 80 else text[:77] + "..."
         echo(f"memsync: no results for {shown!r}", err=True)

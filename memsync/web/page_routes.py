@@ -26,7 +26,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ..errors import ArgumentError, ConfigError, IndexNotFound, MemsyncError
-from ..memory import NoteRequest, note_request, query_words
+from ..memory import NoteRequest, note_request
 from ..shapes import Links, RelatedResult
 from . import page
 
@@ -115,7 +115,7 @@ def routes(search: Search, get: Get, status: Status) -> list[BaseRoute]:
                 result = await run_in_threadpool(lambda: search(form.q, **filters))
             except MemsyncError as exc:
                 error, code = str(exc), status_of(exc)
-        terms = query_words(form.q) if result else []
+        terms = result["terms"] if result else []
         return html(page.search_page(form, await status_html(), result, terms, error), code)
 
     async def note_page(request: Request) -> Response:
