@@ -94,11 +94,12 @@ def related(
     vector: dict[int, float] = {}
     nearest: dict[int, int] = {}
     if probes:  # the one place related loads the vector side (numpy): not without vectors
-        from .vector_side import nearest_to_probes, probe_scores
+        from .vector_side import nearest_to_probes, probe_means, probe_scores
 
-        near = nearest_to_probes(store, probes, pool, options.only)
+        asking, means = probe_means(store, probes)
+        near = nearest_to_probes(store, means, pool, options.only)
         rows = _others(store, [*near, *ranks], note)
-        vector, nearest = probe_scores(store, probes, rows)
+        vector, nearest = probe_scores(store, asking, means, rows)
     else:
         rows = _others(store, list(ranks), note)
     # anchored at the best match of another note, as a query's at its best match: the note

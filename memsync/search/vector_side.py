@@ -122,11 +122,10 @@ PROBE_POOL = 2
 
 
 def nearest_to_probes(
-    store: StoreReader, probes: Sequence[ChunkRow], pool: int, only: NoteFilter
+    store: StoreReader, means: np.ndarray, pool: int, only: NoteFilter
 ) -> list[int]:
-    """Related notes' candidates: the chunks nearest the mean of the probes' vectors (chunks of
-    the note asked about; MAX_PROBES of them, spread over a long note)."""
-    mean = _probe_means(store, probes).mean(axis=0)
+    """Related notes' candidates: the chunks nearest the mean of the probes' mean vectors."""
+    mean = means.mean(axis=0)
     direction = mean / (np.linalg.norm(mean) or 1.0)
     # every chunk the coarse step chose (coarse_pool of the limit): probe_scores scores them
     # exactly against each probe, so the store's own rescoring would be done twice
@@ -134,15 +133,21 @@ def nearest_to_probes(
     return [i for i, _ in store.vector_search(direction, limit, only, every=True)]
 
 
-def _probe_means(store: StoreReader, probes: Sequence[ChunkRow]) -> np.ndarray:
-    """The mean vector of each probe, MAX_PROBES of them spread over the note, one a row."""
+def probe_means(
+    store: StoreReader, probes: Sequence[ChunkRow]
+) -> tuple[list[ChunkRow], np.ndarray]:
+    """The probes related notes ask by (MAX_PROBES of a note's chunks, spread over a long
+    note), and the mean vector of each, one a row."""
     dims = store.dims() or 0
     chosen = spread(probes, MAX_PROBES)
-    return np.array([from_blob(centroid(p.embedding or b"", dims)) for p in chosen])
+    return chosen, np.array([from_blob(centroid(p.embedding or b"", dims)) for p in chosen])
 
 
 def probe_scores(
-    store: StoreReader, probes: Sequence[ChunkRow], rows: Mapping[int, ChunkRow]
+    store: StoreReader,
+    probes: Sequence[ChunkRow],
+    means: np.ndarray,
+    rows: Mapping[int, ChunkRow],
 ) -> tuple[dict[int, float], dict[int, int]]:
     """Each candidate's best calibrated cosine with any probe, its windows against each probe's
     mean vector as a query's against the question (so a chunk the keyword side found beyond the
@@ -150,7 +155,6 @@ def probe_scores(
     ids = [i for i, row in rows.items() if row.embedding]
     if not ids:
         return {}, {}
-    means = _probe_means(store, probes)
     counts, windows = window_rows([rows[i].embedding or b"" for i in ids], store.dims() or 0)
     # einsum, not BLAS (as vectors.nearest): BLAS threads left spinning slow what comes next
     unit = means / np.linalg.norm(means, axis=1, keepdims=True)
@@ -168,7 +172,7 @@ def probe_scores(
                 sample.sampled_from,
                 probe.script,
             )
-            for k, (mean, probe) in enumerate(zip(means, spread(probes, MAX_PROBES)))
+            for k, (mean, probe) in enumerate(zip(means, probes))
         ]
     )
     best = calibrated.argmax(axis=1)
