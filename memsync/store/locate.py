@@ -83,15 +83,21 @@ class SqliteLocation:
 
         lock = FileLock(self.path, "forget")
         lock.advice = "stop it first, then forget the index"
+        *index, lock_file = self.files()
         with lock:
-            for path in self.files():
-                try:
-                    path.unlink(missing_ok=True)
-                except OSError as exc:
-                    raise StoreError(f"cannot remove {path}: {os_reason(exc)}") from exc
+            _remove(index)
+        _remove([lock_file])  # once released: Windows removes no file a process holds open
 
     def __str__(self) -> str:
         return self.shown or str(self.path)
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot remove {path}: {os_reason(exc)}") from exc
 
 
 @dataclass(frozen=True)
